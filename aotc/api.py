@@ -1,0 +1,131 @@
+"""The Python API: compile, inspect, verify; the Bundle handle returned by compile."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+import onnx
+
+from aotc.compiler import CompileOptions, Compilation, compile_model, emit, memory_report
+from aotc.errors import AotcError
+from aotc.ops import resolve
+
+ModelLike = str | os.PathLike[str] | onnx.ModelProto
+
+
+@dataclass
+class Bundle:
+    """A compiled model on disk."""
+
+    directory: Path
+    name: str
+    compilation: Compilation
+
+    @property
+    def arena_bytes(self) -> int:
+        return self.compilation.plan.size
+
+    @property
+    def lower_bound(self) -> int:
+        return self.compilation.lower_bound
+
+    @property
+    def weights_bytes(self) -> int:
+        return self.compilation.weights_bytes
+
+    @property
+    def kernels(self) -> list[str]:
+        return [ls.kernel.name for ls in self.compilation.lowered]
+
+    def load(self, board: str | None = None) -> Any:
+        """A runner with ``.run({name: array}) -> {name: array}`` (host build via cffi, or a
+        QEMU-emulated board)."""
+        if board is None or board == "host-cffi":
+            from aotc.host import Runner
+
+            return Runner(self.directory)
+        from aotc.board_runner import BoardRunner
+
+        return BoardRunner(self.directory, board)
+
+
+def _options(name: str, input_shapes: Mapping[str, Sequence[int]] | None,
+             **kw: Any) -> CompileOptions:
+    return CompileOptions(name=name, input_shapes=dict(input_shapes or {}), **kw)
+
+
+def compile(model: ModelLike, out_dir: str | os.PathLike[str], name: str = "model",  # noqa: A001
+            input_shapes: Mapping[str, Sequence[int]] | None = None, **kw: Any) -> Bundle:
+    """Compile ``model`` (path or ModelProto) into a C bundle in ``out_dir``."""
+    comp = compile_model(model, _options(name, input_shapes, **kw))
+    emit(comp, out_dir)
+    return Bundle(Path(out_dir), name, comp)
+
+
+def macs_of(comp: Compilation) -> dict[str, int]:
+    g = comp.graph
+    out = {}
+    for n in g.nodes:
+        opdef = resolve(n.op, g.opset, n.domain)
+        f = getattr(opdef, "macs", None)
+        out[n.name] = int(f(n, g)) if f else 0
+    return out
+
+
+def inspect(model: ModelLike, name: str = "model",
+            input_shapes: Mapping[str, Sequence[int]] | None = None, **kw: Any) -> dict[str, Any]:
+    """Ops, shapes, parameters, MACs per node, and the arena plan against its lower bound."""
+    comp = compile_model(model, _options(name, input_shapes, **kw))
+    g = comp.graph
+    macs = macs_of(comp)
+    nodes = []
+    for n in g.nodes:
+        params = sum(g.values[i].type.numel for s in (n, *n.epilogue) for i in s.inputs
+                     if i in g.values and g.values[i].is_const)
+        nodes.append({
+            "name": n.name, "op": "+".join([n.op] + [e.op for e in n.epilogue]),
+            "inputs": [str(g.type(i)) for i in n.inputs if i],
+            "outputs": [str(g.type(o)) for o in n.outputs if o],
+            "params": int(params), "macs": macs[n.name],
+        })
+    return {
+        "model": comp.model_name, "opset": g.opset, "nodes": nodes,
+        "kernels": [ls.kernel.name for ls in comp.lowered],
+        "total_macs": sum(macs.values()), "weights_bytes": comp.weights_bytes,
+        "model_const_bytes": comp.model_const_bytes, "memory": memory_report(comp),
+    }
+
+
+
+
+def verify(model: ModelLike, out_dir: str | os.PathLike[str] | None = None, name: str = "model",
+           inputs: Sequence[Mapping[str, np.ndarray]] | None = None,
+           expected: Sequence[Mapping[str, np.ndarray]] | None = None, atol: float = 1e-4,
+           rtol: float = 1e-4, seed: int = 0, board: str | None = None,
+           input_shapes: Mapping[str, Sequence[int]] | None = None,
+           **kw: Any) -> dict[str, Any]:
+    """Compile, build, run the generated C and compare with onnxruntime (or ``expected``).
+
+    Returns a report with the max abs error per output; raises AotcError when it is beyond
+    ``atol + rtol * |reference|``."""
+    import tempfile
+
+    from aotc.verify import run_verification
+
+    tmp = None
+    if out_dir is None:
+        tmp = tempfile.TemporaryDirectory(prefix="aotc_verify_")
+        out_dir = tmp.name
+    try:
+        bundle = compile(model, out_dir, name=name, input_shapes=input_shapes, **kw)
+        return run_verification(model, bundle, inputs, expected, atol, rtol, seed, board,
+                                input_shapes)
+    finally:
+        if tmp is not None:
+            tmp.cleanup()
+
+

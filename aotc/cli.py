@@ -1,0 +1,232 @@
+"""aotc command line: compile | verify | inspect | ops | run | bench.
+
+Every user error is an AotcError, printed as one line on stderr with exit status 2. Set
+AOTC_DEBUG=1 to see Python tracebacks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import sys
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from aotc.errors import AotcError
+
+EXIT_USER = 2
+EXIT_INTERNAL = 3
+
+
+def _shape_arg(text: str) -> tuple[str, tuple[int, ...]]:
+    name, sep, dims = text.rpartition("=")
+    try:
+        if not sep or not name:
+            raise ValueError
+        return name, tuple(int(d) for d in dims.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"--input-shape expects NAME=D0,D1,... (e.g. input=1,49,10,1), got {text!r}") from None
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("model", help="the .onnx file")
+    p.add_argument("--name", default=None, help="C prefix of the bundle (default: file stem)")
+    p.add_argument("--input-shape", action="append", type=_shape_arg, default=[],
+                   metavar="NAME=D0,D1,...", help="bind the shape of a graph input")
+    p.add_argument("-p", "--passes", default=None,
+                   help="comma-separated passes to run (default: all: fold,fold-bn,views,dce,fuse)")
+    p.add_argument("--planner", default="best", help="memory planner algorithm (default best)")
+    p.add_argument("--no-inplace", action="store_true", help="disable in-place buffer reuse")
+    p.add_argument("--weights-section", default=None, help="linker section for the weights")
+
+
+def _options(args: argparse.Namespace, argv: Sequence[str]) -> dict[str, Any]:
+    name = args.name or _default_name(args.model)
+    return dict(name=name, input_shapes=dict(args.input_shape),
+                passes=tuple(p for p in args.passes.split(",") if p) if args.passes else None,
+                planner=args.planner, inplace=not args.no_inplace,
+                weights_section=args.weights_section,
+                command_line="aotc " + " ".join(shlex.quote(a) for a in argv))
+
+
+def _default_name(model: str) -> str:
+    from aotc.codegen.names import c_ident
+
+    return c_ident(Path(model).stem.lower(), "m")[:32]
+
+
+def cmd_compile(args: argparse.Namespace, argv: Sequence[str]) -> int:
+    from aotc.compiler import CompileOptions, compile_model, emit
+    from aotc.ir.printer import print_graph
+
+    opts = CompileOptions(**_options(args, argv))
+    dump = set(args.dump_after or [])
+
+    def on_pass(name: str, g: Any) -> None:
+        if name in dump or "all" in dump:
+            print(f"// after {name}\n{print_graph(g)}")
+
+    if dump - {"all", "fold", "fold-bn", "views", "dce", "fuse"}:
+        raise AotcError(f"--dump-after: unknown pass {sorted(dump)}")
+    comp = compile_model(args.model, opts, on_pass)
+    emit(comp, args.output)
+    print(f"aotc: wrote {args.output} ({len(comp.lowered)} kernels, arena {comp.plan.size} B, "
+          f"bound {comp.lower_bound} B, weights {comp.weights_bytes} B)", file=sys.stderr)
+    return 0
+
+
+def _load_vectors(path: str, meta_inputs: list[dict[str, Any]], expected_key: str | None
+                  ) -> tuple[list[dict[str, np.ndarray]], list[dict[str, np.ndarray]] | None]:
+    try:
+        data = np.load(path)
+    except Exception as e:
+        raise AotcError(f"cannot read vectors {path}: {e}") from None
+    names = [s["name"] for s in meta_inputs]
+    if all(n in data for n in names):
+        return [{n: data[n] for n in names}], None
+    if "input" in data and len(names) == 1:
+        batch = data["input"]
+        inputs = [{names[0]: batch[k]} for k in range(batch.shape[0])]
+        key = expected_key or ("output_ort" if "output_ort" in data else None)
+        expected = None
+        if key:
+            if key not in data:
+                raise AotcError(f"{path} has no key {key!r}")
+            expected = [{"__single__": data[key][k]} for k in range(batch.shape[0])]
+        return inputs, expected
+    raise AotcError(f"{path}: expected keys {names} (or 'input' for a one-input model)")
+
+
+def cmd_verify(args: argparse.Namespace, argv: Sequence[str]) -> int:
+    import tempfile
+
+    from aotc.api import compile as compile_bundle
+    from aotc.verify import run_verification
+
+    opts = _options(args, argv)
+    with tempfile.TemporaryDirectory(prefix="aotc_verify_") as tmp:
+        out = args.output or tmp
+        bundle = compile_bundle(args.model, out, **opts)
+        inputs = expected = None
+        if args.vectors:
+            inputs, expected = _load_vectors(args.vectors, bundle.load(None).meta["inputs"]
+                                             if args.board is None else
+                                             json.loads((Path(out) / "bundle.json").read_text())
+                                             ["inputs"], args.expected_key)
+            if expected is not None:
+                outs = [o["name"] for o in json.loads(
+                    (Path(out) / "bundle.json").read_text())["outputs"]]
+                if len(outs) != 1:
+                    raise AotcError("batched vectors need a one-output model")
+                expected = [{outs[0]: e["__single__"]} for e in expected]
+        rep = run_verification(args.model, bundle, inputs, expected, args.atol, args.rtol,
+                               args.seed, args.board)
+    errs = ", ".join(f"{k}: {v:.3g}" for k, v in rep["max_abs_error"].items())
+    ref = "expected vectors" if expected is not None else "onnxruntime"
+    print(f"aotc: verify OK on {rep['board']}: {rep['vectors']} vectors vs {ref}, max abs error "
+          f"{errs} (atol {args.atol:g}, rtol {args.rtol:g}); arena {rep['arena_bytes']} B")
+    return 0
+
+
+def _fmt_inspect(rep: dict[str, Any]) -> str:
+    lines = [f"model {rep['model']} (opset {rep['opset']}): {len(rep['nodes'])} kernels, "
+             f"{rep['total_macs']:,} MACs, weights {rep['weights_bytes']:,} B "
+             f"(model constants {rep['model_const_bytes']:,} B)", ""]
+    w = max([len(n["op"]) for n in rep["nodes"]] + [2])
+    lines.append(f"{'#':>3}  {'op':<{w}}  {'outputs':<24} {'params':>8} {'MACs':>12}  node")
+    for k, n in enumerate(rep["nodes"]):
+        lines.append(f"{k:>3}  {n['op']:<{w}}  {', '.join(n['outputs']):<24} {n['params']:>8} "
+                     f"{n['macs']:>12,}  {n['name']}")
+    m = rep["memory"]
+    lines += ["", f"arena {m['arena_bytes']:,} B ({m['algorithm']}), liveness lower bound "
+              f"{m['lower_bound']:,} B ({m['over_bound_pct']:+.1f}%), bound with I/O "
+              f"{m['io_lower_bound']:,} B", ""]
+    lines.append(f"{'buffer':<32} {'offset':>8} {'size':>8}  life")
+    for b in m["buffers"]:
+        lines.append(f"{b['name'][:32]:<32} {b['offset']:>8} {b['size']:>8}  "
+                     f"[{b['first']}, {b['last']}]")
+    if m["inplace"]:
+        lines.append("")
+        lines += [f"in place: step {i['step']} writes {i['output']} over {i['input']}"
+                  for i in m["inplace"]]
+    lines += ["", m["timeline"]]
+    return "\n".join(lines)
+
+
+def cmd_inspect(args: argparse.Namespace, argv: Sequence[str]) -> int:
+    from aotc.api import inspect
+
+    opts = _options(args, argv)
+    rep = inspect(args.model, **opts)
+    if args.json:
+        print(json.dumps(rep, indent=2, default=str))
+    else:
+        print(_fmt_inspect(rep))
+    return 0
+
+
+def cmd_ops(args: argparse.Namespace, argv: Sequence[str]) -> int:
+    from aotc.ops import all_ops
+
+    rows = []
+    for (domain, name), versions in sorted(all_ops().items()):
+        if domain == "aotc":
+            continue
+        cls = versions[-1]
+        since = ",".join(str(v.since) for v in versions)
+        rows.append(f"{(domain + '.' if domain else '') + name:<28} since {since:<10} "
+                    f"{cls.kind:<12} {', '.join(cls.dtypes)}")
+    print("\n".join(rows))
+    print(f"{len(rows)} ops")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="aotc", description="ONNX -> dependency-free C for MCUs")
+    sub = p.add_subparsers(dest="cmd", required=True)
+    c = sub.add_parser("compile", help="write the C bundle")
+    _common(c)
+    c.add_argument("-o", "--output", required=True, help="bundle directory")
+    c.add_argument("--dump-after", action="append", metavar="PASS",
+                   help="print the graph after PASS (or 'all')")
+    v = sub.add_parser("verify", help="compile, build, run and compare with onnxruntime")
+    _common(v)
+    v.add_argument("-o", "--output", default=None, help="keep the bundle here")
+    v.add_argument("--vectors", default=None, help=".npz with inputs (and expected outputs)")
+    v.add_argument("--expected-key", default=None, help="npz key of expected outputs")
+    v.add_argument("--atol", type=float, default=1e-4)
+    v.add_argument("--rtol", type=float, default=1e-4)
+    v.add_argument("--seed", type=int, default=0)
+    v.add_argument("--board", default=None, help="run on a QEMU board instead of the host")
+    i = sub.add_parser("inspect", help="ops, shapes, MACs and the memory plan")
+    _common(i)
+    i.add_argument("--json", action="store_true")
+    sub.add_parser("ops", help="list supported operators")
+    return p
+
+
+COMMANDS = {"compile": cmd_compile, "verify": cmd_verify, "inspect": cmd_inspect, "ops": cmd_ops}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = build_parser().parse_args(argv)
+    try:
+        return COMMANDS[args.cmd](args, argv)
+    except AotcError as e:
+        print(f"aotc: error: {e.one_line()}", file=sys.stderr)
+        return EXIT_USER
+    except KeyboardInterrupt:
+        return 130
+    except Exception as e:  # a bug in aotc, not the user's fault: still one line
+        if os.environ.get("AOTC_DEBUG"):
+            raise
+        msg = " ".join(f"{type(e).__name__}: {e}".split())[:300]
+        print(f"aotc: internal error: {msg} (set AOTC_DEBUG=1 for a traceback; please report)",
+              file=sys.stderr)
+        return EXIT_INTERNAL

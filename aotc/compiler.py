@@ -1,0 +1,247 @@
+"""The compiler driver: import -> passes -> schedule -> lower -> plan -> emit.
+
+``compile_model`` does everything in memory and returns a Compilation; ``emit`` writes the
+bundle. Each stage lives in its own module; this file only wires them in order.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+import onnx
+
+from aotc import __version__
+from aotc.codegen.bundle import TensorDecl, format_array, provenance, write_bundle
+from aotc.codegen.c import CPrinter
+from aotc.codegen.names import Namer, c_comment, c_ident
+from aotc.errors import AotcError
+from aotc.frontend.onnx import import_model, load_model
+from aotc.ir.graph import Graph
+from aotc.lower.lowering import LoweredStep, lower_step
+from aotc.lower.loop_ir import Kernel
+from aotc.memory.liveness import Liveness, analyse, io_inclusive_bound
+from aotc.memory.planner import Plan, ascii_timeline, check_no_overlap, lower_bound, plan, plan_to_json
+from aotc.passes import PASS_NAMES, Pass, default_pipeline, run_pipeline
+from aotc.schedule import Schedule, make_schedule
+
+
+@dataclass(frozen=True)
+class CompileOptions:
+    name: str = "model"
+    input_shapes: Mapping[str, Sequence[int]] = field(default_factory=dict)
+    passes: tuple[str, ...] | None = None  # None: the default pipeline
+    planner: str = "best"
+    align: int = 16
+    inplace: bool = True
+    unroll_max: int = 8
+    weights_section: str | None = None
+    verify_ir: bool = False
+    command_line: str = ""
+
+
+@dataclass
+class Compilation:
+    options: CompileOptions
+    model_name: str
+    model_hash: str
+    graph: Graph  # after the passes
+    schedule: Schedule
+    lowered: list[LoweredStep]
+    liveness: Liveness
+    plan: Plan
+    lower_bound: int
+    io_lower_bound: int
+    model_const_bytes: int
+    weights: dict[str, tuple[str, np.ndarray]]  # key -> (C symbol, data)
+
+    @property
+    def weights_bytes(self) -> int:
+        return sum(int(a.nbytes) for _, a in self.weights.values())
+
+
+def _validate_name(name: str) -> str:
+    if not name or c_ident(name, "m") != name or len(name) > 32:
+        raise AotcError(f"--name {name!r} must be a C identifier (letters, digits, _; not a "
+                        f"keyword; at most 32 characters)")
+    return name
+
+
+def _pipeline(names: tuple[str, ...] | None) -> list[Pass]:
+    passes = default_pipeline()
+    if names is None:
+        return passes
+    unknown = [n for n in names if n not in PASS_NAMES]
+    if unknown:
+        raise AotcError(f"unknown pass(es) {', '.join(unknown)}; known: {', '.join(PASS_NAMES)}")
+    return [p for p in passes if p.name in names]
+
+
+def compile_model(model: str | os.PathLike[str] | onnx.ModelProto, options: CompileOptions,
+                  on_pass: Callable[[str, Graph], None] | None = None) -> Compilation:
+    name = _validate_name(options.name)
+    if isinstance(model, onnx.ModelProto):
+        proto, model_name = model, model.graph.name or "model"
+        model_hash = hashlib.sha256(model.SerializeToString()).hexdigest()
+    else:
+        proto, model_name = load_model(model), Path(model).name
+        model_hash = hashlib.sha256(Path(model).read_bytes()).hexdigest()
+    shapes = {k: tuple(int(d) for d in v) for k, v in options.input_shapes.items()}
+    graph = import_model(proto, shapes, name)
+    model_const_bytes = graph.const_bytes()
+    graph = run_pipeline(graph, _pipeline(options.passes), verify=options.verify_ir,
+                         on_pass=on_pass)
+    sched = make_schedule(graph)
+    lowered = [lower_step(sched, st, options.unroll_max) for st in sched.steps]
+    scratch = {ls.step.index: ls.scratch for ls in lowered if ls.scratch}
+    live = analyse(sched, scratch, options.align, options.inplace)
+    try:
+        the_plan = plan(live.reqs, options.planner)
+    except ValueError as e:
+        raise AotcError(str(e)) from None
+    check_no_overlap(live.reqs, the_plan)
+    bound_reqs = analyse(sched, scratch, 1, inplace=False).reqs
+    weights = _collect_weights(sched, lowered, name)
+    return Compilation(options, model_name, model_hash, sched.graph, sched, lowered, live,
+                       the_plan, lower_bound(bound_reqs), io_inclusive_bound(sched),
+                       model_const_bytes, weights)
+
+
+def _collect_weights(s: Schedule, lowered: list[LoweredStep], prefix: str
+                     ) -> dict[str, tuple[str, np.ndarray]]:
+    namer = Namer()
+    out: dict[str, tuple[str, np.ndarray]] = {}
+    for ls in lowered:
+        for kind, key in ls.args:
+            if kind == "const" and key not in out:
+                arr = ls.consts[key] if key in ls.consts else s.graph.values[key].const
+                assert arr is not None
+                out[key] = (namer(key, f"{prefix}_w_{key}"), arr)
+            elif kind == "value" and s.kind[s.root[key]] == "const" and s.root[key] not in out:
+                r = s.root[key]
+                arr = s.graph.values[r].const
+                assert arr is not None
+                out[r] = (namer(r, f"{prefix}_w_{r}"), arr)
+    return out
+
+
+# ---------------------------------------------------------------------------------- emission
+def _io_decls(c: Compilation) -> tuple[list[TensorDecl], list[TensorDecl]]:
+    g = c.graph
+    namer = Namer({"a", "arena", "arena_size"})
+    ins = [TensorDecl(v, namer("in:" + v, v, "in"), g.type(v).dtype, g.type(v).shape)
+           for v in g.inputs]
+    outs = [TensorDecl(v, namer("out:" + v, v, "out"), g.type(v).dtype, g.type(v).shape)
+            for v in g.outputs]
+    return ins, outs
+
+
+def _pointer(c: Compilation, kind: str, key: str, ctype: str, io: dict[str, str]) -> str:
+    s = c.schedule
+    if kind == "scratch":
+        return f"({ctype} *)(void *)(a + {c.plan.offsets[key]})"
+    if kind == "const":
+        return c.weights[key][0]
+    root = s.root[key]
+    k = s.kind[root]
+    if k == "const":
+        return c.weights[root][0]
+    if k == "input":
+        return io["in:" + root]
+    if k == "output":
+        return io["out:" + s.output_of[root]]
+    buf = c.liveness.buffer_of(root)
+    return f"({ctype} *)(void *)(a + {c.plan.offsets[buf]})"
+
+
+def _memory_key(c: Compilation, kind: str, key: str) -> str:
+    if kind in ("scratch", "const"):
+        return f"{kind}:{key}"
+    root = c.schedule.root[key]
+    return f"{c.schedule.kind[root]}:{c.liveness.buffer_of(root)}"
+
+
+def _with_noalias(c: Compilation, ls: LoweredStep) -> Kernel:
+    keys = [_memory_key(c, kind, key) for kind, key in ls.args]
+    written = {keys[i] for i, b in enumerate(ls.kernel.params) if b.role in ("out", "scratch")}
+    noalias = set()
+    for i, b in enumerate(ls.kernel.params):
+        shared = keys.count(keys[i]) > 1
+        if not (shared and keys[i] in written):
+            noalias.add(b.name)
+    return Kernel(ls.kernel.name, ls.kernel.params, ls.kernel.body, ls.kernel.comment,
+                  frozenset(noalias))
+
+
+def render_context(c: Compilation) -> dict[str, Any]:
+    name = c.options.name
+    ins, outs = _io_decls(c)
+    io = {"in:" + t.value: t.cname for t in ins} | {"out:" + t.value: t.cname for t in outs}
+    printer = CPrinter()
+    kernels, calls = [], []
+    for ls in c.lowered:
+        k = _with_noalias(c, ls)
+        kernels.append(printer.kernel(k))
+        args = [_pointer(c, kind, key, b.dtype.ctype, io) for (kind, key), b in zip(ls.args, k.params)]
+        calls.append({"kernel": k.name, "args": args, "comment": k.comment})
+    run_params = ", ".join([f"const {t.dtype.ctype} *{t.cname}" for t in ins] +
+                           [f"{t.dtype.ctype} *{t.cname}" for t in outs] +
+                           ["void *arena", "size_t arena_size"])
+    null_checks = " || ".join([f"{t.cname} == NULL" for t in ins + outs] +
+                              ["arena == NULL"])
+    weights = []
+    for key, (sym, arr) in sorted(c.weights.items(), key=lambda kv: kv[1][0]):
+        from aotc import dtypes
+
+        dt = dtypes.from_numpy(arr.dtype)
+        weights.append({"symbol": sym, "ctype": dt.ctype, "numel": max(int(arr.size), 1),
+                        "data": format_array(arr, dt),
+                        "comment": c_comment(f"{key}: {dt.name}{list(arr.shape)}")})
+    in_ctx = [t.ctx(name) for t in ins]
+    out_ctx = [t.ctx(name) for t in outs]
+    prov = provenance(__version__, c.model_name, c.model_hash, c.options.command_line)
+    meta = {
+        "name": name, "arena_bytes": c.plan.size, "arena_align": c.options.align,
+        "lower_bound": c.lower_bound, "io_lower_bound": c.io_lower_bound,
+        "weights_bytes": c.weights_bytes,
+        "inputs": [{"name": t.value, "c_name": t.cname, "shape": list(t.shape),
+                    "dtype": t.dtype.name, "ctype": t.dtype.ctype,
+                    "bytes": int(np.prod(t.shape, dtype=np.int64)) * t.dtype.itemsize}
+                   for t in ins],
+        "outputs": [{"name": t.value, "c_name": t.cname, "shape": list(t.shape),
+                     "dtype": t.dtype.name, "ctype": t.dtype.ctype,
+                     "bytes": int(np.prod(t.shape, dtype=np.int64)) * t.dtype.itemsize}
+                    for t in outs],
+        "kernels": [ls.kernel.name for ls in c.lowered],
+        "aotc_version": __version__, "model": c.model_name, "model_sha256": c.model_hash,
+    }
+    return {
+        "name": name, "NAME": name.upper(), "provenance": prov,
+        "provenance_line": f"Generated by aotc {__version__} from {c_comment(c.model_name)}",
+        "arena_bytes": c.plan.size, "arena_align": c.options.align,
+        "lower_bound": c.lower_bound, "inputs": in_ctx, "outputs": out_ctx,
+        "tensor_infos": in_ctx + out_ctx, "run_params": run_params,
+        "null_checks": null_checks, "kernels": kernels, "calls": calls, "weights": weights,
+        "weights_bytes": c.weights_bytes, "weights_align": max(c.options.align, 4),
+        "weights_section": c.options.weights_section, "meta": meta,
+    }
+
+
+def memory_report(c: Compilation) -> dict[str, Any]:
+    rep = plan_to_json(c.liveness.reqs, c.plan)
+    rep["lower_bound"] = c.lower_bound
+    rep["over_bound_pct"] = (100.0 * (c.plan.size - c.lower_bound) / c.lower_bound
+                             if c.lower_bound else 0.0)
+    rep["io_lower_bound"] = c.io_lower_bound
+    rep["inplace"] = [{"step": k, "input": a, "output": b}
+                      for k, (a, b) in sorted(c.liveness.inplace.items())]
+    rep["timeline"] = ascii_timeline(c.liveness.reqs, c.plan)
+    return rep
+
+
+def emit(c: Compilation, out_dir: str | os.PathLike[str]) -> dict[str, str]:
+    return write_bundle(Path(out_dir), render_context(c))

@@ -1,0 +1,29 @@
+"""AotcError: the only exception type a user of aotc ever sees.
+
+It names the node and op a problem belongs to (when there is one) so the CLI can print a single
+line such as ``aotc: node 'conv1' (Conv): attribute 'foo' is not supported``.
+"""
+
+from __future__ import annotations
+
+
+class AotcError(Exception):
+    """A user-facing error: bad model, unsupported feature or failed verification."""
+
+    def __init__(self, reason: str, node: str | None = None, op: str | None = None) -> None:
+        self.reason = reason
+        self.node = node
+        self.op = op
+        super().__init__(self.one_line())
+
+    def one_line(self) -> str:
+        where = ""
+        if self.node is not None and self.op is not None:
+            where = f"node {self.node!r} ({self.op}): "
+        elif self.op is not None:
+            where = f"op {self.op}: "
+        elif self.node is not None:
+            where = f"node {self.node!r}: "
+        text = where + self.reason
+        # One line, always: a model can put newlines into names.
+        return " ".join(text.split())

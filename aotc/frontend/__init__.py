@@ -1,0 +1,1 @@
+"""Model importers. Only ONNX so far (frontend/onnx.py)."""

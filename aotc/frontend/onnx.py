@@ -1,0 +1,276 @@
+"""ONNX ModelProto -> Graph with concrete shapes and dtypes.
+
+Checks everything a user can get wrong before any conversion (file format, opset, unsupported
+ops -- all of them in one error --, symbolic dims, cycles, external data outside the model's
+folder) and turns each problem into one AotcError line.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+from aotc import dtypes
+from aotc.errors import AotcError
+from aotc.ir.graph import Graph, Node, TensorType, Value
+from aotc.ops import REQUIRED, resolve
+
+MIN_OPSET = 11
+_DEFAULT_DOMAINS = ("", "ai.onnx")
+
+
+def load_model(path: str | os.PathLike[str]) -> onnx.ModelProto:
+    p = Path(path)
+    if not p.is_file():
+        raise AotcError(f"no such file: {p}")
+    data = p.read_bytes()
+    try:
+        model = onnx.ModelProto()
+        model.ParseFromString(data)
+    except Exception as e:  # protobuf raises DecodeError (and others on garbage)
+        raise AotcError(f"{p.name} is not a valid ONNX file (truncated or not a protobuf: "
+                        f"{type(e).__name__})") from None
+    if model.ir_version <= 0 or not model.HasField("graph") or not model.graph.output:
+        raise AotcError(f"{p.name} is not an ONNX model (no IR version or graph outputs)")
+    _load_external(model, p.parent.resolve())
+    return model
+
+
+def _load_external(model: onnx.ModelProto, base: Path) -> None:
+    from onnx.external_data_helper import load_external_data_for_tensor
+
+    for t in _all_tensors(model.graph):
+        if t.data_location != onnx.TensorProto.EXTERNAL:
+            continue
+        info = {e.key: e.value for e in t.external_data}
+        loc = info.get("location", "")
+        target = (base / loc).resolve()
+        if os.path.isabs(loc) or not target.is_relative_to(base):
+            raise AotcError(f"tensor {t.name!r}: external data {loc!r} is outside the model's "
+                            f"folder; refusing to read it")
+        if not target.is_file():
+            raise AotcError(f"tensor {t.name!r}: external data file {loc!r} not found")
+        load_external_data_for_tensor(t, str(base))
+        t.data_location = onnx.TensorProto.DEFAULT
+        del t.external_data[:]
+
+
+def _all_tensors(g: onnx.GraphProto) -> list[onnx.TensorProto]:
+    out = list(g.initializer)
+    for n in g.node:
+        for a in n.attribute:
+            if a.type == onnx.AttributeProto.TENSOR:
+                out.append(a.t)
+    return out
+
+
+def _opset(model: onnx.ModelProto) -> int:
+    versions = {o.domain: o.version for o in model.opset_import}
+    v = versions.get("", versions.get("ai.onnx"))
+    if v is None:
+        raise AotcError("model imports no ai.onnx opset")
+    newest = onnx.defs.onnx_opset_version()
+    if not MIN_OPSET <= v <= newest:
+        raise AotcError(f"opset {v} is not supported (aotc supports {MIN_OPSET} to {newest}); "
+                        f"convert with onnx.version_converter")
+    return v
+
+
+def _tensor_type(vi: onnx.ValueInfoProto, bound: Mapping[str, tuple[int, ...]]) -> TensorType:
+    tt = vi.type.tensor_type if vi.type.HasField("tensor_type") else None
+    if tt is None:
+        raise AotcError(f"input {vi.name!r} is not a tensor (sequences, maps and optionals are "
+                        f"not supported)")
+    if tt.elem_type not in dtypes.BY_ONNX:
+        name = onnx.TensorProto.DataType.Name(tt.elem_type)
+        raise AotcError(f"input {vi.name!r} has dtype {name}, which aotc does not support")
+    dt = dtypes.BY_ONNX[tt.elem_type]
+    if vi.name in bound:
+        shape = tuple(int(d) for d in bound[vi.name])
+        if tt.HasField("shape") and len(tt.shape.dim) != len(shape):
+            raise AotcError(f"--input-shape {vi.name} has rank {len(shape)}, the model says "
+                            f"{len(tt.shape.dim)}")
+        return TensorType(shape, dt)
+    if not tt.HasField("shape"):
+        raise AotcError(f"input {vi.name!r} has no shape; bind it with --input-shape "
+                        f"{vi.name}=D0,D1,...")
+    dims = []
+    for k, d in enumerate(tt.shape.dim):
+        if d.HasField("dim_value") and d.dim_value >= 0:
+            dims.append(int(d.dim_value))
+        else:
+            sym = d.dim_param or "?"
+            raise AotcError(f"input {vi.name!r} dim {k} is symbolic ({sym!r}); bind it with "
+                            f"--input-shape {vi.name}=D0,D1,... (API: input_shapes={{...}})")
+    return TensorType(tuple(dims), dt)
+
+
+def _attr_value(a: onnx.AttributeProto) -> Any:
+    if a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS):
+        raise ValueError("subgraph attributes are not supported")
+    v = onnx.helper.get_attribute_value(a)
+    if isinstance(v, bytes):
+        return v.decode("utf-8", "replace")
+    if isinstance(v, onnx.TensorProto):
+        return numpy_helper.to_array(v)
+    if isinstance(v, list):
+        return tuple(x.decode("utf-8", "replace") if isinstance(x, bytes) else x for x in v)
+    return v
+
+
+def _const_value(arr: np.ndarray, name: str) -> Value:
+    arr = np.asarray(arr)
+    try:
+        dt = dtypes.from_numpy(arr.dtype)
+    except KeyError:
+        raise AotcError(f"constant {name!r} has dtype {arr.dtype}, which aotc does not "
+                        f"support") from None
+    arr = np.ascontiguousarray(arr)
+    arr.setflags(write=False)
+    return Value(name, TensorType(tuple(int(d) for d in arr.shape), dt), arr)
+
+
+def _constant_node(n: onnx.NodeProto) -> np.ndarray:
+    a = n.attribute[0] if n.attribute else None
+    if a is None:
+        raise ValueError("Constant node has no value")
+    v = _attr_value(a)
+    kinds = {"value": None, "value_float": np.float32, "value_floats": np.float32,
+             "value_int": np.int64, "value_ints": np.int64}
+    if a.name not in kinds:
+        raise ValueError(f"Constant attribute {a.name!r} is not supported")
+    return np.asarray(v, dtype=kinds[a.name]) if kinds[a.name] else np.asarray(v)
+
+
+def _toposort(nodes: list[onnx.NodeProto], available: set[str]) -> list[onnx.NodeProto]:
+    """Kahn's algorithm, stable in the file's order; a leftover set means a cycle."""
+    produced_by = {o: k for k, n in enumerate(nodes) for o in n.output if o}
+    deps = [{produced_by[i] for i in n.input if i and i not in available and i in produced_by}
+            for n in nodes]
+    missing = [(n, i) for n in nodes for i in n.input
+               if i and i not in available and i not in produced_by]
+    if missing:
+        n, i = missing[0]
+        raise AotcError(f"input {i!r} is produced by no node, initializer or graph input",
+                        n.name or "?", n.op_type)
+    done: set[int] = set()
+    order: list[int] = []
+    progress = True
+    while progress and len(order) < len(nodes):
+        progress = False
+        for k in range(len(nodes)):
+            if k not in done and deps[k] <= done:
+                done.add(k)
+                order.append(k)
+                progress = True
+    if len(order) < len(nodes):
+        cyc = [nodes[k].name or nodes[k].op_type for k in range(len(nodes)) if k not in done]
+        raise AotcError(f"the graph has a cycle through nodes {', '.join(map(repr, cyc[:6]))}")
+    return [nodes[k] for k in order]
+
+
+def import_model(model: onnx.ModelProto, input_shapes: Mapping[str, tuple[int, ...]] | None = None,
+                 name: str = "model") -> Graph:
+    input_shapes = dict(input_shapes or {})
+    opset = _opset(model)
+    g = model.graph
+    values: dict[str, Value] = {}
+    for t in g.initializer:
+        try:
+            values[t.name] = _const_value(numpy_helper.to_array(t), t.name)
+        except AotcError:
+            raise
+        except Exception as e:
+            raise AotcError(f"initializer {t.name!r} cannot be read: {e}") from None
+    inputs = [vi for vi in g.input if vi.name not in values]
+    unknown = set(input_shapes) - {vi.name for vi in inputs}
+    if unknown:
+        raise AotcError(f"--input-shape names no graph input: {', '.join(sorted(unknown))} "
+                        f"(inputs: {', '.join(vi.name for vi in inputs)})")
+    for vi in inputs:
+        values[vi.name] = Value(vi.name, _tensor_type(vi, input_shapes))
+
+    _check_supported(g.node, opset)
+    nodes: list[Node] = []
+    used_names: set[str] = set()
+    for k, pn in enumerate(_toposort(list(g.node), set(values))):
+        node_name = pn.name or f"{pn.op_type}_{k}"
+        while node_name in used_names:
+            node_name += "_"
+        used_names.add(node_name)
+        if pn.op_type == "Constant" and pn.domain in _DEFAULT_DOMAINS:
+            try:
+                values[pn.output[0]] = _const_value(_constant_node(pn), pn.output[0])
+            except ValueError as e:
+                raise AotcError(str(e), node_name, "Constant") from None
+            continue
+        nodes.append(_convert_node(pn, node_name, opset, values))
+
+    outputs = [o.name for o in g.output]
+    for o in outputs:
+        if o not in values:
+            raise AotcError(f"graph output {o!r} is never produced")
+    return Graph(name=name, inputs=[vi.name for vi in inputs], outputs=outputs, values=values,
+                 nodes=nodes, opset=opset, meta={"producer": model.producer_name})
+
+
+def _check_supported(nodes: Any, opset: int) -> None:
+    bad: dict[str, list[str]] = {}
+    for pn in nodes:
+        if pn.op_type == "Constant" and pn.domain in _DEFAULT_DOMAINS:
+            continue
+        domain = "" if pn.domain in _DEFAULT_DOMAINS else pn.domain
+        if resolve(pn.op_type, opset, domain) is None:
+            key = f"{pn.domain}.{pn.op_type}" if domain else pn.op_type
+            bad.setdefault(key, []).append(pn.name or "?")
+    if bad:
+        parts = [f"{op} ({len(v)} node{'s' if len(v) > 1 else ''}, e.g. {v[0]!r})"
+                 for op, v in sorted(bad.items())]
+        raise AotcError(f"unsupported ops at opset {opset}: {'; '.join(parts)}")
+
+
+def _convert_node(pn: onnx.NodeProto, node_name: str, opset: int,
+                  values: dict[str, Value]) -> Node:
+    domain = "" if pn.domain in _DEFAULT_DOMAINS else pn.domain
+    opdef = resolve(pn.op_type, opset, domain)
+    assert opdef is not None
+    defaults = opdef.attr_defaults()
+    attrs: dict[str, Any] = {}
+    for a in pn.attribute:
+        if a.name not in defaults:
+            raise AotcError(f"attribute {a.name!r} is not supported", node_name, pn.op_type)
+        try:
+            attrs[a.name] = _attr_value(a)
+        except ValueError as e:
+            raise AotcError(str(e), node_name, pn.op_type) from None
+    for k, v in defaults.items():
+        if k not in attrs:
+            if v is REQUIRED:
+                raise AotcError(f"required attribute {k!r} is missing", node_name, pn.op_type)
+            attrs[k] = v
+    try:
+        version = onnx.defs.get_schema(pn.op_type, opset, pn.domain).since_version
+    except Exception:
+        version = opdef.since
+    node = Node(pn.op_type, node_name, tuple(pn.input), tuple(pn.output), attrs, version, domain)
+    ins = [values[i] if i else None for i in node.inputs]
+    opdef.check(node, ins)
+    try:
+        types = opdef.infer(node, ins)
+    except AotcError:
+        raise
+    except Exception as e:
+        raise AotcError(f"cannot infer output shape: {type(e).__name__}: {e}",
+                        node_name, pn.op_type) from None
+    outs = [o for o in node.outputs]
+    for o, t in zip(outs, types):
+        if o:
+            if any(d < 0 for d in t.shape):
+                raise AotcError(f"output {o!r} has a negative dim {t.shape}", node_name, pn.op_type)
+            values[o] = Value(o, t)
+    return node

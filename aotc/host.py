@@ -1,0 +1,128 @@
+"""Build a bundle with the host C compiler into a shared library and run it through cffi.
+
+The cdef is the bundle's own public header (the part between the aotc:cdef markers), so the
+host tests exercise exactly the API a firmware uses. Libraries are cached by content hash.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Mapping
+
+import cffi
+import numpy as np
+
+from aotc.errors import AotcError
+from aotc.paths import runtime_dir
+
+WARN_FLAGS = ["-std=c99", "-Wall", "-Wextra", "-Werror", "-pedantic"]
+HOST_FLAGS = ["-O2", "-ffp-contract=off", "-fPIC", "-shared"]
+STATUS = {0: "ok", 1: "null pointer argument", 2: "arena too small", 3: "arena misaligned"}
+
+
+def cache_dir() -> Path:
+    d = Path(os.environ.get("AOTC_CACHE_DIR") or Path.home() / ".cache" / "aotc")
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
+def _cc() -> str:
+    cc = os.environ.get("CC", "cc")
+    if shutil.which(cc) is None:
+        raise AotcError(f"no host C compiler ({cc!r}); install gcc or set CC")
+    return cc
+
+
+def build_shared(bundle_dir: Path) -> Path:
+    """Compile the bundle (+ runtime) with warnings as errors; cached by content."""
+    sources = sorted(bundle_dir.glob("*.c")) + sorted(runtime_dir().glob("*.c"))
+    headers = sorted(bundle_dir.glob("*.h")) + sorted(runtime_dir().glob("*.h"))
+    cc = _cc()
+    h = hashlib.sha256(" ".join([cc, *WARN_FLAGS, *HOST_FLAGS]).encode())
+    for f in sources + headers:
+        h.update(f.name.encode())
+        h.update(f.read_bytes())
+    out = cache_dir() / f"lib_{h.hexdigest()[:24]}.so"
+    if out.exists():
+        return out
+    with tempfile.TemporaryDirectory(dir=cache_dir()) as tmp:
+        tmp_out = Path(tmp) / out.name
+        cmd = [cc, *WARN_FLAGS, *HOST_FLAGS, "-I", str(bundle_dir), "-I", str(runtime_dir()),
+               *map(str, sources), "-o", str(tmp_out), "-lm"]
+        res = subprocess.run(cmd, capture_output=True, text=True)
+        if res.returncode != 0:
+            first = next((ln for ln in res.stderr.splitlines() if "error" in ln), res.stderr[:300])
+            raise AotcError(f"generated C failed to compile with the host cc: {first.strip()}")
+        os.replace(tmp_out, out)
+    return out
+
+
+def cdef_of(header: str) -> str:
+    """The cffi declarations: the header's cdef section without preprocessor lines, except
+    plain integer #defines (which cffi understands)."""
+    m = re.search(r"/\* aotc:cdef-begin \*/(.*?)/\* aotc:cdef-end \*/", header, re.S)
+    if not m:
+        raise AotcError("bundle header has no aotc:cdef section")
+    lines = []
+    for ln in m.group(1).splitlines():
+        s = ln.strip()
+        if s.startswith("#") and not re.fullmatch(r"#define \w+ \d+", s):
+            continue
+        if s.startswith("/*"):
+            continue
+        lines.append(ln)
+    return "\n".join(lines)
+
+
+class Runner:
+    """Runs a built bundle: ``run({input name: array}) -> {output name: array}``."""
+
+    def __init__(self, bundle_dir: str | os.PathLike[str]) -> None:
+        self.dir = Path(bundle_dir)
+        self.meta = json.loads((self.dir / "bundle.json").read_text())
+        self.name = self.meta["name"]
+        self.lib_path = build_shared(self.dir)
+        self.ffi = cffi.FFI()
+        self.ffi.cdef(cdef_of((self.dir / f"{self.name}.h").read_text()))
+        self.lib = self.ffi.dlopen(str(self.lib_path))
+        self.arena_bytes = int(self.meta["arena_bytes"])
+
+    def _array(self, spec: dict, value: object) -> np.ndarray:
+        arr = np.asarray(value)
+        want = np.dtype(spec["dtype"])
+        if arr.dtype != want:
+            if not np.can_cast(arr.dtype, want, "same_kind"):
+                raise AotcError(f"input {spec['name']!r} has dtype {arr.dtype}, expected {want}")
+            arr = arr.astype(want)
+        if tuple(arr.shape) != tuple(spec["shape"]):
+            if arr.size != int(np.prod(spec["shape"], dtype=np.int64)):
+                raise AotcError(f"input {spec['name']!r} has shape {arr.shape}, expected "
+                                f"{tuple(spec['shape'])}")
+            arr = arr.reshape(spec["shape"])
+        return np.ascontiguousarray(arr)
+
+    def run(self, inputs: Mapping[str, object]) -> dict[str, np.ndarray]:
+        specs_in, specs_out = self.meta["inputs"], self.meta["outputs"]
+        missing = [s["name"] for s in specs_in if s["name"] not in inputs]
+        extra = sorted(set(inputs) - {s["name"] for s in specs_in})
+        if missing or extra:
+            raise AotcError(f"inputs do not match the model: missing {missing}, unknown {extra}")
+        ins = [self._array(s, inputs[s["name"]]) for s in specs_in]
+        outs = [np.zeros(s["shape"], np.dtype(s["dtype"])) for s in specs_out]
+        raw = np.zeros(self.arena_bytes + 64, np.uint8)
+        off = (-raw.ctypes.data) % 16
+        arena = raw[off:off + max(self.arena_bytes, 1)]
+        args = [self.ffi.from_buffer(f"{s['ctype']}[]", a) for s, a in zip(specs_in, ins)]
+        args += [self.ffi.from_buffer(f"{s['ctype']}[]", a) for s, a in zip(specs_out, outs)]
+        args += [self.ffi.from_buffer("uint8_t[]", arena), self.arena_bytes]
+        status = getattr(self.lib, f"{self.name}_run")(*args)
+        if status != 0:
+            raise AotcError(f"{self.name}_run returned {status} ({STATUS.get(status, '?')})")
+        return {s["name"]: o for s, o in zip(specs_out, outs)}

@@ -1,0 +1,1 @@
+"""Lowering: kernels as loop nests (loop_ir), built by KernelBuilder, transformed by schedules."""

@@ -1,0 +1,200 @@
+"""KernelBuilder: how op lowerings write loop nests.
+
+An op's ``lower`` receives a builder whose ``inputs``/``outputs`` are BufRefs with the ONNX
+shapes, opens loops with ``with kb.loop(n) as i:``, and writes results with ``kb.store_output``,
+which applies the fused elementwise epilogue (bias, activation, residual add) before storing.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Callable, Iterator, Sequence
+
+import numpy as np
+
+from aotc.dtypes import DType
+from aotc.lower.loop_ir import (
+    INDEX, Assign, Block, Buffer, Cast, Const, Decl, Expr, If, Kernel, Load, Loop, Stmt, Store, Var,
+    as_expr,
+)
+from aotc.lower.simplify import simplify
+
+
+def strides_of(shape: Sequence[int]) -> tuple[int, ...]:
+    out, acc = [], 1
+    for d in reversed(shape):
+        out.append(acc)
+        acc *= d
+    return tuple(reversed(out))
+
+
+@dataclass(frozen=True)
+class BufRef:
+    """A buffer seen with an N-d row-major shape."""
+
+    buf: Buffer
+    shape: tuple[int, ...]
+
+    @property
+    def dtype(self) -> DType:
+        return self.buf.dtype
+
+    @property
+    def numel(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    def index(self, idx: Sequence[Expr | int]) -> Expr:
+        if len(idx) != len(self.shape):
+            raise ValueError(f"{self.buf.name}: {len(idx)} indices for shape {self.shape}")
+        flat: Expr = Const(0)
+        for i, s, d in zip(idx, strides_of(self.shape), self.shape):
+            if d == 1:
+                continue  # the index of a unit dim is always 0
+            flat = flat + as_expr(i) * s
+        return flat
+
+    def __getitem__(self, idx: Sequence[Expr | int] | Expr | int) -> Load:
+        if not isinstance(idx, (tuple, list)):
+            idx = (idx,)
+        return Load(self.buf, self.index(list(idx)))
+
+    def bcast(self, out_idx: Sequence[Expr]) -> Load:
+        """Load with numpy broadcasting against an output index (right-aligned dims)."""
+        k = len(self.shape)
+        tail = list(out_idx)[len(out_idx) - k:] if k else []
+        idx = [Const(0) if d == 1 else i for d, i in zip(self.shape, tail)]
+        return self[idx] if k else Load(self.buf, Const(0))
+
+    def flat(self, i: Expr | int) -> Load:
+        return Load(self.buf, as_expr(i))
+
+
+# An epilogue step turns the running value into the next one, given the output index (and the
+# flat output index when the caller has one), and the output shape.
+EpilogueFn = Callable[[Expr, Sequence[Expr], "Expr | None", tuple[int, ...]], Expr]
+
+
+class KernelBuilder:
+    def __init__(self, name: str, comment: str, inputs: Sequence[BufRef | None],
+                 outputs: Sequence[BufRef], epilogue: Sequence[EpilogueFn] = (),
+                 extra_params: Sequence[BufRef] = ()) -> None:
+        self.name = name
+        self.comment = comment
+        self.inputs = list(inputs)
+        self.outputs = list(outputs)
+        self._epilogue = list(epilogue)
+        self._params: list[Buffer] = []
+        for r in [*inputs, *extra_params, *outputs]:
+            if r is not None and r.buf not in self._params:
+                self._params.append(r.buf)
+        self._stack: list[list[Stmt]] = [[]]
+        self._names: dict[str, int] = {}
+        self.consts: dict[str, np.ndarray] = {}  # compile-time arrays this kernel adds
+        self.scratch: list[Buffer] = []
+
+    # ------------------------------------------------------------------ names and emission
+    def fresh(self, base: str) -> str:
+        n = self._names.get(base, 0)
+        self._names[base] = n + 1
+        return base if n == 0 else f"{base}{n}"
+
+    def emit(self, s: Stmt) -> None:
+        self._stack[-1].append(s)
+
+    # ------------------------------------------------------------------ control flow
+    @contextmanager
+    def loop(self, extent: int | Expr, name: str = "i", start: int | Expr = 0,
+             unroll: bool = False) -> Iterator[Var]:
+        var = Var(self.fresh(name))
+        self._stack.append([])
+        yield var
+        body = tuple(self._stack.pop())
+        self.emit(Loop(var.name, as_expr(start), as_expr(extent), body, 1, unroll))
+
+    @contextmanager
+    def loops(self, shape: Sequence[int], names: Sequence[str] | None = None) -> Iterator[list[Var]]:
+        names = list(names) if names else [f"i{d}" for d in range(len(shape))]
+        vars_: list[Var] = []
+        depth = 0
+        for d, n in zip(shape, names):
+            var = Var(self.fresh(n))
+            vars_.append(var)
+            self._stack.append([])
+            depth += 1
+            del d
+        yield vars_
+        for var, d in zip(reversed(vars_), reversed(list(shape))):
+            body = tuple(self._stack.pop())
+            self.emit(Loop(var.name, Const(0), Const(int(d)), body))
+
+    @contextmanager
+    def if_(self, cond: Expr) -> Iterator[None]:
+        self._stack.append([])
+        yield
+        body = tuple(self._stack.pop())
+        self.emit(If(cond, body))
+
+    @contextmanager
+    def block(self) -> Iterator[None]:
+        self._stack.append([])
+        yield
+        self.emit(Block(tuple(self._stack.pop())))
+
+    # ------------------------------------------------------------------ scalars
+    def local(self, init: Expr | float | int, name: str = "acc", dtype: DType | None = None) -> Var:
+        init_e = as_expr(init, dtype or INDEX) if not isinstance(init, Expr) else init
+        dt = dtype or init_e.dtype
+        if not isinstance(init, Expr):
+            init_e = as_expr(init, dt)
+        var = Var(self.fresh(name), dt)
+        self.emit(Decl(var.name, dt, init_e))
+        return var
+
+    def assign(self, var: Var, value: Expr) -> None:
+        self.emit(Assign(var.name, value))
+
+    # ------------------------------------------------------------------ memory
+    def store(self, ref: BufRef, idx: Sequence[Expr | int], value: Expr) -> None:
+        self.emit(Store(ref.buf, ref.index(list(idx)), value))
+
+    def store_output(self, idx: Sequence[Expr], value: Expr, out: int = 0,
+                     flat: Expr | None = None) -> None:
+        """Store ``value`` at ``idx`` (or the flat index ``flat``) of output ``out``, after the
+        fused epilogue."""
+        ref = self.outputs[out]
+        if out == 0:
+            for step in self._epilogue:
+                value = step(value, idx, flat, ref.shape)
+        if value.dtype != ref.dtype:
+            value = Cast(value, ref.dtype)
+        if flat is not None:
+            self.emit(Store(ref.buf, flat, value))
+        else:
+            self.store(ref, idx, value)
+
+    def input_const(self, i: int) -> np.ndarray | None:
+        """The compile-time value of input ``i`` if it is a constant (set by the driver)."""
+        return None
+
+    def const(self, name: str, array: np.ndarray, dtype: DType) -> BufRef:
+        """Add a compile-time constant array (e.g. a look-up table) as a kernel parameter."""
+        cname = f"{self.name}_{name}"
+        buf = Buffer(cname, dtype, int(array.size), "const")
+        self.consts[cname] = np.ascontiguousarray(array).astype(dtype.np)
+        self._params.append(buf)
+        return BufRef(buf, tuple(array.shape))
+
+    def scratch_buffer(self, name: str, dtype: DType, shape: Sequence[int]) -> BufRef:
+        """Request a scratch buffer; the memory planner places it (first == last step)."""
+        size = int(np.prod(shape, dtype=np.int64))
+        buf = Buffer(f"{self.name}_{name}", dtype, size, "scratch")
+        self.scratch.append(buf)
+        self._params.append(buf)
+        return BufRef(buf, tuple(shape))
+
+    # ------------------------------------------------------------------ result
+    def build(self) -> Kernel:
+        assert len(self._stack) == 1, "unclosed loop"
+        return simplify(Kernel(self.name, tuple(self._params), tuple(self._stack[0]),
+                               self.comment))

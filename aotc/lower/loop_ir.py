@@ -1,0 +1,283 @@
+"""The loop IR: expressions and statements over named flat buffers.
+
+Every node is a frozen dataclass, so transformations build new trees and kernels can be compared
+structurally. Index expressions have dtype ``INDEX`` (printed as int32_t). Buffers are flat:
+a multi-dimensional access is a Load/Store with a flat index expression.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Union
+
+from aotc.dtypes import BY_NAME, DType
+
+INDEX = BY_NAME["int32"]
+BOOL = BY_NAME["bool"]
+
+
+# --------------------------------------------------------------------------- expressions
+class Expr:
+    """Base of all expressions; arithmetic operators build Bin nodes."""
+
+    dtype: DType
+
+    def _bin(self, op: str, other: object, swap: bool = False) -> Expr:
+        o = as_expr(other, self.dtype)
+        a, b = (o, self) if swap else (self, o)
+        return Bin(op, a, b, self.dtype)
+
+    def __add__(self, o: object) -> Expr:
+        return self._bin("add", o)
+
+    def __radd__(self, o: object) -> Expr:
+        return self._bin("add", o, swap=True)
+
+    def __sub__(self, o: object) -> Expr:
+        return self._bin("sub", o)
+
+    def __rsub__(self, o: object) -> Expr:
+        return self._bin("sub", o, swap=True)
+
+    def __mul__(self, o: object) -> Expr:
+        return self._bin("mul", o)
+
+    def __rmul__(self, o: object) -> Expr:
+        return self._bin("mul", o, swap=True)
+
+    def __truediv__(self, o: object) -> Expr:
+        return self._bin("div", o)
+
+    def __rtruediv__(self, o: object) -> Expr:
+        return self._bin("div", o, swap=True)
+
+    def __floordiv__(self, o: object) -> Expr:
+        # Only used on non-negative index expressions, where C's truncation is floor.
+        return self._bin("div", o)
+
+    def __mod__(self, o: object) -> Expr:
+        return self._bin("mod", o)
+
+    def __neg__(self) -> Expr:
+        return Un("neg", self, self.dtype)
+
+
+@dataclass(frozen=True, eq=True)
+class Const(Expr):
+    value: Union[int, float, bool]
+    dtype: DType = INDEX
+
+
+@dataclass(frozen=True, eq=True)
+class Var(Expr):
+    name: str
+    dtype: DType = INDEX
+
+
+@dataclass(frozen=True, eq=True)
+class Buffer:
+    """A flat array parameter of a kernel (or a local array)."""
+
+    name: str
+    dtype: DType
+    size: int  # elements
+    role: str  # "in", "out", "const", "scratch"
+
+
+@dataclass(frozen=True, eq=True)
+class Load(Expr):
+    buf: Buffer
+    index: Expr
+
+    @property
+    def dtype(self) -> DType:  # type: ignore[override]
+        return self.buf.dtype
+
+
+@dataclass(frozen=True, eq=True)
+class Bin(Expr):
+    op: str  # see codegen.c.BINARY
+    a: Expr
+    b: Expr
+    dtype: DType
+
+
+@dataclass(frozen=True, eq=True)
+class Un(Expr):
+    op: str  # see codegen.c.UNARY
+    a: Expr
+    dtype: DType
+
+
+@dataclass(frozen=True, eq=True)
+class Call(Expr):
+    """A call of a math function (expf, erff, ...) or a runtime helper; fn names the C function
+    family, resolved by the printer from the argument dtype."""
+
+    fn: str
+    args: tuple[Expr, ...]
+    dtype: DType
+
+
+@dataclass(frozen=True, eq=True)
+class Select(Expr):
+    cond: Expr
+    a: Expr
+    b: Expr
+
+    @property
+    def dtype(self) -> DType:  # type: ignore[override]
+        return self.a.dtype
+
+
+@dataclass(frozen=True, eq=True)
+class Cast(Expr):
+    a: Expr
+    dtype: DType
+
+
+def as_expr(x: object, dtype: DType = INDEX) -> Expr:
+    if isinstance(x, Expr):
+        return x
+    if isinstance(x, bool):
+        return Const(x, dtype)
+    if isinstance(x, int):
+        return Const(float(x) if dtype.is_float else x, dtype)
+    if isinstance(x, float):
+        return Const(x, dtype)
+    raise TypeError(f"cannot make an expression of {x!r}")
+
+
+def cmp(op: str, a: Expr, b: object) -> Expr:
+    """Comparison (lt, le, gt, ge, eq, ne) giving a bool expression."""
+    return Bin(op, a, as_expr(b, a.dtype), BOOL)
+
+
+def land(*conds: Expr) -> Expr:
+    out = conds[0]
+    for c in conds[1:]:
+        out = Bin("land", out, c, BOOL)
+    return out
+
+
+def select(cond: Expr, a: object, b: object, dtype: DType) -> Expr:
+    return Select(cond, as_expr(a, dtype), as_expr(b, dtype))
+
+
+def call(fn: str, *args: Expr, dtype: DType | None = None) -> Expr:
+    return Call(fn, tuple(args), dtype or args[0].dtype)
+
+
+def bmin(a: Expr, b: object) -> Expr:
+    return Bin("min", a, as_expr(b, a.dtype), a.dtype)
+
+
+def bmax(a: Expr, b: object) -> Expr:
+    return Bin("max", a, as_expr(b, a.dtype), a.dtype)
+
+
+# --------------------------------------------------------------------------- statements
+class Stmt:
+    pass
+
+
+@dataclass(frozen=True, eq=True)
+class Loop(Stmt):
+    var: str
+    start: Expr
+    stop: Expr
+    body: tuple[Stmt, ...]
+    step: int = 1
+    unroll_hint: bool = False
+
+
+@dataclass(frozen=True, eq=True)
+class Store(Stmt):
+    buf: Buffer
+    index: Expr
+    value: Expr
+
+
+@dataclass(frozen=True, eq=True)
+class Decl(Stmt):
+    """Declare a scalar local ``var`` of ``dtype`` initialised to ``init``."""
+
+    var: str
+    dtype: DType
+    init: Expr
+
+
+@dataclass(frozen=True, eq=True)
+class Assign(Stmt):
+    var: str
+    value: Expr
+
+
+@dataclass(frozen=True, eq=True)
+class If(Stmt):
+    cond: Expr
+    then: tuple[Stmt, ...]
+    orelse: tuple[Stmt, ...] = ()
+
+
+@dataclass(frozen=True, eq=True)
+class Block(Stmt):
+    """A scope (printed as braces) so unrolled copies may redeclare their locals."""
+
+    body: tuple[Stmt, ...]
+
+
+@dataclass(frozen=True, eq=True)
+class Kernel:
+    name: str
+    params: tuple[Buffer, ...]
+    body: tuple[Stmt, ...]
+    comment: str = ""
+    noalias: frozenset[str] = field(default_factory=frozenset)  # params safe to mark restrict
+
+
+# --------------------------------------------------------------------------- generic walkers
+def map_expr(e: Expr, fn) -> Expr:  # type: ignore[no-untyped-def]
+    """Rebuild ``e`` bottom-up, applying ``fn`` to every rebuilt node."""
+    if isinstance(e, Load):
+        e = Load(e.buf, map_expr(e.index, fn))
+    elif isinstance(e, Bin):
+        e = Bin(e.op, map_expr(e.a, fn), map_expr(e.b, fn), e.dtype)
+    elif isinstance(e, Un):
+        e = Un(e.op, map_expr(e.a, fn), e.dtype)
+    elif isinstance(e, Call):
+        e = Call(e.fn, tuple(map_expr(a, fn) for a in e.args), e.dtype)
+    elif isinstance(e, Select):
+        e = Select(map_expr(e.cond, fn), map_expr(e.a, fn), map_expr(e.b, fn))
+    elif isinstance(e, Cast):
+        e = Cast(map_expr(e.a, fn), e.dtype)
+    return fn(e)
+
+
+def map_stmts(body: tuple[Stmt, ...], fe) -> tuple[Stmt, ...]:  # type: ignore[no-untyped-def]
+    """Apply the expression rewrite ``fe`` to every expression inside ``body``."""
+
+    def one(s: Stmt) -> Stmt:
+        if isinstance(s, Loop):
+            return Loop(s.var, map_expr(s.start, fe), map_expr(s.stop, fe),
+                        map_stmts(s.body, fe), s.step, s.unroll_hint)
+        if isinstance(s, Store):
+            return Store(s.buf, map_expr(s.index, fe), map_expr(s.value, fe))
+        if isinstance(s, Decl):
+            return Decl(s.var, s.dtype, map_expr(s.init, fe))
+        if isinstance(s, Assign):
+            return Assign(s.var, map_expr(s.value, fe))
+        if isinstance(s, If):
+            return If(map_expr(s.cond, fe), map_stmts(s.then, fe), map_stmts(s.orelse, fe))
+        if isinstance(s, Block):
+            return Block(map_stmts(s.body, fe))
+        raise TypeError(s)
+
+    return tuple(one(s) for s in body)
+
+
+def substitute(body: tuple[Stmt, ...], var: str, value: Expr) -> tuple[Stmt, ...]:
+    def fe(e: Expr) -> Expr:
+        return value if isinstance(e, Var) and e.name == var else e
+
+    return map_stmts(body, fe)

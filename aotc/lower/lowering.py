@@ -1,0 +1,119 @@
+"""Lower each scheduled step to a loop-IR Kernel and record what the graph function passes.
+
+The driver builds the KernelBuilder for a step: one parameter per distinct value the op and its
+epilogue read or write, compile-time constants the op adds in Prepare, and scratch. It then
+applies the default schedule transformations.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+
+from aotc.codegen.names import c_comment, c_ident
+from aotc.errors import AotcError
+from aotc.ir.graph import CHAIN, Graph, Node
+from aotc.lower import transforms
+from aotc.lower.builder import BufRef, KernelBuilder
+from aotc.lower.loop_ir import Buffer, Expr, Kernel
+from aotc.ops import OpDef, resolve
+from aotc.schedule import Schedule, Step
+
+
+@dataclass
+class LoweredStep:
+    step: Step
+    kernel: Kernel
+    args: list[tuple[str, str]]  # per kernel param: ("value"|"const"|"scratch", name)
+    consts: dict[str, np.ndarray] = field(default_factory=dict)
+    scratch: list[tuple[str, int]] = field(default_factory=list)  # (name, bytes)
+
+
+def _opdef(g: Graph, n: Node) -> OpDef:
+    opdef = resolve(n.op, g.opset, n.domain)
+    if opdef is None:
+        raise AotcError("no implementation", n.name, n.op)
+    return opdef
+
+
+def lower_step(s: Schedule, step: Step, unroll_max: int = 8) -> LoweredStep:
+    g = s.graph
+    n = step.node
+    opdef = _opdef(g, n)
+    ins = [g.values[i] if i else None for i in n.inputs]
+    node = opdef.prepare(n, ins)
+    params: dict[str, tuple[BufRef, tuple[str, str]]] = {}
+
+    def ref_for(value: str, pname: str) -> BufRef:
+        if value in params:
+            return params[value][0]
+        v = g.values[value]
+        role = "const" if v.is_const else "in"
+        ref = BufRef(Buffer(pname, v.type.dtype, max(v.type.numel, 1), role), v.type.shape)
+        params[value] = (ref, ("const" if v.is_const else "value", value))
+        return ref
+
+    in_refs = [ref_for(i, f"x{k}") if i else None for k, i in enumerate(node.inputs)]
+    epilogue = []
+    extra: list[BufRef] = []
+    for j, e in enumerate(n.epilogue):
+        eop = _opdef(g, e)
+        e_ins = [g.values[i] if i and i != CHAIN else None for i in e.inputs]
+        e_prep = eop.prepare(e, e_ins)
+        pos = list(e_prep.inputs).index(CHAIN)
+        refs = [None if i == CHAIN or not i else ref_for(i, f"e{j}_{k}")
+                for k, i in enumerate(e_prep.inputs)]
+        extra += [r for r in refs if r is not None]
+        epilogue.append(_epilogue_fn(eop, e_prep, pos, refs))
+    out_refs = []
+    for k, o in enumerate(n.outputs):
+        t = g.type(o)
+        buf = Buffer(f"y{k}", t.dtype, max(t.numel, 1), "out")
+        out_refs.append(BufRef(buf, t.shape))
+    name = f"k{step.index}_" + c_ident("_".join([n.op] + [e.op for e in n.epilogue]).lower())
+    comment = c_comment(f"{n.label}")
+    kb = KernelBuilder(name, comment, in_refs, out_refs, epilogue, extra)
+    kb.input_const = lambda i: (g.values[node.inputs[i]].const  # type: ignore[method-assign]
+                                if i < len(node.inputs) and node.inputs[i] else None)
+    try:
+        opdef.lower(node, kb)
+    except AotcError:
+        raise
+    except NotImplementedError:
+        raise AotcError("has no lowering", n.name, n.op) from None
+    kernel = kb.build()
+    kernel = transforms.unroll_hinted(kernel, unroll_max)
+    args: list[tuple[str, str]] = []
+    by_pname = {ref.buf.name: arg for ref, arg in params.values()}
+    for b in kernel.params:
+        if b.role == "out":
+            args.append(("value", n.outputs[int(b.name[1:])]))
+        elif b.role == "scratch":
+            args.append(("scratch", b.name))
+        elif b.name in kb.consts:
+            args.append(("const", b.name))
+        else:
+            args.append(by_pname[b.name])
+    scratch = [(b.name, b.size * b.dtype.itemsize) for b in kb.scratch]
+    return LoweredStep(step, kernel, args, dict(kb.consts), scratch)
+
+
+def _epilogue_fn(eop: OpDef, e: Node, pos: int, refs: Sequence[BufRef | None]):  # type: ignore[no-untyped-def]
+    def fn(value: Expr, idx: Sequence[Expr], flat: Expr | None, out_shape: tuple[int, ...]
+           ) -> Expr:
+        args: list[Expr] = []
+        for k, r in enumerate(refs):
+            if k == pos:
+                args.append(value)
+            elif r is not None:
+                if flat is not None and r.shape == out_shape:
+                    args.append(r.flat(flat))
+                elif flat is not None and r.numel == 1:
+                    args.append(r.flat(0))
+                else:
+                    args.append(r.bcast(idx))
+        return eop.scalar(args, e)
+
+    return fn

@@ -1,0 +1,118 @@
+"""The operator registry: one OpDef subclass per ONNX op (version), registered with @register.
+
+An OpDef holds everything about its op: attribute schema and defaults (the keyword-only
+parameters of ``reference``), dtype rules, shape inference, numpy reference semantics (used for
+constant folding, never as a test oracle) and the lowering to loop IR.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any, ClassVar, Sequence
+
+import numpy as np
+
+from aotc import dtypes
+from aotc.errors import AotcError
+from aotc.ir.graph import Node, TensorType, Value
+
+REQUIRED = object()  # default of an attribute the model must set
+
+
+class OpDef:
+    name: ClassVar[str] = ""
+    since: ClassVar[int] = 1
+    domain: ClassVar[str] = ""
+    # "elementwise" (fusible epilogue, scalar()), "anchor" (may take an epilogue),
+    # "view" (zero-copy reinterpretation of input 0), or "kernel".
+    kind: ClassVar[str] = "kernel"
+    dtypes: ClassVar[tuple[str, ...]] = ("float32",)  # accepted dtypes of the data inputs
+    # Inputs that must be compile-time constants (shape, axes, pads, ...).
+    const_inputs: ClassVar[tuple[int, ...]] = ()
+    onnx_tests: ClassVar[tuple[str, ...]] = ()
+
+    # ------------------------------------------------------------------ schema
+    @classmethod
+    def attr_defaults(cls) -> dict[str, Any]:
+        sig = inspect.signature(cls.reference)
+        return {p.name: (REQUIRED if p.default is inspect.Parameter.empty else p.default)
+                for p in sig.parameters.values() if p.kind is inspect.Parameter.KEYWORD_ONLY}
+
+    def check(self, node: Node, ins: Sequence[Value | None]) -> None:
+        """Reject what the lowering cannot do (dtype, attribute values). Raise AotcError."""
+        for i, v in enumerate(ins):
+            if v is None or i in self.const_inputs:
+                continue
+            if v.type.dtype.name not in self.dtypes:
+                raise AotcError(f"input {i} has dtype {v.type.dtype.name}; supported: "
+                                f"{', '.join(self.dtypes)}", node.name, node.op)
+        for i in self.const_inputs:
+            if i < len(ins) and ins[i] is not None and not ins[i].is_const:  # type: ignore[union-attr]
+                raise AotcError(f"input {i} must be a compile-time constant (freeze it into an "
+                                f"initializer)", node.name, node.op)
+
+    def prepare(self, node: Node, ins: Sequence[Value | None]) -> Node:
+        """Compile-time work on constant inputs (TFLM's Prepare), run just before lowering: may
+        fold them into attributes (names starting with '_') and drop them from the inputs.
+        The graph IR keeps the ONNX form, so folding and printing see the real node."""
+        return node
+
+    def infer(self, node: Node, ins: Sequence[Value | None]) -> list[TensorType]:
+        """Output types. Default: run the reference on constants or zeros of the input shapes
+        (cheap ops only; heavy ops override)."""
+        args = [None if v is None else
+                (v.const if v.is_const else np.zeros(v.type.shape, v.type.dtype.np)) for v in ins]
+        outs = self.run_reference(node, args)
+        return [TensorType(tuple(int(d) for d in o.shape), dtypes.from_numpy(o.dtype)) for o in outs]
+
+    def run_reference(self, node: Node, args: Sequence[np.ndarray | None]) -> list[np.ndarray]:
+        while args and args[-1] is None:
+            args = list(args[:-1])
+        attrs = {k: v for k, v in node.attrs.items() if not k.startswith("_")}
+        out = self.reference(*args, **attrs)
+        outs = list(out) if isinstance(out, (tuple, list)) else [out]
+        return [np.asarray(o) for o in outs]
+
+    def reference(self, *inputs: Any, **attrs: Any) -> Any:
+        raise NotImplementedError
+
+    def lower(self, node: Node, kb: Any) -> None:
+        raise NotImplementedError
+
+    def scalar(self, args: list[Any], node: Node) -> Any:
+        """Elementwise ops: the output element as an expression of the input elements."""
+        raise NotImplementedError
+
+
+_REGISTRY: dict[tuple[str, str], list[type[OpDef]]] = {}
+
+
+def register(cls: type[OpDef]) -> type[OpDef]:
+    versions = _REGISTRY.setdefault((cls.domain, cls.name), [])
+    if any(c.since == cls.since for c in versions):
+        raise ValueError(f"{cls.name} since {cls.since} registered twice")
+    versions.append(cls)
+    versions.sort(key=lambda c: c.since)
+    return cls
+
+
+def resolve(op: str, opset: int, domain: str = "") -> OpDef | None:
+    """The implementation in force: the highest since-version <= the model's opset."""
+    _load_all()
+    best = None
+    for cls in _REGISTRY.get((domain, op), []):
+        if cls.since <= opset:
+            best = cls
+    return best() if best else None
+
+
+def all_ops() -> dict[tuple[str, str], list[type[OpDef]]]:
+    _load_all()
+    return dict(_REGISTRY)
+
+
+def _load_all() -> None:
+    # Importing the family modules runs their @register decorators.
+    from aotc.ops import (  # noqa: F401
+        conv, elementwise, gemm, norm, pool, reduce, shape, softmax,
+    )

@@ -1,0 +1,265 @@
+"""Conv and ConvTranspose (NCHW, any spatial rank, groups incl. depthwise, pads, auto_pad,
+strides, dilations). Anchors: a fused epilogue (bias, activation, residual) runs per output
+element before the store."""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+
+from aotc.errors import AotcError
+from aotc.ir.graph import Node, TensorType, Value
+from aotc.lower.loop_ir import Const, Expr, cmp, land
+from aotc.ops import OpDef, register
+
+
+def conv_pads(node: Node, in_sp: Sequence[int], k_sp: Sequence[int]) -> tuple[list[int], list[int]]:
+    """(pads_begin, pads_end) per spatial dim, resolving auto_pad."""
+    nd = len(in_sp)
+    strides = list(node.attrs.get("strides") or [1] * nd)
+    dil = list(node.attrs.get("dilations") or [1] * nd)
+    auto = node.attrs.get("auto_pad", "NOTSET")
+    if auto in ("SAME_UPPER", "SAME_LOWER"):
+        pb, pe = [], []
+        for i, k, s, d in zip(in_sp, k_sp, strides, dil):
+            out = -(-i // s)
+            total = max(0, (out - 1) * s + (k - 1) * d + 1 - i)
+            small = total // 2
+            pb.append(small if auto == "SAME_UPPER" else total - small)
+            pe.append(total - pb[-1])
+        return pb, pe
+    if auto == "VALID":
+        return [0] * nd, [0] * nd
+    if auto != "NOTSET":
+        raise AotcError(f"auto_pad={auto!r} is not valid", node.name, node.op)
+    pads = list(node.attrs.get("pads") or [0] * (2 * nd))
+    return pads[:nd], pads[nd:]
+
+
+def _spatial_attrs(node: Node, nd: int) -> tuple[list[int], list[int]]:
+    return (list(node.attrs.get("strides") or [1] * nd),
+            list(node.attrs.get("dilations") or [1] * nd))
+
+
+def _check_rank(node: Node, x: Value, w: Value) -> None:
+    if len(x.type.shape) < 3 or len(w.type.shape) != len(x.type.shape):
+        raise AotcError(f"expects X and W of the same rank >= 3, got {x.type.shape} and "
+                        f"{w.type.shape}", node.name, node.op)
+
+
+def _in_bounds(idx: Expr, size: int, lo_pad: int, hi_pad: int) -> Expr | None:
+    conds = []
+    if lo_pad > 0:
+        conds.append(cmp("ge", idx, 0))
+    if hi_pad > 0 or lo_pad < 0:
+        conds.append(cmp("lt", idx, size))
+    return land(*conds) if conds else None
+
+
+@register
+class Conv(OpDef):
+    name = "Conv"
+    since = 1
+    kind = "anchor"
+    onnx_tests = ("test_conv_*", "test_basic_conv_*")
+
+    def check(self, node: Node, ins: Sequence[Value | None]) -> None:
+        super().check(node, ins)
+        x, w = ins[0], ins[1]
+        assert x is not None and w is not None
+        _check_rank(node, x, w)
+        g = node.attrs["group"]
+        if x.type.shape[1] % g or w.type.shape[0] % g or w.type.shape[1] * g != x.type.shape[1]:
+            raise AotcError(f"channels do not match group={g}: X {x.type.shape}, W "
+                            f"{w.type.shape}", node.name, node.op)
+
+    def reference(self, X: np.ndarray, W: np.ndarray, B: np.ndarray | None = None, *,
+                  auto_pad: str = "NOTSET", dilations: Sequence[int] = (), group: int = 1,
+                  kernel_shape: Sequence[int] = (), pads: Sequence[int] = (),
+                  strides: Sequence[int] = ()) -> np.ndarray:
+        node = Node("Conv", "ref", (), (), dict(auto_pad=auto_pad, dilations=dilations,
+                                                 pads=pads, strides=strides))
+        nd = X.ndim - 2
+        pb, pe = conv_pads(node, X.shape[2:], W.shape[2:])
+        s, d = _spatial_attrs(node, nd)
+        xp = np.pad(X, [(0, 0), (0, 0)] + list(zip(pb, pe)))
+        out_sp = self._out_spatial(X.shape[2:], W.shape[2:], pb, pe, s, d)
+        n, m = X.shape[0], W.shape[0]
+        cg, mg = W.shape[1], m // group
+        y = np.zeros((n, m, *out_sp), np.float64)
+        for kidx in np.ndindex(*W.shape[2:]):
+            sl = tuple(slice(k * dd, k * dd + (o - 1) * ss + 1, ss)
+                       for k, dd, o, ss in zip(kidx, d, out_sp, s))
+            patch = xp[(slice(None), slice(None)) + sl]
+            for gi in range(group):
+                wk = W[gi * mg:(gi + 1) * mg, :, *kidx].astype(np.float64)
+                pg = patch[:, gi * cg:(gi + 1) * cg].astype(np.float64)
+                y[:, gi * mg:(gi + 1) * mg] += np.einsum("nc...,mc->nm...", pg, wk)
+        if B is not None:
+            y += B.reshape((1, m) + (1,) * nd)
+        return y.astype(X.dtype)
+
+    @staticmethod
+    def _out_spatial(in_sp: Sequence[int], k_sp: Sequence[int], pb: Sequence[int],
+                     pe: Sequence[int], s: Sequence[int], d: Sequence[int]) -> list[int]:
+        return [(i + b + e - dd * (k - 1) - 1) // ss + 1
+                for i, k, b, e, ss, dd in zip(in_sp, k_sp, pb, pe, s, d)]
+
+    def infer(self, node: Node, ins: Sequence[Value | None]) -> list[TensorType]:
+        x, w = ins[0], ins[1]
+        assert x is not None and w is not None
+        nd = len(x.type.shape) - 2
+        pb, pe = conv_pads(node, x.type.shape[2:], w.type.shape[2:])
+        s, d = _spatial_attrs(node, nd)
+        out_sp = self._out_spatial(x.type.shape[2:], w.type.shape[2:], pb, pe, s, d)
+        if any(o <= 0 for o in out_sp):
+            raise AotcError(f"output would be empty ({out_sp})", node.name, node.op)
+        return [TensorType((x.type.shape[0], w.type.shape[0], *out_sp), x.type.dtype)]
+
+    def lower(self, node: Node, kb: Any) -> None:
+        X, W, B = (kb.inputs + [None])[:3]
+        Y = kb.outputs[0]
+        nd = len(X.shape) - 2
+        in_sp, k_sp = X.shape[2:], W.shape[2:]
+        pb, pe = conv_pads(node, in_sp, k_sp)
+        s, d = _spatial_attrs(node, nd)
+        m_per_g, cg = Y.shape[1] // node.attrs["group"], W.shape[1]
+        f32 = X.dtype
+        with kb.loops(Y.shape, ["n", "m"] + [f"o{k}" for k in range(nd)]) as (n, m, *o):
+            acc = kb.local(B[m] if B is not None else Const(0.0, f32), "acc", f32)
+            with kb.loop(cg, "c") as c:
+                ic = (m // m_per_g) * cg + c if node.attrs["group"] > 1 else c
+                self._window(kb, 0, nd, X, W, n, m, c, ic, o, [], [], pb, pe, s, d, acc,
+                             in_sp, k_sp)
+            kb.store_output([n, m, *o], acc)
+
+    def _window(self, kb: Any, dim: int, nd: int, X: Any, W: Any, n: Expr, m: Expr, c: Expr,
+                ic: Expr, o: list[Expr], ii: list[Expr], kk: list[Expr], pb: list[int],
+                pe: list[int], s: list[int], d: list[int], acc: Any, in_sp: Sequence[int],
+                k_sp: Sequence[int]) -> None:
+        if dim == nd:
+            kb.assign(acc, acc + X[[n, ic, *ii]] * W[[m, c, *kk]])
+            return
+        with kb.loop(k_sp[dim], f"k{dim}", unroll=True) as k:
+            idx = o[dim] * s[dim] + k * d[dim] - pb[dim]
+            cond = _in_bounds(idx, in_sp[dim], pb[dim], pe[dim])
+            if cond is None:
+                self._window(kb, dim + 1, nd, X, W, n, m, c, ic, o, ii + [idx], kk + [k],
+                             pb, pe, s, d, acc, in_sp, k_sp)
+            else:
+                iv = kb.local(idx, f"i{dim}")
+                with kb.if_(land(cmp("ge", iv, 0), cmp("lt", iv, in_sp[dim]))):
+                    self._window(kb, dim + 1, nd, X, W, n, m, c, ic, o, ii + [iv], kk + [k],
+                                 pb, pe, s, d, acc, in_sp, k_sp)
+
+
+@register
+class ConvTranspose(OpDef):
+    name = "ConvTranspose"
+    since = 1
+    kind = "anchor"
+    onnx_tests = ("test_convtranspose*",)
+
+    def check(self, node: Node, ins: Sequence[Value | None]) -> None:
+        super().check(node, ins)
+        assert ins[0] is not None and ins[1] is not None
+        _check_rank(node, ins[0], ins[1])
+        if node.attrs["auto_pad"] not in ("NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER"):
+            raise AotcError(f"auto_pad={node.attrs['auto_pad']!r} is not valid",
+                            node.name, node.op)
+
+    def reference(self, X: np.ndarray, W: np.ndarray, B: np.ndarray | None = None, *,
+                  auto_pad: str = "NOTSET", dilations: Sequence[int] = (), group: int = 1,
+                  kernel_shape: Sequence[int] = (), output_padding: Sequence[int] = (),
+                  output_shape: Sequence[int] = (), pads: Sequence[int] = (),
+                  strides: Sequence[int] = ()) -> np.ndarray:
+        node = Node("ConvTranspose", "ref", (), (), dict(
+            auto_pad=auto_pad, dilations=dilations, group=group, output_padding=output_padding,
+            output_shape=output_shape, pads=pads, strides=strides))
+        out_sp, pb, s, d = self._geometry(node, X.shape, W.shape)
+        n, c = X.shape[:2]
+        mg = W.shape[1]
+        cg = c // group
+        y = np.zeros((n, mg * group, *out_sp), np.float64)
+        for idx in np.ndindex(*X.shape[2:]):
+            for kidx in np.ndindex(*W.shape[2:]):
+                oi = [i * ss + k * dd - p for i, k, ss, dd, p in zip(idx, kidx, s, d, pb)]
+                if all(0 <= v < lim for v, lim in zip(oi, out_sp)):
+                    for gi in range(group):
+                        xv = X[(slice(None), slice(gi * cg, (gi + 1) * cg)) + idx]
+                        wv = W[(slice(gi * cg, (gi + 1) * cg), slice(None)) + kidx]
+                        y[(slice(None), slice(gi * mg, (gi + 1) * mg)) + tuple(oi)] += xv @ wv
+        if B is not None:
+            y += B.reshape((1, -1) + (1,) * len(out_sp))
+        return y.astype(X.dtype)
+
+    def _geometry(self, node: Node, xs: Sequence[int], ws: Sequence[int]
+                  ) -> tuple[list[int], list[int], list[int], list[int]]:
+        nd = len(xs) - 2
+        s, d = _spatial_attrs(node, nd)
+        op = list(node.attrs.get("output_padding") or [0] * nd)
+        in_sp, k_sp = xs[2:], ws[2:]
+        full = [ss * (i - 1) + o + (k - 1) * dd + 1
+                for i, k, ss, dd, o in zip(in_sp, k_sp, s, d, op)]
+        out_shape = list(node.attrs.get("output_shape") or [])
+        if out_shape:
+            out_shape = out_shape[-nd:]
+        auto = node.attrs.get("auto_pad", "NOTSET")
+        if out_shape or auto in ("SAME_UPPER", "SAME_LOWER"):
+            target = out_shape or [i * ss for i, ss in zip(in_sp, s)]
+            total = [f - t for f, t in zip(full, target)]
+            if auto == "SAME_UPPER" or (out_shape and auto != "SAME_LOWER"):
+                pb = [t // 2 for t in total]
+            else:
+                pb = [t - t // 2 for t in total]
+            return list(target), pb, s, d
+        pads = list(node.attrs.get("pads") or [0] * (2 * nd))
+        if auto == "VALID":
+            pads = [0] * (2 * nd)
+        out = [f - a - b for f, a, b in zip(full, pads[:nd], pads[nd:])]
+        return out, pads[:nd], s, d
+
+    def infer(self, node: Node, ins: Sequence[Value | None]) -> list[TensorType]:
+        x, w = ins[0], ins[1]
+        assert x is not None and w is not None
+        out_sp, _, _, _ = self._geometry(node, x.type.shape, w.type.shape)
+        m = w.type.shape[1] * node.attrs["group"]
+        return [TensorType((x.type.shape[0], m, *out_sp), x.type.dtype)]
+
+    def lower(self, node: Node, kb: Any) -> None:
+        # Gather form: each output element sums the inputs whose scattered window covers it.
+        X, W, B = (kb.inputs + [None])[:3]
+        Y = kb.outputs[0]
+        nd = len(X.shape) - 2
+        _, pb, s, d = self._geometry(node, X.shape, W.shape)
+        group = node.attrs["group"]
+        mg, cg = W.shape[1], X.shape[1] // group
+        f32 = X.dtype
+        with kb.loops(Y.shape, ["n", "m"] + [f"o{k}" for k in range(nd)]) as (n, m, *o):
+            acc = kb.local(B[m] if B is not None else Const(0.0, f32), "acc", f32)
+            gi = m // mg
+            with kb.loop(cg, "c") as c:
+                ic = gi * cg + c
+                self._window(kb, 0, X, W, n, m - gi * mg, ic, o, [], [], pb, s, d, acc)
+            kb.store_output([n, m, *o], acc)
+
+    def _window(self, kb: Any, dim: int, X: Any, W: Any, n: Expr, mw: Expr, ic: Expr,
+                o: list[Expr], ii: list[Expr], kk: list[Expr], pb: list[int], s: list[int],
+                d: list[int], acc: Any) -> None:
+        nd = len(X.shape) - 2
+        if dim == nd:
+            kb.assign(acc, acc + X[[n, ic, *ii]] * W[[ic, mw, *kk]])
+            return
+        with kb.loop(W.shape[2 + dim], f"k{dim}", unroll=True) as k:
+            num = kb.local(o[dim] + pb[dim] - k * d[dim], f"t{dim}")
+            conds = [cmp("ge", num, 0)]
+            if s[dim] > 1:
+                conds.append(cmp("eq", num % s[dim], 0))
+            iv = num // s[dim] if s[dim] > 1 else num
+            conds.append(cmp("lt", iv, X.shape[2 + dim]))
+            with kb.if_(land(*conds)):
+                self._window(kb, dim + 1, X, W, n, mw, ic, o, ii + [iv], kk + [k], pb, s, d, acc)
+
+

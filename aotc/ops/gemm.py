@@ -1,0 +1,153 @@
+"""Gemm and MatMul (batched, broadcast, 1-D operands). Anchors for epilogue fusion.
+
+A constant right-hand operand is transposed at compile time to [N, K], so the reduction loop
+reads both operands contiguously (the weight transpose is Prepare work, not run-time work).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from aotc.errors import AotcError
+from aotc.ir.graph import Node, TensorType, Value
+from aotc.lower.builder import BufRef
+from aotc.lower.loop_ir import Const, Expr
+from aotc.ops import OpDef, register
+
+Getter = Callable[[Sequence[Expr], Expr, Expr], Expr]
+
+
+def _rhs(kb: Any, idx: int, B: BufRef, trans: bool) -> Getter:
+    """Accessor get(batch_idx, k, n) for the right operand; constant B is stored as [.., N, K]."""
+    const = kb.input_const(idx)
+    if const is not None and not trans:
+        bt = np.swapaxes(const, -1, -2)
+        B = kb.const("wT", bt, B.dtype)
+        trans = True
+    nb = len(B.shape) - 2
+
+    def get(batch: Sequence[Expr], k: Expr, n: Expr) -> Expr:
+        pre = [Const(0) if d == 1 else b for d, b in zip(B.shape[:nb], batch[len(batch) - nb:])]
+        return B[[*pre, n, k]] if trans else B[[*pre, k, n]]
+
+    return get
+
+
+@register
+class Gemm(OpDef):
+    name = "Gemm"
+    since = 1
+    kind = "anchor"
+    onnx_tests = ("test_gemm_*",)
+
+    def check(self, node: Node, ins: Sequence[Value | None]) -> None:
+        super().check(node, ins)
+        a, b = ins[0], ins[1]
+        assert a is not None and b is not None
+        if len(a.type.shape) != 2 or len(b.type.shape) != 2:
+            raise AotcError(f"A and B must be 2-D, got {a.type.shape} and {b.type.shape}",
+                            node.name, node.op)
+
+    def reference(self, A: np.ndarray, B: np.ndarray, C: np.ndarray | None = None, *,
+                  alpha: float = 1.0, beta: float = 1.0, transA: int = 0,
+                  transB: int = 0) -> np.ndarray:
+        a = A.T if transA else A
+        b = B.T if transB else B
+        y = np.float32(alpha) * (a.astype(np.float64) @ b.astype(np.float64))
+        if C is not None:
+            y = y + np.float32(beta) * C
+        return y.astype(A.dtype)
+
+    def infer(self, node: Node, ins: Sequence[Value | None]) -> list[TensorType]:
+        a, b = ins[0], ins[1]
+        assert a is not None and b is not None
+        m = a.type.shape[1] if node.attrs["transA"] else a.type.shape[0]
+        ka = a.type.shape[0] if node.attrs["transA"] else a.type.shape[1]
+        kb_ = b.type.shape[1] if node.attrs["transB"] else b.type.shape[0]
+        n = b.type.shape[0] if node.attrs["transB"] else b.type.shape[1]
+        if ka != kb_:
+            raise AotcError(f"inner dims differ: {ka} vs {kb_}", node.name, node.op)
+        c = ins[2] if len(ins) > 2 else None
+        if c is not None:
+            try:
+                np.broadcast_shapes(c.type.shape, (m, n))
+            except ValueError:
+                raise AotcError(f"C {c.type.shape} does not broadcast to {(m, n)}",
+                                node.name, node.op) from None
+        return [TensorType((m, n), a.type.dtype)]
+
+    def lower(self, node: Node, kb: Any) -> None:
+        A, B, C = (kb.inputs + [None])[:3]
+        Y = kb.outputs[0]
+        f32 = A.dtype
+        ta, tb = node.attrs["transA"], node.attrs["transB"]
+        K = A.shape[0] if ta else A.shape[1]
+        get_b = _rhs(kb, 1, B, bool(tb))
+        alpha, beta = float(node.attrs["alpha"]), float(node.attrs["beta"])
+        with kb.loops(Y.shape, ["m", "n"]) as (m, n):
+            acc = kb.local(Const(0.0, f32), "acc", f32)
+            with kb.loop(K, "k") as k:
+                a = A[[k, m]] if ta else A[[m, k]]
+                kb.assign(acc, acc + a * get_b([], k, n))
+            value: Expr = acc if alpha == 1.0 else acc * Const(alpha, f32)
+            if C is not None and beta != 0.0:
+                cv = C.bcast([m, n])
+                value = value + (cv if beta == 1.0 else cv * Const(beta, f32))
+            kb.store_output([m, n], value)
+
+
+@register
+class MatMul(OpDef):
+    name = "MatMul"
+    since = 1
+    kind = "anchor"
+    onnx_tests = ("test_matmul_*",)
+
+    def reference(self, A: np.ndarray, B: np.ndarray) -> np.ndarray:
+        return np.matmul(A.astype(np.float64), B.astype(np.float64)).astype(A.dtype)
+
+    def infer(self, node: Node, ins: Sequence[Value | None]) -> list[TensorType]:
+        a, b = ins[0], ins[1]
+        assert a is not None and b is not None
+        try:
+            # Shape only: matmul on zero-strided views costs no memory.
+            za = np.broadcast_to(np.float32(0), a.type.shape)
+            zb = np.broadcast_to(np.float32(0), b.type.shape)
+            shape = np.matmul(za[..., :1, :] if len(a.type.shape) > 1 else za, zb).shape
+            if len(a.type.shape) > 1:
+                shape = (*shape[:-2], a.type.shape[-2], shape[-1])
+        except ValueError as e:
+            raise AotcError(f"shapes {a.type.shape} and {b.type.shape} do not multiply ({e})",
+                            node.name, node.op) from None
+        return [TensorType(tuple(shape), a.type.dtype)]
+
+    def lower(self, node: Node, kb: Any) -> None:
+        A, B = kb.inputs[0], kb.inputs[1]
+        Y = kb.outputs[0]
+        f32 = A.dtype
+        # 1-D operands: view as [1, K] / [K, 1]; the output view drops those dims again.
+        a_shape = (1, *A.shape) if len(A.shape) == 1 else A.shape
+        b_shape = (*B.shape, 1) if len(B.shape) == 1 else B.shape
+        A = BufRef(A.buf, a_shape)
+        B = BufRef(B.buf, b_shape)
+        batch = np.broadcast_shapes(a_shape[:-2], b_shape[:-2])
+        M, K, N = a_shape[-2], a_shape[-1], b_shape[-1]
+        out_full = (*batch, M, N)
+        get_b = _rhs(kb, 1, B, False)
+        nb = len(batch)
+        with kb.loops(out_full, [f"b{i}" for i in range(nb)] + ["m", "n"]) as idx:
+            bidx, m, n = idx[:nb], idx[nb], idx[nb + 1]
+            acc = kb.local(Const(0.0, f32), "acc", f32)
+            with kb.loop(K, "k") as k:
+                na = len(a_shape) - 2
+                pre = [Const(0) if d == 1 else b for d, b in zip(a_shape[:na], bidx[nb - na:])]
+                kb.assign(acc, acc + A[[*pre, m, k]] * get_b(bidx, k, n))
+            # Map the full index back onto Y's (possibly 1-D-squeezed) shape.
+            out_idx = list(bidx)
+            if len(kb.inputs[0].shape) != 1:
+                out_idx.append(m)
+            if len(kb.inputs[1].shape) != 1:
+                out_idx.append(n)
+            kb.store_output(out_idx, acc)

@@ -1,0 +1,1 @@
+"""(family module; ops are added here)."""

@@ -1,0 +1,59 @@
+"""Fold inference BatchNormalization into the preceding Conv / ConvTranspose / Gemm.
+
+Pre: the anchor's weights and the BN parameters are constants, and the anchor's output feeds
+only the BN. Post: the BN node is gone; the anchor has new weights and a bias.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from aotc import dtypes
+from aotc.ir.graph import Graph, Node, TensorType, Value
+
+
+def fold_batchnorm(g: Graph) -> Graph:
+    values = dict(g.values)
+    producers = g.producers()
+    consumers = g.consumers()
+    removed: set[str] = set()
+    replaced: dict[str, Node] = {}
+    for bn in g.nodes:
+        if bn.op != "BatchNormalization" or len([o for o in bn.outputs if o]) != 1:
+            continue
+        x = bn.inputs[0]
+        anchor = producers.get(x)
+        if anchor is None or anchor.op not in ("Conv", "Gemm") or anchor.name in replaced:
+            continue
+        if len(consumers.get(x, [])) != 1 or x in g.outputs:
+            continue
+        params = [values[i] for i in bn.inputs[1:5]]
+        w = values[anchor.inputs[1]]
+        b = values[anchor.inputs[2]] if len(anchor.inputs) > 2 and anchor.inputs[2] else None
+        if not all(p.is_const for p in params) or not w.is_const or (b is not None and not b.is_const):
+            continue
+        if anchor.op == "Gemm" and (anchor.attrs["alpha"] != 1.0 or anchor.attrs["beta"] != 1.0):
+            continue
+        scale, bias, mean, var = (p.const.astype(np.float64) for p in params)  # type: ignore[union-attr]
+        s = scale / np.sqrt(var + float(bn.attrs["epsilon"]))
+        wc = w.const.astype(np.float64)  # type: ignore[union-attr]
+        if anchor.op == "Conv":
+            new_w = wc * s.reshape((-1,) + (1,) * (wc.ndim - 1))
+        elif anchor.attrs["transB"]:
+            new_w = wc * s[:, None]
+        else:
+            new_w = wc * s[None, :]
+        old_b = b.const.astype(np.float64).reshape(-1) if b is not None else 0.0  # type: ignore[union-attr]
+        if anchor.op == "Gemm" and b is not None and b.const.size not in (1, s.size):  # type: ignore[union-attr]
+            continue
+        new_b = (old_b - mean) * s + bias
+        wname, bname = f"{anchor.name}_W_bn", f"{anchor.name}_B_bn"
+        for nm, arr in ((wname, new_w), (bname, new_b)):
+            a = np.ascontiguousarray(arr.astype(np.float32))
+            a.setflags(write=False)
+            values[nm] = Value(nm, TensorType(tuple(a.shape), dtypes.float32), a)
+        replaced[anchor.name] = anchor.with_(
+            inputs=(anchor.inputs[0], wname, bname), outputs=bn.outputs[:1])
+        removed.add(bn.name)
+    nodes = [replaced.get(n.name, n) for n in g.nodes if n.name not in removed]
+    return g.replace(values=values, nodes=nodes)

@@ -1,0 +1,80 @@
+"""Verification: the generated C (host via cffi, or a board in QEMU) against onnxruntime."""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+import onnx
+
+from aotc.errors import AotcError
+
+
+def random_inputs(meta_inputs: list[dict[str, Any]], seed: int) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    out = {}
+    for s in meta_inputs:
+        dt = np.dtype(s["dtype"])
+        if dt.kind == "f":
+            out[s["name"]] = rng.standard_normal(s["shape"]).astype(dt)
+        elif dt.kind == "b":
+            out[s["name"]] = rng.integers(0, 2, s["shape"]).astype(dt)
+        else:
+            info = np.iinfo(dt)
+            lo, hi = max(info.min, -100), min(info.max, 100)
+            out[s["name"]] = rng.integers(lo, hi + 1, s["shape"]).astype(dt)
+    return out
+
+
+def onnxruntime_outputs(model: str | os.PathLike[str] | onnx.ModelProto,
+                        feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        raise AotcError("onnxruntime is not installed; pass expected outputs instead") from None
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 1
+    so.inter_op_num_threads = 1
+    src = model.SerializeToString() if isinstance(model, onnx.ModelProto) else str(model)
+    try:
+        sess = ort.InferenceSession(src, so, providers=["CPUExecutionProvider"])
+        names = [o.name for o in sess.get_outputs()]
+        res = sess.run(names, dict(feeds))
+    except Exception as e:
+        raise AotcError(f"onnxruntime cannot run the model: {str(e).splitlines()[0]}") from None
+    return dict(zip(names, res))
+
+
+def run_verification(model: Any, bundle: Any, inputs: Sequence[Mapping[str, np.ndarray]] | None,
+                     expected: Sequence[Mapping[str, np.ndarray]] | None, atol: float,
+                     rtol: float, seed: int, board: str | None,
+                     input_shapes: Any = None) -> dict[str, Any]:
+    runner = bundle.load(board)
+    meta_in = bundle.compilation.graph.inputs
+    del meta_in
+    specs = runner.meta["inputs"]
+    if inputs is None:
+        inputs = [random_inputs(specs, seed + k) for k in range(2)]
+    worst: dict[str, float] = {}
+    for k, feeds in enumerate(inputs):
+        got = runner.run(feeds)
+        ref = expected[k] if expected is not None else onnxruntime_outputs(model, feeds)
+        for name, g in got.items():
+            if name not in ref:
+                raise AotcError(f"no reference value for output {name!r}")
+            r = np.asarray(ref[name])
+            if r.shape != g.shape:
+                r = r.reshape(g.shape)
+            if g.dtype.kind == "f":
+                err = float(np.max(np.abs(g.astype(np.float64) - r), initial=0.0))
+                ok = np.allclose(g, r, atol=atol, rtol=rtol, equal_nan=True)
+            else:
+                err = float(np.max(np.abs(g.astype(np.int64) - r.astype(np.int64)), initial=0))
+                ok = err <= atol
+            worst[name] = max(worst.get(name, 0.0), err)
+            if not ok:
+                raise AotcError(f"verification failed on output {name!r} (vector {k}): max abs "
+                                f"error {err:.3g} > atol {atol:g} + rtol {rtol:g}")
+    return {"vectors": len(inputs), "max_abs_error": worst, "arena_bytes": bundle.arena_bytes,
+            "board": board or "host"}

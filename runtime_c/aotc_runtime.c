@@ -1,0 +1,18 @@
+/* aotc runtime: status strings. The only runtime code a bundle links. */
+#include "aotc_runtime.h"
+
+const char *aotc_status_str(int status)
+{
+    switch (status) {
+    case AOTC_OK:
+        return "ok";
+    case AOTC_ERR_NULL_POINTER:
+        return "null pointer argument";
+    case AOTC_ERR_ARENA_TOO_SMALL:
+        return "arena too small";
+    case AOTC_ERR_ARENA_MISALIGNED:
+        return "arena misaligned";
+    default:
+        return "unknown status";
+    }
+}
