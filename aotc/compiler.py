@@ -192,7 +192,7 @@ def render_context(c: Compilation) -> dict[str, Any]:
                            [f"{t.dtype.ctype} *{t.cname}" for t in outs] +
                            ["void *arena", "size_t arena_size"])
     null_checks = " || ".join([f"{t.cname} == NULL" for t in ins + outs] +
-                              ["arena == NULL"])
+                              (["arena == NULL"] if c.plan.size > 0 else []))
     weights = []
     for key, (sym, arr) in sorted(c.weights.items(), key=lambda kv: kv[1][0]):
         from aotc import dtypes
