@@ -13,7 +13,7 @@ import numpy as np
 from aotc.dtypes import DType
 from aotc.lower.loop_ir import (
     Assign, Bin, Block, Buffer, Call, Cast, Const, Decl, Expr, If, Kernel, Load, Loop, Select,
-    Stmt, Store, Un, Var,
+    Stmt, Store, Un, Var, used_buffers,
 )
 
 BINARY = {
@@ -192,27 +192,4 @@ class CPrinter:
 
 
 def _used_params(k: Kernel) -> set[str]:
-    used: set[str] = set()
-
-    def fe(e: Expr) -> Expr:
-        if isinstance(e, Load):
-            used.add(e.buf.name)
-        return e
-
-    from aotc.lower.loop_ir import map_stmts
-
-    def walk(body: tuple[Stmt, ...]) -> None:
-        for s in body:
-            if isinstance(s, Store):
-                used.add(s.buf.name)
-            if isinstance(s, Loop):
-                walk(s.body)
-            elif isinstance(s, If):
-                walk(s.then)
-                walk(s.orelse)
-            elif isinstance(s, Block):
-                walk(s.body)
-
-    map_stmts(k.body, fe)
-    walk(k.body)
-    return used
+    return used_buffers(k.body)

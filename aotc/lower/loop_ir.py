@@ -281,3 +281,29 @@ def substitute(body: tuple[Stmt, ...], var: str, value: Expr) -> tuple[Stmt, ...
         return value if isinstance(e, Var) and e.name == var else e
 
     return map_stmts(body, fe)
+
+
+def used_buffers(body: tuple[Stmt, ...]) -> set[str]:
+    """Names of the buffers a body loads from or stores to."""
+    used: set[str] = set()
+
+    def fe(e: Expr) -> Expr:
+        if isinstance(e, Load):
+            used.add(e.buf.name)
+        return e
+
+    def walk(stmts: tuple[Stmt, ...]) -> None:
+        for s in stmts:
+            if isinstance(s, Store):
+                used.add(s.buf.name)
+            if isinstance(s, Loop):
+                walk(s.body)
+            elif isinstance(s, If):
+                walk(s.then)
+                walk(s.orelse)
+            elif isinstance(s, Block):
+                walk(s.body)
+
+    map_stmts(body, fe)
+    walk(body)
+    return used

@@ -7,7 +7,7 @@ applies the default schedule transformations.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Sequence
 
 import numpy as np
@@ -17,7 +17,7 @@ from aotc.errors import AotcError
 from aotc.ir.graph import CHAIN, Graph, Node
 from aotc.lower import transforms
 from aotc.lower.builder import BufRef, KernelBuilder
-from aotc.lower.loop_ir import Buffer, Expr, Kernel
+from aotc.lower.loop_ir import Buffer, Expr, Kernel, used_buffers
 from aotc.ops import OpDef, resolve
 from aotc.schedule import Schedule, Step
 
@@ -85,6 +85,10 @@ def lower_step(s: Schedule, step: Step, unroll_max: int = 8) -> LoweredStep:
         raise AotcError("has no lowering", n.name, n.op) from None
     kernel = kb.build()
     kernel = transforms.unroll_hinted(kernel, unroll_max)
+    # Drop inputs the lowering replaced (e.g. a weight it re-laid out at compile time).
+    used = used_buffers(kernel.body)
+    kernel = replace(kernel, params=tuple(b for b in kernel.params
+                                          if b.name in used or b.role == "out"))
     args: list[tuple[str, str]] = []
     by_pname = {ref.buf.name: arg for ref, arg in params.values()}
     for b in kernel.params:

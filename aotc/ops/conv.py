@@ -118,6 +118,10 @@ class Conv(OpDef):
             raise AotcError(f"output would be empty ({out_sp})", node.name, node.op)
         return [TensorType((x.type.shape[0], w.type.shape[0], *out_sp), x.type.dtype)]
 
+    def macs(self, node: Node, g: Any) -> int:
+        w = g.type(node.inputs[1]).shape
+        return g.type(node.outputs[0]).numel * int(np.prod(w[1:], dtype=np.int64))
+
     def lower(self, node: Node, kb: Any) -> None:
         X, W, B = (kb.inputs + [None])[:3]
         Y = kb.outputs[0]
@@ -227,6 +231,10 @@ class ConvTranspose(OpDef):
         out_sp, _, _, _ = self._geometry(node, x.type.shape, w.type.shape)
         m = w.type.shape[1] * node.attrs["group"]
         return [TensorType((x.type.shape[0], m, *out_sp), x.type.dtype)]
+
+    def macs(self, node: Node, g: Any) -> int:
+        w = g.type(node.inputs[1]).shape
+        return g.type(node.inputs[0]).numel * int(np.prod(w[1:], dtype=np.int64))
 
     def lower(self, node: Node, kb: Any) -> None:
         # Gather form: each output element sums the inputs whose scattered window covers it.

@@ -78,6 +78,10 @@ class Gemm(OpDef):
                                 node.name, node.op) from None
         return [TensorType((m, n), a.type.dtype)]
 
+    def macs(self, node: Node, g: Any) -> int:
+        a = g.type(node.inputs[0]).shape
+        return g.type(node.outputs[0]).numel * (a[0] if node.attrs["transA"] else a[1])
+
     def lower(self, node: Node, kb: Any) -> None:
         A, B, C = (kb.inputs + [None])[:3]
         Y = kb.outputs[0]
@@ -122,6 +126,9 @@ class MatMul(OpDef):
             raise AotcError(f"shapes {a.type.shape} and {b.type.shape} do not multiply ({e})",
                             node.name, node.op) from None
         return [TensorType(tuple(shape), a.type.dtype)]
+
+    def macs(self, node: Node, g: Any) -> int:
+        return g.type(node.outputs[0]).numel * g.type(node.inputs[0]).shape[-1]
 
     def lower(self, node: Node, kb: Any) -> None:
         A, B = kb.inputs[0], kb.inputs[1]

@@ -1,0 +1,88 @@
+"""Compile the MLPerf Tiny float models and print a table: compile time, arena vs liveness
+bound (and TFLM's arena), weights vs the model's constant bytes, and host latency of the
+generated C (gcc -O2, 1 thread) vs onnxruntime (1 thread).
+
+    python bench/compile_and_size.py [--models DIR] [--repeat 50]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+import aotc
+
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_MODELS = ROOT.parent / "shared" / "models" / "mlperf_tiny"
+FLOAT_MODELS = ["kws_ref_model_float.onnx", "vww_96_float.onnx", "pretrainedResnet_float.onnx",
+                "ad01_float.onnx"]
+# TFLM head (non-persistent arena) for the float models, targets.md 3.3 [measured].
+TFLM_FLOAT_HEAD = {"kws_ref_model_float.onnx": 64000, "vww_96_float.onnx": 294912,
+                   "pretrainedResnet_float.onnx": 196608, "ad01_float.onnx": 3072}
+
+
+def ort_latency(model: Path, feeds: dict[str, np.ndarray], repeat: int) -> float:
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 1
+    so.inter_op_num_threads = 1
+    so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    sess = ort.InferenceSession(str(model), so, providers=["CPUExecutionProvider"])
+    for _ in range(5):
+        sess.run(None, feeds)
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        sess.run(None, feeds)
+        times.append(time.perf_counter() - t0)
+    return float(np.median(times))
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--models", type=Path, default=DEFAULT_MODELS)
+    ap.add_argument("--repeat", type=int, default=50)
+    args = ap.parse_args()
+    rows = []
+    for fname in FLOAT_MODELS:
+        path = args.models / fname
+        if not path.exists():
+            print(f"skip {fname}: not found", file=sys.stderr)
+            continue
+        with tempfile.TemporaryDirectory() as tmp:
+            t0 = time.perf_counter()
+            bundle = aotc.compile(path, tmp, name="m")
+            t_compile = time.perf_counter() - t0
+            runner = bundle.load()
+            vec = np.load(args.models / "vectors" / (path.stem + ".npz"))
+            feeds = {runner.meta["inputs"][0]["name"]: vec["input"][0]}
+            got = runner.run(feeds)
+            err = float(np.max(np.abs(next(iter(got.values())) - vec["output_ort"][0])))
+            t_c = runner.benchmark(feeds, args.repeat)
+            t_ort = ort_latency(path, feeds, args.repeat)
+
+            c = bundle.compilation
+            rows.append((fname, t_compile, c.plan.size, c.lower_bound, c.io_lower_bound,
+                         TFLM_FLOAT_HEAD.get(fname, 0), c.weights_bytes, c.model_const_bytes,
+                         t_c * 1e3, t_ort * 1e3, err))
+    hdr = (f"{'model':<30} {'compile s':>9} {'arena B':>9} {'bound B':>9} {'over':>6} "
+           f"{'TFLM B':>8} {'weights B':>10} {'consts B':>10} {'w/c':>6} {'C ms':>8} "
+           f"{'ORT ms':>8} {'C/ORT':>6} {'max err':>8}")
+    print(hdr)
+    print("-" * len(hdr))
+    for (f, tc, arena, bound, _iob, tflm, wb, cb, tcm, tom, err) in rows:
+        over = 100.0 * (arena - bound) / bound if bound else 0.0
+        print(f"{f:<30} {tc:>9.2f} {arena:>9,} {bound:>9,} {over:>5.1f}% {tflm:>8,} {wb:>10,} "
+              f"{cb:>10,} {wb / cb:>6.3f} {tcm:>8.3f} {tom:>8.3f} {tcm / tom:>6.2f} {err:>8.1e}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
