@@ -1,12 +1,12 @@
 """Gemm and MatMul (batched, broadcast, 1-D operands). Anchors for epilogue fusion.
 
-A constant right-hand operand is transposed at compile time to [N, K], so the reduction loop
-reads both operands contiguously (the weight transpose is Prepare work, not run-time work).
+Lowered as register-tiled inner products over [K, N] weights (see _tiled_dot).
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -19,13 +19,38 @@ from aotc.ops import OpDef, register
 Getter = Callable[[Sequence[Expr], Expr, Expr], Expr]
 
 
-def _rhs(kb: Any, idx: int, B: BufRef, trans: bool) -> Getter:
-    """Accessor get(batch_idx, k, n) for the right operand; constant B is stored as [.., N, K]."""
-    const = kb.input_const(idx)
-    if const is not None and not trans:
-        bt = np.swapaxes(const, -1, -2)
-        B = kb.const("wT", bt, B.dtype)
-        trans = True
+NT = 8  # output columns computed together: T independent accumulators share each A load
+
+
+def _tiled_dot(kb: Any, n_total: int, K: int, a_at: Callable[[Expr], Expr],
+               b_at: Callable[[Expr, Expr], Expr], store: Callable[[Expr, Expr], None],
+               init: Callable[[Expr], Expr], dtype: Any) -> None:
+    """For n in [0, n_total): store(n, init(n) + sum_k a_at(k) * b_at(k, n)).
+
+    Columns are processed NT at a time with NT scalar accumulators and k outermost, so each
+    element still sums over k in order (bit-identical to the plain loop) while the NT
+    independent chains vectorise and reuse every load of A."""
+
+    def block(n0: Expr, width: int) -> None:
+        accs = [kb.local(init(n0 + j), f"acc{j}", dtype) for j in range(width)]
+        with kb.loop(K, "k") as k:
+            av = kb.local(a_at(k), "a", dtype)
+            for j, acc in enumerate(accs):
+                kb.assign(acc, acc + av * b_at(k, n0 + j))
+        for j, acc in enumerate(accs):
+            store(n0 + j, acc)
+
+    full, rest = divmod(n_total, NT)
+    if full:
+        with kb.loop(full, "nt") as nt:
+            with kb.block():
+                block(nt * NT, NT)
+    if rest:
+        with kb.block():
+            block(Const(full * NT), rest)
+
+
+def _b_getter(B: BufRef, trans: bool) -> Getter:
     nb = len(B.shape) - 2
 
     def get(batch: Sequence[Expr], k: Expr, n: Expr) -> Expr:
@@ -88,18 +113,21 @@ class Gemm(OpDef):
         f32 = A.dtype
         ta, tb = node.attrs["transA"], node.attrs["transB"]
         K = A.shape[0] if ta else A.shape[1]
-        get_b = _rhs(kb, 1, B, bool(tb))
+        get_b = _b_getter(B, bool(tb))
         alpha, beta = float(node.attrs["alpha"]), float(node.attrs["beta"])
-        with kb.loops(Y.shape, ["m", "n"]) as (m, n):
-            acc = kb.local(Const(0.0, f32), "acc", f32)
-            with kb.loop(K, "k") as k:
-                a = A[[k, m]] if ta else A[[m, k]]
-                kb.assign(acc, acc + a * get_b([], k, n))
-            value: Expr = acc if alpha == 1.0 else acc * Const(alpha, f32)
-            if C is not None and beta != 0.0:
-                cv = C.bcast([m, n])
-                value = value + (cv if beta == 1.0 else cv * Const(beta, f32))
-            kb.store_output([m, n], value)
+        N = Y.shape[1]
+        with kb.loop(Y.shape[0], "m") as m:
+
+            def finish(n: Expr, acc: Expr) -> None:
+                value: Expr = acc if alpha == 1.0 else acc * Const(alpha, f32)
+                if C is not None and beta != 0.0:
+                    cv = C.bcast([m, n])
+                    value = value + (cv if beta == 1.0 else cv * Const(beta, f32))
+                kb.store_output([m, n], value)
+
+            _tiled_dot(kb, N, K, lambda k: A[[k, m]] if ta else A[[m, k]],
+                       lambda k, n: get_b([], k, n), finish,
+                       lambda n: Const(0.0, f32), f32)
 
 
 @register
@@ -132,7 +160,6 @@ class MatMul(OpDef):
 
     def lower(self, node: Node, kb: Any) -> None:
         A, B = kb.inputs[0], kb.inputs[1]
-        Y = kb.outputs[0]
         f32 = A.dtype
         # 1-D operands: view as [1, K] / [K, 1]; the output view drops those dims again.
         a_shape = (1, *A.shape) if len(A.shape) == 1 else A.shape
@@ -141,20 +168,21 @@ class MatMul(OpDef):
         B = BufRef(B.buf, b_shape)
         batch = np.broadcast_shapes(a_shape[:-2], b_shape[:-2])
         M, K, N = a_shape[-2], a_shape[-1], b_shape[-1]
-        out_full = (*batch, M, N)
-        get_b = _rhs(kb, 1, B, False)
+        get_b = _b_getter(B, False)
         nb = len(batch)
-        with kb.loops(out_full, [f"b{i}" for i in range(nb)] + ["m", "n"]) as idx:
-            bidx, m, n = idx[:nb], idx[nb], idx[nb + 1]
-            acc = kb.local(Const(0.0, f32), "acc", f32)
-            with kb.loop(K, "k") as k:
-                na = len(a_shape) - 2
-                pre = [Const(0) if d == 1 else b for d, b in zip(a_shape[:na], bidx[nb - na:])]
-                kb.assign(acc, acc + A[[*pre, m, k]] * get_b(bidx, k, n))
-            # Map the full index back onto Y's (possibly 1-D-squeezed) shape.
-            out_idx = list(bidx)
-            if len(kb.inputs[0].shape) != 1:
-                out_idx.append(m)
-            if len(kb.inputs[1].shape) != 1:
-                out_idx.append(n)
-            kb.store_output(out_idx, acc)
+        na = len(a_shape) - 2
+        with kb.loops((*batch, M), [f"b{i}" for i in range(nb)] + ["m"]) as idx:
+            bidx, m = idx[:nb], idx[nb]
+            pre = [Const(0) if d == 1 else b for d, b in zip(a_shape[:na], bidx[nb - na:])]
+
+            def store(n: Expr, acc: Expr) -> None:
+                # Map the full index back onto Y's (possibly 1-D-squeezed) shape.
+                out_idx = list(bidx)
+                if len(kb.inputs[0].shape) != 1:
+                    out_idx.append(m)
+                if len(kb.inputs[1].shape) != 1:
+                    out_idx.append(n)
+                kb.store_output(out_idx, acc)
+
+            _tiled_dot(kb, N, K, lambda k: A[[*pre, m, k]], lambda k, n: get_b(bidx, k, n),
+                       store, lambda n: Const(0.0, f32), f32)
