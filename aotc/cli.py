@@ -186,6 +186,62 @@ def cmd_ops(args: argparse.Namespace, argv: Sequence[str]) -> int:
     return 0
 
 
+def _npz_inputs(path: str | None, specs: list[dict[str, Any]], seed: int
+                ) -> dict[str, np.ndarray]:
+    from aotc.verify import random_inputs
+
+    if path is None:
+        return random_inputs(specs, seed)
+    inputs, _ = _load_vectors(path, specs, None)
+    return inputs[0]
+
+
+def cmd_run(args: argparse.Namespace, argv: Sequence[str]) -> int:
+    from aotc.api import compile as compile_bundle
+
+    out = Path(args.output)
+    bundle = compile_bundle(args.model, out, **_options(args, argv))
+    runner = bundle.load(args.board)
+    outs = runner.run(_npz_inputs(args.inputs, runner.meta["inputs"], args.seed))
+    if args.save:
+        np.savez(args.save, **outs)
+    for k, v in outs.items():
+        flat = np.asarray(v).reshape(-1)
+        print(f"{k}: {v.dtype}{list(v.shape)} {np.array2string(flat[:8], precision=6)}"
+              f"{' ...' if flat.size > 8 else ''}")
+    return 0
+
+
+def cmd_bench(args: argparse.Namespace, argv: Sequence[str]) -> int:
+    from aotc.api import compile as compile_bundle
+    from aotc.api import macs_of
+
+    out = Path(args.output)
+    bundle = compile_bundle(args.model, out, **_options(args, argv))
+    runner = bundle.load(args.board)
+    msg = runner.fits()
+    if msg:
+        raise AotcError(msg)
+    feeds = _npz_inputs(args.inputs, runner.meta["inputs"], args.seed)
+    counts = runner.count_instructions(feeds)
+    sizes = runner.sizes()
+    stack = runner.stack()
+    macs = sum(macs_of(bundle.compilation).values())
+    run_total = (counts.get("run") or 0) + sum(counts["kernels"].values())
+    print(f"board {args.board}: {run_total:,} instructions per inference"
+          f" ({run_total / macs:.2f} per MAC, {macs:,} MACs)" if macs else "")
+    print(f"flash {sizes['flash']:,} B (text {sizes['text']:,}, rodata {sizes['rodata']:,}, "
+          f"data {sizes['data']:,}); RAM {sizes['ram']:,} B (data+bss, arena "
+          f"{sizes['arena']:,}) + stack; deepest frame {stack.get('max_bytes')} B "
+          f"({stack.get('function')})")
+    print(f"{'kernel':<40} {'instructions':>14} {'share':>7}")
+    for k, n in counts["kernels"].items():
+        print(f"{k:<40} {n:>14,} {100.0 * n / max(run_total, 1):>6.1f}%")
+    if counts.get("inlined"):
+        print(f"inlined (counted in the run function): {', '.join(counts['inlined'])}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="aotc", description="ONNX -> dependency-free C for MCUs")
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -207,10 +263,24 @@ def build_parser() -> argparse.ArgumentParser:
     _common(i)
     i.add_argument("--json", action="store_true")
     sub.add_parser("ops", help="list supported operators")
+    r = sub.add_parser("run", help="compile and run on a board (QEMU) or the host")
+    _common(r)
+    r.add_argument("--board", default="host", help="board name (see boards/)")
+    r.add_argument("--inputs", default=None, help=".npz with the inputs (default: random)")
+    r.add_argument("--save", default=None, help="write the outputs to this .npz")
+    r.add_argument("--seed", type=int, default=0)
+    r.add_argument("-o", "--output", default="build/aotc_run", help="bundle directory")
+    b = sub.add_parser("bench", help="instructions per inference, flash and RAM on a board")
+    _common(b)
+    b.add_argument("--board", required=True)
+    b.add_argument("--inputs", default=None)
+    b.add_argument("--seed", type=int, default=0)
+    b.add_argument("-o", "--output", default="build/aotc_bench", help="bundle directory")
     return p
 
 
-COMMANDS = {"compile": cmd_compile, "verify": cmd_verify, "inspect": cmd_inspect, "ops": cmd_ops}
+COMMANDS = {"compile": cmd_compile, "verify": cmd_verify, "inspect": cmd_inspect, "ops": cmd_ops,
+            "run": cmd_run, "bench": cmd_bench}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

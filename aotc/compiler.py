@@ -217,6 +217,8 @@ def render_context(c: Compilation) -> dict[str, Any]:
                      "bytes": int(np.prod(t.shape, dtype=np.int64)) * t.dtype.itemsize}
                     for t in outs],
         "kernels": [ls.kernel.name for ls in c.lowered],
+        "largest_weights": [f"{sym} ({arr.nbytes} B)" for sym, arr in
+                            sorted(c.weights.values(), key=lambda w: (-w[1].nbytes, w[0]))[:3]],
         "aotc_version": __version__, "model": c.model_name, "model_sha256": c.model_hash,
     }
     return {
