@@ -62,6 +62,7 @@ def compile_and_run(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray],
         tmp = tempfile.TemporaryDirectory(prefix="aotc_test_")
         out_dir = tmp.name
     try:
+        opts.setdefault("verify_ir", True)  # ir.verify after every pass
         bundle = aotc.compile(model, out_dir, name=opts.pop("name", "m"), **opts)
         for f in Path(out_dir).glob("*.c"):
             text = f.read_text()
