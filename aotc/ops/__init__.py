@@ -114,5 +114,5 @@ def all_ops() -> dict[tuple[str, str], list[type[OpDef]]]:
 def _load_all() -> None:
     # Importing the family modules runs their @register decorators.
     from aotc.ops import (  # noqa: F401
-        conv, elementwise, gemm, norm, pool, reduce, shape, softmax,
+        conv, elementwise, gemm, movement, norm, pool, reduce, shape, softmax,
     )

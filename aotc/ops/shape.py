@@ -1,10 +1,11 @@
-"""Shape ops. Views (Reshape, Flatten, Squeeze, Unsqueeze, Identity, Dropout) reinterpret their
-input's storage and get no kernel; data-movement ops (Transpose, Concat, Split, Slice, Gather,
-Pad) are kernels whose loops are pure index arithmetic."""
+"""View ops (Reshape, Flatten, Squeeze, Unsqueeze, Identity, Dropout) reinterpret their input's
+storage and get no kernel (a flat Copy only when a graph output needs its own buffer). The
+data-movement kernels (Transpose, Concat, Split, Slice, Gather, Pad) live in movement.py."""
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -119,17 +120,34 @@ class Identity(View):
         return input
 
 
-@register
-class Dropout(View):
+class _Dropout(View):
     name = "Dropout"
-    since = 1
-    onnx_tests = ("test_dropout_default*",)
+    # The *_mask tests ask for the mask output, which inference does not produce.
+    onnx_tests = ("test_dropout_default", "test_dropout_default_ratio", "test_dropout_*_old")
 
     def check(self, node: Node, ins: Sequence[Value | None]) -> None:
         super().check(node, ins[:1])
         if len([o for o in node.outputs if o]) > 1:
             raise AotcError("the mask output is not supported (inference only)",
                             node.name, node.op)
+
+
+@register
+class Dropout10(_Dropout):
+    """Opset 10-11: `ratio` is an attribute; inference Dropout is the identity for any ratio."""
+
+    since = 10
+
+    def reference(self, data: np.ndarray, *, ratio: float = 0.5) -> np.ndarray:
+        return data
+
+
+@register
+class Dropout12(_Dropout):
+    since = 12
+
+    def check(self, node: Node, ins: Sequence[Value | None]) -> None:
+        super().check(node, ins)
         if len(ins) > 2 and ins[2] is not None:
             if not ins[2].is_const or bool(ins[2].const.reshape(-1)[0]):
                 raise AotcError("training_mode must be a constant false", node.name, node.op)
