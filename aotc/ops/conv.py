@@ -4,15 +4,17 @@ element before the store."""
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
-
 
 from aotc.errors import AotcError
 from aotc.ir.graph import Node, TensorType, Value
 from aotc.lower.loop_ir import Const, Expr, cmp, land
 from aotc.ops import OpDef, register
+
+TILE_M = 8  # output channels computed together (accumulators sharing each input load)
 
 
 def conv_pads(node: Node, in_sp: Sequence[int], k_sp: Sequence[int]) -> tuple[list[int], list[int]]:
@@ -124,39 +126,108 @@ class Conv(OpDef):
 
     def lower(self, node: Node, kb: Any) -> None:
         X, W, B = (kb.inputs + [None])[:3]
+        m_per_g = kb.outputs[0].shape[1] // node.attrs["group"]
+        if kb.input_const(1) is not None and m_per_g >= 2:
+            self._lower_tiled(node, kb, X, W, B)
+            return
         Y = kb.outputs[0]
         nd = len(X.shape) - 2
         in_sp, k_sp = X.shape[2:], W.shape[2:]
         pb, pe = conv_pads(node, in_sp, k_sp)
         s, d = _spatial_attrs(node, nd)
-        m_per_g, cg = Y.shape[1] // node.attrs["group"], W.shape[1]
+        cg = W.shape[1]
         f32 = X.dtype
         with kb.loops(Y.shape, ["n", "m"] + [f"o{k}" for k in range(nd)]) as (n, m, *o):
             acc = kb.local(B[m] if B is not None else Const(0.0, f32), "acc", f32)
             with kb.loop(cg, "c") as c:
                 ic = (m // m_per_g) * cg + c if node.attrs["group"] > 1 else c
-                self._window(kb, 0, nd, X, W, n, m, c, ic, o, [], [], pb, pe, s, d, acc,
-                             in_sp, k_sp)
+                self._window(kb, 0, nd, X, lambda kk, c=c, m=m: W[[m, c, *kk]], n, ic, o, [],
+                             [], pb, pe, s, d, [acc], in_sp, k_sp)
             kb.store_output([n, m, *o], acc)
 
-    def _window(self, kb: Any, dim: int, nd: int, X: Any, W: Any, n: Expr, m: Expr, c: Expr,
-                ic: Expr, o: list[Expr], ii: list[Expr], kk: list[Expr], pb: list[int],
-                pe: list[int], s: list[int], d: list[int], acc: Any, in_sp: Sequence[int],
+    def _lower_tiled(self, node: Node, kb: Any, X: Any, W: Any, B: Any) -> None:
+        """Output channels in tiles of TILE_M accumulators sharing each input load. Weights are
+        packed at compile time to [tile, c, k..., j] so a tile's weights are contiguous. Each
+        output still sums over (c, k...) in the plain loop's order: bit-identical results."""
+        Y = kb.outputs[0]
+        nd = len(X.shape) - 2
+        in_sp, k_sp = X.shape[2:], W.shape[2:]
+        pb, pe = conv_pads(node, in_sp, k_sp)
+        s, d = _spatial_attrs(node, nd)
+        group = node.attrs["group"]
+        mg, cg = Y.shape[1] // group, W.shape[1]
+        kprod = int(np.prod(k_sp, dtype=np.int64))
+        w = kb.input_const(1)
+        full, rest = divmod(mg, TILE_M)
+        # Packed layout per group: full tiles [full, cg, K, TILE_M], then the rest [cg, K, rest].
+        parts = []
+        for gi in range(group):
+            wg = w[gi * mg:(gi + 1) * mg].reshape(mg, cg, kprod)
+            if full:
+                t = wg[:full * TILE_M].reshape(full, TILE_M, cg, kprod).transpose(0, 2, 3, 1)
+                parts.append(t.reshape(-1))
+            if rest:
+                parts.append(wg[full * TILE_M:].transpose(1, 2, 0).reshape(-1))
+        packed = kb.const("wpack", np.concatenate(parts), X.dtype)
+        per_group = mg * cg * kprod
+        kstrides = [int(np.prod(k_sp[i + 1:], dtype=np.int64)) for i in range(nd)]
+        f32 = X.dtype
+
+        def block(n: Expr, gi: Expr, m0: Expr, base: Expr, width: int) -> None:
+            with kb.loops(Y.shape[2:], [f"o{k}" for k in range(nd)]) as o:
+                accs = [kb.local(B[[m0 + j]] if B is not None else Const(0.0, f32), f"acc{j}",
+                                 f32) for j in range(width)]
+                with kb.loop(cg, "c") as c:
+                    ic = gi * cg + c if group > 1 else c
+
+                    def wget(kk: list[Expr], j: int, c: Expr = c) -> Expr:
+                        kflat: Expr = Const(0)
+                        for kv, st in zip(kk, kstrides):
+                            kflat = kflat + kv * st
+                        return packed.flat(base + (c * kprod + kflat) * width + j)
+
+                    self._window(kb, 0, nd, X, wget, n, ic, o, [], [], pb, pe, s, d, accs,
+                                 in_sp, k_sp)
+                for j, acc in enumerate(accs):
+                    kb.store_output([n, m0 + j, *o], acc)
+
+        with kb.loop(Y.shape[0], "n") as n:
+            with kb.loop(group, "g") as gi:
+                gbase = gi * per_group
+                if full:
+                    with kb.loop(full, "mt") as mt:
+                        with kb.block():
+                            block(n, gi, gi * mg + mt * TILE_M,
+                                  gbase + mt * (TILE_M * cg * kprod), TILE_M)
+                if rest:
+                    with kb.block():
+                        block(n, gi, gi * mg + full * TILE_M,
+                              gbase + full * TILE_M * cg * kprod, rest)
+
+    def _window(self, kb: Any, dim: int, nd: int, X: Any, wget: Any, n: Expr, ic: Expr,
+                o: list[Expr], ii: list[Expr], kk: list[Expr], pb: list[int], pe: list[int],
+                s: list[int], d: list[int], accs: list[Any], in_sp: Sequence[int],
                 k_sp: Sequence[int]) -> None:
+        """The kernel-window loops; taps that fall into the padding are skipped."""
         if dim == nd:
-            kb.assign(acc, acc + X[[n, ic, *ii]] * W[[m, c, *kk]])
+            if len(accs) == 1:
+                kb.assign(accs[0], accs[0] + X[[n, ic, *ii]] * wget(kk))
+                return
+            xv = kb.local(X[[n, ic, *ii]], "xv", X.dtype)
+            for j, acc in enumerate(accs):
+                kb.assign(acc, acc + xv * wget(kk, j))
             return
         with kb.loop(k_sp[dim], f"k{dim}", unroll=True) as k:
             idx = o[dim] * s[dim] + k * d[dim] - pb[dim]
             cond = _in_bounds(idx, in_sp[dim], pb[dim], pe[dim])
             if cond is None:
-                self._window(kb, dim + 1, nd, X, W, n, m, c, ic, o, ii + [idx], kk + [k],
-                             pb, pe, s, d, acc, in_sp, k_sp)
+                self._window(kb, dim + 1, nd, X, wget, n, ic, o, ii + [idx], kk + [k],
+                             pb, pe, s, d, accs, in_sp, k_sp)
             else:
                 iv = kb.local(idx, f"i{dim}")
                 with kb.if_(land(cmp("ge", iv, 0), cmp("lt", iv, in_sp[dim]))):
-                    self._window(kb, dim + 1, nd, X, W, n, m, c, ic, o, ii + [iv], kk + [k],
-                                 pb, pe, s, d, acc, in_sp, k_sp)
+                    self._window(kb, dim + 1, nd, X, wget, n, ic, o, ii + [iv], kk + [k],
+                                 pb, pe, s, d, accs, in_sp, k_sp)
 
 
 @register
@@ -213,8 +284,10 @@ class ConvTranspose(OpDef):
         auto = node.attrs.get("auto_pad", "NOTSET")
         if out_shape or auto in ("SAME_UPPER", "SAME_LOWER"):
             target = out_shape or [i * ss for i, ss in zip(in_sp, s)]
-            total = [f - t for f, t in zip(full, target)]
-            if auto == "SAME_UPPER" or (out_shape and auto != "SAME_LOWER"):
+            # An output_shape beyond the full size pads nothing: the extra outputs see no input.
+            total = [max(0, f - t) for f, t in zip(full, target)]
+            # ONNX rule (onnxruntime agrees): only SAME_UPPER puts the odd pixel at the end.
+            if auto == "SAME_UPPER":
                 pb = [t // 2 for t in total]
             else:
                 pb = [t - t // 2 for t in total]
