@@ -1,6 +1,7 @@
 """Compile the MLPerf Tiny float models and print a table: compile time, arena vs liveness
 bound (and TFLM's arena), weights vs the model's constant bytes, and host latency of the
-generated C (gcc -O2, 1 thread) vs onnxruntime (1 thread).
+generated C (gcc -O2, 1 thread) vs onnxruntime (1 thread) and TFLM (tflite-micro package,
+reference kernels; the column is n/a without it: pip install -e ".[bench]").
 
     python bench/compile_and_size.py [--models DIR] [--repeat 50]
 """
@@ -45,6 +46,23 @@ def ort_latency(model: Path, feeds: dict[str, np.ndarray], repeat: int) -> float
     return float(np.median(times))
 
 
+def tflm_latency(tflite: Path, x: np.ndarray, repeat: int) -> float | None:
+    """TFLM (tflite-micro Python package, reference kernels); None when not installed."""
+    try:
+        from tflite_micro.python.tflite_micro import runtime
+    except ImportError:
+        return None
+    it = runtime.Interpreter.from_file(str(tflite), arena_size=2 << 20)
+    times = []
+    for k in range(repeat + 5):
+        t0 = time.perf_counter()
+        it.set_input(x, 0)
+        it.invoke()
+        if k >= 5:
+            times.append(time.perf_counter() - t0)
+    return float(np.median(times))
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--models", type=Path, default=DEFAULT_MODELS)
@@ -67,20 +85,23 @@ def main() -> int:
             err = float(np.max(np.abs(next(iter(got.values())) - vec["output_ort"][0])))
             t_c = runner.benchmark(feeds, args.repeat)
             t_ort = ort_latency(path, feeds, args.repeat)
+            t_tflm = tflm_latency(args.models / str(vec["tflite"]), vec["input"][0], args.repeat)
 
             c = bundle.compilation
             rows.append((fname, t_compile, c.plan.size, c.lower_bound, c.io_lower_bound,
                          TFLM_FLOAT_HEAD.get(fname, 0), c.weights_bytes, c.model_const_bytes,
-                         t_c * 1e3, t_ort * 1e3, err))
+                         t_c * 1e3, t_ort * 1e3, None if t_tflm is None else t_tflm * 1e3, err))
     hdr = (f"{'model':<30} {'compile s':>9} {'arena B':>9} {'bound B':>9} {'over':>6} "
            f"{'TFLM B':>8} {'weights B':>10} {'consts B':>10} {'w/c':>6} {'C ms':>8} "
-           f"{'ORT ms':>8} {'C/ORT':>6} {'max err':>8}")
+           f"{'ORT ms':>8} {'C/ORT':>6} {'TFLM ms':>8} {'C/TFLM':>6} {'max err':>8}")
     print(hdr)
     print("-" * len(hdr))
-    for (f, tc, arena, bound, _iob, tflm, wb, cb, tcm, tom, err) in rows:
+    for (f, tc, arena, bound, _iob, tflm, wb, cb, tcm, tom, ttm, err) in rows:
         over = 100.0 * (arena - bound) / bound if bound else 0.0
+        tflm_cols = f"{ttm:>8.3f} {tcm / ttm:>6.2f}" if ttm else f"{'n/a':>8} {'':>6}"
         print(f"{f:<30} {tc:>9.2f} {arena:>9,} {bound:>9,} {over:>5.1f}% {tflm:>8,} {wb:>10,} "
-              f"{cb:>10,} {wb / cb:>6.3f} {tcm:>8.3f} {tom:>8.3f} {tcm / tom:>6.2f} {err:>8.1e}")
+              f"{cb:>10,} {wb / cb:>6.3f} {tcm:>8.3f} {tom:>8.3f} {tcm / tom:>6.2f} {tflm_cols} "
+              f"{err:>8.1e}")
     return 0
 
 

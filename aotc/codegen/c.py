@@ -12,7 +12,7 @@ import numpy as np
 
 from aotc.dtypes import DType
 from aotc.lower.loop_ir import (
-    Assign, Bin, Block, Buffer, Call, Cast, Const, Decl, Expr, If, Kernel, Load, Loop, Select,
+    Assign, Bin, Block, Buffer, Call, Cast, Const, Decl, DeclArray, Expr, If, Kernel, Load, Loop, Select,
     Stmt, Store, Un, Var, used_buffers,
 )
 
@@ -37,7 +37,8 @@ BINARY = {
     "shr": "({a} >> {b})",
 }
 # min/max differ by type: fminf/fmaxf on float (no double evaluation), a macro on integers.
-FLOAT_BINARY = {"min": "fminf({a}, {b})", "max": "fmaxf({a}, {b})", "pow": "powf({a}, {b})",
+FLOAT_BINARY = {"min": "aotc_minf({a}, {b})", "max": "aotc_maxf({a}, {b})",
+                "pow": "powf({a}, {b})",
                 "fmod": "fmodf({a}, {b})"}
 INT_BINARY = {"min": "AOTC_MIN({a}, {b})", "max": "AOTC_MAX({a}, {b})"}
 
@@ -159,6 +160,8 @@ class CPrinter:
                     out.append(pad + "} else {")
                     out += self.stmts(s.orelse, ind + 1)
                 out.append(pad + "}")
+            elif isinstance(s, DeclArray):
+                out.append(f"{pad}{c_type(s.buf.dtype)} {s.buf.name}[{s.buf.size}];")
             elif isinstance(s, Block):
                 out.append(pad + "{")
                 out += self.stmts(s.body, ind + 1)
@@ -182,14 +185,10 @@ class CPrinter:
             lines.append(f"/* {k.comment} */")
         lines.append(self.signature(k))
         lines.append("{")
-        used = _used_params(k)
+        used = used_buffers(k.body)
         for b in k.params:
             if b.name not in used:
                 lines.append(f"    (void){b.name};")
         lines += self.stmts(k.body, 1)
         lines.append("}")
         return "\n".join(lines)
-
-
-def _used_params(k: Kernel) -> set[str]:
-    return used_buffers(k.body)

@@ -15,7 +15,7 @@ import numpy as np
 
 from aotc.dtypes import DType
 from aotc.lower.loop_ir import (
-    INDEX, Assign, Block, Buffer, Cast, Const, Decl, Expr, If, Kernel, Load, Loop, Stmt, Store, Var,
+    INDEX, Assign, Block, Buffer, Cast, Const, Decl, DeclArray, Expr, If, Kernel, Load, Loop, Stmt, Store, Var,
     as_expr,
 )
 from aotc.lower.simplify import simplify
@@ -150,6 +150,12 @@ class KernelBuilder:
         var = Var(self.fresh(name), dt)
         self.emit(Decl(var.name, dt, init_e))
         return var
+
+    def local_array(self, size: int, name: str, dtype: DType) -> BufRef:
+        """A local array (e.g. a tile of accumulators the C compiler can vectorise)."""
+        buf = Buffer(self.fresh(name), dtype, size, "local")
+        self.emit(DeclArray(buf))
+        return BufRef(buf, (size,))
 
     def assign(self, var: Var, value: Expr) -> None:
         self.emit(Assign(var.name, value))

@@ -208,6 +208,13 @@ class Decl(Stmt):
 
 
 @dataclass(frozen=True, eq=True)
+class DeclArray(Stmt):
+    """Declare a small local array (role "local"), e.g. a tile of accumulators."""
+
+    buf: Buffer
+
+
+@dataclass(frozen=True, eq=True)
 class Assign(Stmt):
     var: str
     value: Expr
@@ -271,6 +278,8 @@ def map_stmts(body: tuple[Stmt, ...], fe) -> tuple[Stmt, ...]:  # type: ignore[n
             return If(map_expr(s.cond, fe), map_stmts(s.then, fe), map_stmts(s.orelse, fe))
         if isinstance(s, Block):
             return Block(map_stmts(s.body, fe))
+        if isinstance(s, DeclArray):
+            return s
         raise TypeError(s)
 
     return tuple(one(s) for s in body)

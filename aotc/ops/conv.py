@@ -175,21 +175,26 @@ class Conv(OpDef):
 
         def block(n: Expr, gi: Expr, m0: Expr, base: Expr, width: int) -> None:
             with kb.loops(Y.shape[2:], [f"o{k}" for k in range(nd)]) as o:
-                accs = [kb.local(B[[m0 + j]] if B is not None else Const(0.0, f32), f"acc{j}",
-                                 f32) for j in range(width)]
+                # A local accumulator array with j innermost: C compilers vectorise this form.
+                acc = kb.local_array(width, "acc", f32)
+                with kb.loop(width, "j", unroll=True) as j:
+                    kb.store(acc, [j], B[[m0 + j]] if B is not None else Const(0.0, f32))
                 with kb.loop(cg, "c") as c:
                     ic = gi * cg + c if group > 1 else c
 
-                    def wget(kk: list[Expr], j: int, c: Expr = c) -> Expr:
+                    def tap(xv: Expr, kk: list[Expr], c: Expr = c) -> None:
                         kflat: Expr = Const(0)
                         for kv, st in zip(kk, kstrides):
                             kflat = kflat + kv * st
-                        return packed.flat(base + (c * kprod + kflat) * width + j)
+                        row = base + (c * kprod + kflat) * width
+                        xs = kb.local(xv, "xv", f32)
+                        with kb.loop(width, "j", unroll=True) as j:
+                            kb.store(acc, [j], acc[[j]] + xs * packed.flat(row + j))
 
-                    self._window(kb, 0, nd, X, wget, n, ic, o, [], [], pb, pe, s, d, accs,
+                    self._window(kb, 0, nd, X, tap, n, ic, o, [], [], pb, pe, s, d, None,
                                  in_sp, k_sp)
-                for j, acc in enumerate(accs):
-                    kb.store_output([n, m0 + j, *o], acc)
+                with kb.loop(width, "j", unroll=True) as j:
+                    kb.store_output([n, m0 + j, *o], acc[[j]])
 
         with kb.loop(Y.shape[0], "n") as n:
             with kb.loop(group, "g") as gi:
@@ -206,10 +211,13 @@ class Conv(OpDef):
 
     def _window(self, kb: Any, dim: int, nd: int, X: Any, wget: Any, n: Expr, ic: Expr,
                 o: list[Expr], ii: list[Expr], kk: list[Expr], pb: list[int], pe: list[int],
-                s: list[int], d: list[int], accs: list[Any], in_sp: Sequence[int],
+                s: list[int], d: list[int], accs: list[Any] | None, in_sp: Sequence[int],
                 k_sp: Sequence[int]) -> None:
         """The kernel-window loops; taps that fall into the padding are skipped."""
         if dim == nd:
+            if accs is None:  # a tap callback does the accumulation (tiled path)
+                wget(X[[n, ic, *ii]], kk)
+                return
             if len(accs) == 1:
                 kb.assign(accs[0], accs[0] + X[[n, ic, *ii]] * wget(kk))
                 return

@@ -32,13 +32,16 @@ def _tiled_dot(kb: Any, n_total: int, K: int, a_at: Callable[[Expr], Expr],
     independent chains vectorise and reuse every load of A."""
 
     def block(n0: Expr, width: int) -> None:
-        accs = [kb.local(init(n0 + j), f"acc{j}", dtype) for j in range(width)]
+        # A local accumulator array with j innermost: C compilers vectorise this form.
+        acc = kb.local_array(width, "acc", dtype)
+        with kb.loop(width, "j", unroll=True) as j:
+            kb.store(acc, [j], init(n0 + j))
         with kb.loop(K, "k") as k:
             av = kb.local(a_at(k), "a", dtype)
-            for j, acc in enumerate(accs):
-                kb.assign(acc, acc + av * b_at(k, n0 + j))
-        for j, acc in enumerate(accs):
-            store(n0 + j, acc)
+            with kb.loop(width, "j", unroll=True) as j:
+                kb.store(acc, [j], acc[[j]] + av * b_at(k, n0 + j))
+        with kb.loop(width, "j", unroll=True) as j:
+            store(n0 + j, acc[[j]])
 
     full, rest = divmod(n_total, NT)
     if full:
@@ -148,8 +151,10 @@ class MatMul(OpDef):
             za = np.broadcast_to(np.float32(0), a.type.shape)
             zb = np.broadcast_to(np.float32(0), b.type.shape)
             shape = np.matmul(za[..., :1, :] if len(a.type.shape) > 1 else za, zb).shape
-            if len(a.type.shape) > 1:
+            if len(a.type.shape) > 1 and len(b.type.shape) > 1:
                 shape = (*shape[:-2], a.type.shape[-2], shape[-1])
+            elif len(a.type.shape) > 1:  # 1-D B: the result ends with A's M, not N
+                shape = (*shape[:-1], a.type.shape[-2])
         except ValueError as e:
             raise AotcError(f"shapes {a.type.shape} and {b.type.shape} do not multiply ({e})",
                             node.name, node.op) from None
