@@ -82,6 +82,7 @@ def inspect(model: ModelLike, name: str = "model",
     comp = compile_model(model, _options(name, input_shapes, **kw))
     g = comp.graph
     macs = macs_of(comp)
+    kernel_of = {ls.step.node.name: ls.kernel.name for ls in comp.lowered}
     nodes = []
     for n in g.nodes:
         params = sum(g.values[i].type.numel for s in (n, *n.epilogue) for i in s.inputs
@@ -91,6 +92,7 @@ def inspect(model: ModelLike, name: str = "model",
             "inputs": [str(g.type(i)) for i in n.inputs if i],
             "outputs": [str(g.type(o)) for o in n.outputs if o],
             "params": int(params), "macs": macs[n.name],
+            "kernel": kernel_of.get(n.name, "(view: no kernel)"),
         })
     return {
         "model": comp.model_name, "opset": g.opset, "nodes": nodes,

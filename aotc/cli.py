@@ -11,8 +11,9 @@ import json
 import os
 import shlex
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, NoReturn
 
 import numpy as np
 
@@ -22,12 +23,23 @@ EXIT_USER = 2
 EXIT_INTERNAL = 3
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with aotc's error contract: one line on stderr, exit status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        text = " ".join(f"{message} (see '{self.prog} --help')".split())
+        self.exit(EXIT_USER, f"aotc: error: {text}\n")
+
+
 def _shape_arg(text: str) -> tuple[str, tuple[int, ...]]:
     name, sep, dims = text.rpartition("=")
     try:
         if not sep or not name:
             raise ValueError
-        return name, tuple(int(d) for d in dims.split(","))
+        shape = tuple(int(d) for d in dims.split(","))
+        if any(d < 0 for d in shape):
+            raise ValueError
+        return name, shape
     except ValueError:
         raise argparse.ArgumentTypeError(
             f"--input-shape expects NAME=D0,D1,... (e.g. input=1,49,10,1), got {text!r}") from None
@@ -51,7 +63,25 @@ def _options(args: argparse.Namespace, argv: Sequence[str]) -> dict[str, Any]:
                 passes=tuple(p for p in args.passes.split(",") if p) if args.passes else None,
                 planner=args.planner, inplace=not args.no_inplace,
                 weights_section=args.weights_section,
-                command_line="aotc " + " ".join(shlex.quote(a) for a in argv))
+                command_line=_recorded_command(argv))
+
+
+def _recorded_command(argv: Sequence[str]) -> str:
+    """The command line for the provenance header, without the output directory: where a
+    bundle is written must not change its bytes (compiling twice gives identical files)."""
+    kept: list[str] = []
+    skip = False
+    for a in argv:
+        if skip:
+            skip = False
+            continue
+        if a in ("-o", "--output"):
+            skip = True
+            continue
+        if a.startswith("--output=") or (a.startswith("-o") and a != "-o"):
+            continue
+        kept.append(a)
+    return "aotc " + " ".join(shlex.quote(a) for a in kept)
 
 
 def _default_name(model: str) -> str:
@@ -74,7 +104,10 @@ def cmd_compile(args: argparse.Namespace, argv: Sequence[str]) -> int:
     if dump - {"all", "fold", "fold-bn", "views", "dce", "fuse"}:
         raise AotcError(f"--dump-after: unknown pass {sorted(dump)}")
     comp = compile_model(args.model, opts, on_pass)
-    emit(comp, args.output)
+    try:
+        emit(comp, args.output)
+    except OSError as e:
+        raise AotcError(f"cannot write the bundle to {args.output}: {e.strerror or e}") from None
     print(f"aotc: wrote {args.output} ({len(comp.lowered)} kernels, arena {comp.plan.size} B, "
           f"bound {comp.lower_bound} B, weights {comp.weights_bytes} B)", file=sys.stderr)
     return 0
@@ -134,14 +167,15 @@ def cmd_verify(args: argparse.Namespace, argv: Sequence[str]) -> int:
 
 
 def _fmt_inspect(rep: dict[str, Any]) -> str:
-    lines = [f"model {rep['model']} (opset {rep['opset']}): {len(rep['nodes'])} kernels, "
+    lines = [f"model {rep['model']} (opset {rep['opset']}): {len(rep['nodes'])} nodes, "
+             f"{len(rep['kernels'])} kernels, "
              f"{rep['total_macs']:,} MACs, weights {rep['weights_bytes']:,} B "
              f"(model constants {rep['model_const_bytes']:,} B)", ""]
     w = max([len(n["op"]) for n in rep["nodes"]] + [2])
-    lines.append(f"{'#':>3}  {'op':<{w}}  {'outputs':<24} {'params':>8} {'MACs':>12}  node")
-    for k, n in enumerate(rep["nodes"]):
-        lines.append(f"{k:>3}  {n['op']:<{w}}  {', '.join(n['outputs']):<24} {n['params']:>8} "
-                     f"{n['macs']:>12,}  {n['name']}")
+    lines.append(f"{'kernel':<22} {'op':<{w}}  {'outputs':<24} {'params':>8} {'MACs':>12}  node")
+    for n in rep["nodes"]:
+        lines.append(f"{n['kernel'][:22]:<22} {n['op']:<{w}}  {', '.join(n['outputs']):<24} "
+                     f"{n['params']:>8} {n['macs']:>12,}  {n['name']}")
     m = rep["memory"]
     lines += ["", f"arena {m['arena_bytes']:,} B ({m['algorithm']}), liveness lower bound "
               f"{m['lower_bound']:,} B ({m['over_bound_pct']:+.1f}%), bound with I/O "
@@ -227,15 +261,22 @@ def cmd_bench(args: argparse.Namespace, argv: Sequence[str]) -> int:
     sizes = runner.sizes()
     stack = runner.stack()
     macs = sum(macs_of(bundle.compilation).values())
-    run_total = (counts.get("run") or 0) + sum(counts["kernels"].values())
+    # "inference": from entering <name>_run to its return, libm and soft-float helpers included.
+    kernels_total = sum(counts["kernels"].values())
+    run_total = counts.get("inference") or (counts.get("run") or 0) + kernels_total
     print(f"board {args.board}: {run_total:,} instructions per inference"
-          f" ({run_total / macs:.2f} per MAC, {macs:,} MACs)" if macs else "")
+          + (f" ({run_total / macs:.2f} per MAC, {macs:,} MACs)" if macs else ""))
     print(f"flash {sizes['flash']:,} B (text {sizes['text']:,}, rodata {sizes['rodata']:,}, "
           f"data {sizes['data']:,}); RAM {sizes['ram']:,} B (data+bss, arena "
-          f"{sizes['arena']:,}) + stack; deepest frame {stack.get('max_bytes')} B "
-          f"({stack.get('function')})")
+          f"{sizes['arena']:,}) + stack")
+    library = ", ".join(stack.get("library_calls") or [])
+    cycles = "; ".join(" -> ".join(c) for c in stack.get("recursion") or []) or "none"
+    print(f"stack: deepest kernel frame {stack.get('max_bytes')} B ({stack.get('function')}); "
+          f"deepest call chain {stack.get('path_bytes')} B" + (f" + {library}" if library else "")
+          + f"; recursion: {cycles}")
     print(f"{'kernel':<40} {'instructions':>14} {'share':>7}")
-    for k, n in counts["kernels"].items():
+    for k, n in [*counts["kernels"].items(),
+                 ("(run function, libm, helpers)", run_total - kernels_total)]:
         print(f"{k:<40} {n:>14,} {100.0 * n / max(run_total, 1):>6.1f}%")
     if counts.get("inlined"):
         print(f"inlined (counted in the run function): {', '.join(counts['inlined'])}")
@@ -243,7 +284,7 @@ def cmd_bench(args: argparse.Namespace, argv: Sequence[str]) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="aotc", description="ONNX -> dependency-free C for MCUs")
+    p = _Parser(prog="aotc", description="ONNX -> dependency-free C for MCUs")
     sub = p.add_subparsers(dest="cmd", required=True)
     c = sub.add_parser("compile", help="write the C bundle")
     _common(c)

@@ -132,7 +132,8 @@ def _collect_weights(s: Schedule, lowered: list[LoweredStep], prefix: str
 # ---------------------------------------------------------------------------------- emission
 def _io_decls(c: Compilation) -> tuple[list[TensorDecl], list[TensorDecl]]:
     g = c.graph
-    namer = Namer({"a", "arena", "arena_size"})
+    name = c.options.name  # <name>_... / <NAME>_... are the bundle's own symbols and macros
+    namer = Namer({"a", "arena", "arena_size"}, (f"{name}_", f"{name.upper()}_"))
     ins = [TensorDecl(v, namer("in:" + v, v, "in"), g.type(v).dtype, g.type(v).shape)
            for v in g.inputs]
     outs = [TensorDecl(v, namer("out:" + v, v, "out"), g.type(v).dtype, g.type(v).shape)

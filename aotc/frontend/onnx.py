@@ -8,8 +8,9 @@ folder) and turns each problem into one AotcError line.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 import onnx
@@ -92,9 +93,18 @@ def _tensor_type(vi: onnx.ValueInfoProto, bound: Mapping[str, tuple[int, ...]]) 
     dt = dtypes.BY_ONNX[tt.elem_type]
     if vi.name in bound:
         shape = tuple(int(d) for d in bound[vi.name])
-        if tt.HasField("shape") and len(tt.shape.dim) != len(shape):
-            raise AotcError(f"--input-shape {vi.name} has rank {len(shape)}, the model says "
-                            f"{len(tt.shape.dim)}")
+        if any(d < 0 for d in shape):
+            raise AotcError(f"--input-shape {vi.name} has a negative dim {shape}")
+        if tt.HasField("shape"):
+            if len(tt.shape.dim) != len(shape):
+                raise AotcError(f"--input-shape {vi.name} has rank {len(shape)}, the model says "
+                                f"{len(tt.shape.dim)}")
+            # A bound shape may only fill in symbolic dims: a fixed dim that differs would
+            # make the C disagree with the model.
+            for k, (d, want) in enumerate(zip(tt.shape.dim, shape)):
+                if d.HasField("dim_value") and d.dim_value > 0 and d.dim_value != want:
+                    raise AotcError(f"--input-shape {vi.name} dim {k} is {want}, but the model "
+                                    f"fixes it to {d.dim_value}")
         return TensorType(shape, dt)
     if not tt.HasField("shape"):
         raise AotcError(f"input {vi.name!r} has no shape; bind it with --input-shape "
@@ -130,7 +140,7 @@ def _const_value(arr: np.ndarray, name: str) -> Value:
     except KeyError:
         raise AotcError(f"constant {name!r} has dtype {arr.dtype}, which aotc does not "
                         f"support") from None
-    arr = np.ascontiguousarray(arr)
+    arr = np.asarray(arr, order="C")  # not ascontiguousarray: it turns scalars into [1]
     arr.setflags(write=False)
     return Value(name, TensorType(tuple(int(d) for d in arr.shape), dt), arr)
 
@@ -149,7 +159,15 @@ def _constant_node(n: onnx.NodeProto) -> np.ndarray:
 
 def _toposort(nodes: list[onnx.NodeProto], available: set[str]) -> list[onnx.NodeProto]:
     """Kahn's algorithm, stable in the file's order; a leftover set means a cycle."""
-    produced_by = {o: k for k, n in enumerate(nodes) for o in n.output if o}
+    produced_by: dict[str, int] = {}
+    for k, n in enumerate(nodes):
+        for o in n.output:
+            if not o:
+                continue
+            if o in produced_by or o in available:
+                raise AotcError(f"value {o!r} is defined twice (ONNX values are assigned once)",
+                                n.name or "?", n.op_type)
+            produced_by[o] = k
     deps = [{produced_by[i] for i in n.input if i and i not in available and i in produced_by}
             for n in nodes]
     missing = [(n, i) for n in nodes for i in n.input
@@ -188,6 +206,8 @@ def import_model(model: onnx.ModelProto, input_shapes: Mapping[str, tuple[int, .
         except Exception as e:
             raise AotcError(f"initializer {t.name!r} cannot be read: {e}") from None
     inputs = [vi for vi in g.input if vi.name not in values]
+    if any(not vi.name for vi in inputs):
+        raise AotcError("a graph input has an empty name")
     unknown = set(input_shapes) - {vi.name for vi in inputs}
     if unknown:
         raise AotcError(f"--input-shape names no graph input: {', '.join(sorted(unknown))} "
@@ -197,6 +217,7 @@ def import_model(model: onnx.ModelProto, input_shapes: Mapping[str, tuple[int, .
 
     _check_supported(g.node, opset)
     nodes: list[Node] = []
+    known: dict[str, np.ndarray] = {}  # compile-time values of non-constant node outputs
     used_names: set[str] = set()
     for k, pn in enumerate(_toposort(list(g.node), set(values))):
         node_name = pn.name or f"{pn.op_type}_{k}"
@@ -209,12 +230,18 @@ def import_model(model: onnx.ModelProto, input_shapes: Mapping[str, tuple[int, .
             except ValueError as e:
                 raise AotcError(str(e), node_name, "Constant") from None
             continue
-        nodes.append(_convert_node(pn, node_name, opset, values))
+        nodes.append(_convert_node(pn, node_name, opset, values, known))
 
     outputs = [o.name for o in g.output]
     for o in outputs:
         if o not in values:
             raise AotcError(f"graph output {o!r} is never produced")
+        if any(o == vi.name for vi in inputs):
+            # The C API passes inputs and outputs as separate, non-overlapping buffers.
+            raise AotcError(f"graph output {o!r} is also a graph input; insert an Identity "
+                            f"node to give the output its own name")
+    if len(set(outputs)) != len(outputs):
+        raise AotcError("a graph output is listed twice")
     return Graph(name=name, inputs=[vi.name for vi in inputs], outputs=outputs, values=values,
                  nodes=nodes, opset=opset, meta={"producer": model.producer_name})
 
@@ -234,16 +261,31 @@ def _check_supported(nodes: Any, opset: int) -> None:
         raise AotcError(f"unsupported ops at opset {opset}: {'; '.join(parts)}")
 
 
-def _convert_node(pn: onnx.NodeProto, node_name: str, opset: int,
-                  values: dict[str, Value]) -> Node:
+def _schema(op: str, opset: int, domain: str) -> Any:
+    """The ONNX schema in force, or None for ops ONNX does not define (custom domains)."""
+    try:
+        return onnx.defs.get_schema(op, opset, domain)
+    except Exception:
+        return None
+
+
+def _convert_node(pn: onnx.NodeProto, node_name: str, opset: int, values: dict[str, Value],
+                  known: dict[str, np.ndarray]) -> Node:
     domain = "" if pn.domain in _DEFAULT_DOMAINS else pn.domain
     opdef = resolve(pn.op_type, opset, domain)
     assert opdef is not None
     defaults = opdef.attr_defaults()
+    schema = _schema(pn.op_type, opset, domain)
     attrs: dict[str, Any] = {}
     for a in pn.attribute:
         if a.name not in defaults:
             raise AotcError(f"attribute {a.name!r} is not supported", node_name, pn.op_type)
+        if schema is not None and a.name in schema.attributes:
+            want = schema.attributes[a.name].type
+            if int(want.value) != a.type:
+                got = onnx.AttributeProto.AttributeType.Name(a.type)
+                raise AotcError(f"attribute {a.name!r} must be {want.name}, the model gives "
+                                f"{got}", node_name, pn.op_type)
         try:
             attrs[a.name] = _attr_value(a)
         except ValueError as e:
@@ -253,12 +295,9 @@ def _convert_node(pn: onnx.NodeProto, node_name: str, opset: int,
             if v is REQUIRED:
                 raise AotcError(f"required attribute {k!r} is missing", node_name, pn.op_type)
             attrs[k] = v
-    try:
-        version = onnx.defs.get_schema(pn.op_type, opset, pn.domain).since_version
-    except Exception:
-        version = opdef.since
+    version = schema.since_version if schema is not None else opdef.since
     node = Node(pn.op_type, node_name, tuple(pn.input), tuple(pn.output), attrs, version, domain)
-    ins = [values[i] if i else None for i in node.inputs]
+    ins = [_with_known(values[i], known) if i else None for i in node.inputs]
     opdef.check(node, ins)
     try:
         types = opdef.infer(node, ins)
@@ -268,9 +307,44 @@ def _convert_node(pn: onnx.NodeProto, node_name: str, opset: int,
         raise AotcError(f"cannot infer output shape: {type(e).__name__}: {e}",
                         node_name, pn.op_type) from None
     outs = [o for o in node.outputs]
+    if len(types) < len([o for o in outs if o]):
+        raise AotcError(f"the node has {len(outs)} outputs; aotc supports {len(types)}",
+                        node_name, pn.op_type)
     for o, t in zip(outs, types):
         if o:
             if any(d < 0 for d in t.shape):
                 raise AotcError(f"output {o!r} has a negative dim {t.shape}", node_name, pn.op_type)
             values[o] = Value(o, t)
+    _propagate_known(opdef, node, ins, types, known)
     return node
+
+
+# Shape arithmetic (Shape -> Gather -> Concat -> Reshape, ...) must be known while importing,
+# because the ops downstream need the values to check and infer. The nodes stay in the graph
+# (fold_constants turns them into constants); only small integer results are tracked, small
+# enough (<= 4 KB) that fold_constants always folds them.
+_KNOWN_MAX = 512
+_SHAPE_ONLY = ("Shape", "Size")
+
+
+def _with_known(v: Value, known: Mapping[str, np.ndarray]) -> Value:
+    return Value(v.name, v.type, known[v.name]) if v.name in known else v
+
+
+def _propagate_known(opdef: Any, node: Node, ins: list[Value | None], types: list[TensorType],
+                     known: dict[str, np.ndarray]) -> None:
+    if node.domain:
+        return
+    if node.op not in _SHAPE_ONLY and not all(v is None or v.is_const for v in ins):
+        return
+    if not all(not t.dtype.is_float and t.numel <= _KNOWN_MAX for t in types):
+        return
+    args = [None if v is None else v.const if v.const is not None
+            else np.broadcast_to(np.zeros((), v.type.dtype.np), v.type.shape) for v in ins]
+    try:
+        outs = opdef.run_reference(node, args)
+    except Exception:
+        return  # not knowing a value is never an error: the op's own checks report problems
+    for o, t, arr in zip(node.outputs, types, outs):
+        if o and tuple(np.shape(arr)) == t.shape:
+            known[o] = np.asarray(arr, dtype=t.dtype.np, order="C")

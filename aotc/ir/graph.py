@@ -7,8 +7,9 @@ constant. Nodes are frozen; passes build new Graphs with ``Graph.replace``.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 import numpy as np
 

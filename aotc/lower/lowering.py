@@ -67,8 +67,11 @@ def lower_step(s: Schedule, step: Step, unroll_max: int = 8) -> LoweredStep:
                 for k, i in enumerate(e_prep.inputs)]
         extra += [r for r in refs if r is not None]
         epilogue.append(_epilogue_fn(eop, e_prep, pos, refs))
-    out_refs = []
+    out_refs: list[BufRef | None] = []
     for k, o in enumerate(n.outputs):
+        if not o:
+            out_refs.append(None)  # an omitted optional output ("") has no buffer
+            continue
         t = g.type(o)
         buf = Buffer(f"y{k}", t.dtype, max(t.numel, 1), "out")
         out_refs.append(BufRef(buf, t.shape))

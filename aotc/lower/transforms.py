@@ -6,11 +6,21 @@ of kernels as C). They address loops by their variable name, which KernelBuilder
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
-from typing import Callable
 
 from aotc.lower.loop_ir import (
-    INDEX, Block, Const, Expr, If, Kernel, Loop, Stmt, Var, bmin, substitute,
+    INDEX,
+    Block,
+    Const,
+    Expr,
+    If,
+    Kernel,
+    Loop,
+    Stmt,
+    Var,
+    bmin,
+    substitute,
 )
 from aotc.lower.simplify import simplify_body
 
@@ -81,23 +91,26 @@ def tile(k: Kernel, var: str, factor: int) -> Kernel:
 
 
 def unroll(k: Kernel, var: str, factor: int | None = None) -> Kernel:
-    """Unroll loop ``var`` fully (factor None) or by ``factor`` (tile, then unroll the inner)."""
-    if factor is not None:
-        k = tile(k, var, factor)
-        inner = var + "_i"
-        # A remainder tile has a non-constant inner extent: keep it as a loop in that case.
-        try:
-            return unroll(k, inner)
-        except ScheduleError:
-            return k
+    """Unroll loop ``var`` fully (factor None), or by ``factor``: a loop ``var_o`` whose body is
+    ``factor`` copies, followed by the ``extent % factor`` remaining copies. Iterations keep
+    their order; each copy is a Block, so copies may redeclare their locals."""
+    if factor is not None and factor < 1:
+        raise ScheduleError("unroll factor must be >= 1")
+
+    def copy(lp: Loop, index: Expr) -> Stmt:
+        return Block(substitute(lp.body, lp.var, index))
 
     def fn(lp: Loop) -> tuple[Stmt, ...]:
         n = _const_extent(lp)
         start = int(lp.start.value)  # type: ignore[attr-defined]
-        copies = []
-        for i in range(n):
-            copies.append(Block(substitute(lp.body, lp.var, Const(start + i, INDEX))))
-        return tuple(copies)
+        f = n if factor is None else min(factor, n)
+        if f == n:
+            return tuple(copy(lp, Const(start + i, INDEX)) for i in range(n))
+        vo = Var(lp.var + "_o")
+        main = Loop(vo.name, Const(0), Const(n // f),
+                    tuple(copy(lp, vo * f + (start + i)) for i in range(f)))
+        rest = [copy(lp, Const(start + (n // f) * f + i, INDEX)) for i in range(n % f)]
+        return (main, *rest)
 
     return _apply(k, var, fn)
 
@@ -125,7 +138,7 @@ def reorder(k: Kernel, order: list[str]) -> Kernel:
                 if r:
                     return r
             elif isinstance(s, (If, Block)):
-                r = find_outer(s.then if isinstance(s, If) else s.body)
+                r = find_outer(s.then + s.orelse if isinstance(s, If) else s.body)
                 if r:
                     return r
         return None
@@ -139,10 +152,12 @@ def reorder(k: Kernel, order: list[str]) -> Kernel:
         if {b.var for b in band} != wanted:
             raise ScheduleError(f"loops {order} are not one perfect nest")
         for b in band:
-            # Bounds must not depend on other loops of the band, or the permutation is invalid.
-            for other in wanted - {b.var}:
+            # A loop's bounds may read only loops that stay outside it in the new order (a
+            # remainder tile's bound reads its outer tile loop, which may move but not inward).
+            for other in set(order[order.index(b.var) + 1:]):
                 if _mentions(b.start, other) or _mentions(b.stop, other):
-                    raise ScheduleError(f"bounds of {b.var!r} depend on {other!r}")
+                    raise ScheduleError(f"bounds of {b.var!r} depend on {other!r}, which the "
+                                        f"new order puts inside it")
         by_var = {b.var: b for b in band}
         body = band[-1].body
         for v in reversed(order):

@@ -174,3 +174,51 @@ class Copy(OpDef):
 
     def lower(self, node: Node, kb: Any) -> None:
         copy_flat(kb)
+
+
+class _StaticShapeOp(OpDef):
+    """Shape and Size depend only on static shapes: constant folding always removes them; the
+    lowering (used only if folding is switched off) writes the values from a flash table."""
+
+    dtypes = ANY
+
+    def lower(self, node: Node, kb: Any) -> None:
+        x = kb.inputs[0]
+        attrs = {k: v for k, v in node.attrs.items() if not k.startswith("_")}
+        value = np.asarray(self.reference(np.zeros(x.shape, np.uint8), **attrs))
+        from aotc import dtypes
+
+        table = kb.const("value", value.reshape(-1), dtypes.int64)
+        with kb.loop(max(value.size, 1), "i") as i:
+            kb.store_output([], table.flat(i), flat=i)
+
+
+@register
+class Shape1(_StaticShapeOp):
+    name = "Shape"
+    since = 1
+    onnx_tests = ("test_shape",)
+
+    def reference(self, data: np.ndarray) -> np.ndarray:
+        return np.array(data.shape, dtype=np.int64)
+
+
+@register
+class Shape15(_StaticShapeOp):
+    name = "Shape"
+    since = 15
+    onnx_tests = ("test_shape*",)
+
+    def reference(self, data: np.ndarray, *, end: int | None = None, start: int = 0
+                  ) -> np.ndarray:
+        return np.array(data.shape[start:end], dtype=np.int64)
+
+
+@register
+class Size(_StaticShapeOp):
+    name = "Size"
+    since = 1
+    onnx_tests = ("test_size*",)
+
+    def reference(self, data: np.ndarray) -> np.ndarray:
+        return np.array(data.size, dtype=np.int64)

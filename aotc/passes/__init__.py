@@ -6,8 +6,8 @@ every pass. ``run_pipeline(..., dump_after=NAME)`` hands the graph after NAME to
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from aotc.ir.graph import Graph
 

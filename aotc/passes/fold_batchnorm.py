@@ -1,4 +1,4 @@
-"""Fold inference BatchNormalization into the preceding Conv / ConvTranspose / Gemm.
+"""Fold inference BatchNormalization into the preceding Conv / Gemm.
 
 Pre: the anchor's weights and the BN parameters are constants, and the anchor's output feeds
 only the BN. Post: the BN node is gone; the anchor has new weights and a bias.
@@ -30,7 +30,9 @@ def fold_batchnorm(g: Graph) -> Graph:
         params = [values[i] for i in bn.inputs[1:5]]
         w = values[anchor.inputs[1]]
         b = values[anchor.inputs[2]] if len(anchor.inputs) > 2 and anchor.inputs[2] else None
-        if not all(p.is_const for p in params) or not w.is_const or (b is not None and not b.is_const):
+        if not all(p.is_const for p in params) or not w.is_const:
+            continue
+        if b is not None and not b.is_const:
             continue
         if anchor.op == "Gemm" and (anchor.attrs["alpha"] != 1.0 or anchor.attrs["beta"] != 1.0):
             continue
@@ -46,8 +48,10 @@ def fold_batchnorm(g: Graph) -> Graph:
         old_b = b.const.astype(np.float64).reshape(-1) if b is not None else 0.0  # type: ignore[union-attr]
         if anchor.op == "Gemm" and b is not None and b.const.size not in (1, s.size):  # type: ignore[union-attr]
             continue
+        if anchor.op == "Gemm" and b is not None and b.const.ndim == 2 and b.const.shape[0] != 1:  # type: ignore[union-attr]
+            continue  # C of shape (M, 1) varies per row even when M == N: not a per-column bias
         new_b = (old_b - mean) * s + bias
-        wname, bname = f"{anchor.name}_W_bn", f"{anchor.name}_B_bn"
+        wname, bname = _fresh(values, f"{anchor.name}_W_bn"), _fresh(values, f"{anchor.name}_B_bn")
         for nm, arr in ((wname, new_w), (bname, new_b)):
             a = np.ascontiguousarray(arr.astype(np.float32))
             a.setflags(write=False)
@@ -57,3 +61,10 @@ def fold_batchnorm(g: Graph) -> Graph:
         removed.add(bn.name)
     nodes = [replaced.get(n.name, n) for n in g.nodes if n.name not in removed]
     return g.replace(values=values, nodes=nodes)
+
+
+def _fresh(values: dict[str, Value], name: str) -> str:
+    # The model may already use the name: never overwrite one of its values.
+    while name in values:
+        name += "_"
+    return name

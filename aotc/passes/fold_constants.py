@@ -1,6 +1,8 @@
 """Constant folding: every node whose inputs are all constants is evaluated at compile time with
 its numpy reference (weight transposes, reshapes, Dequantize of constants, shape arithmetic).
 
+Shape and Size fold even on run-time inputs (shapes are static).
+
 Post: no node has only constant inputs, except those whose result would be much larger than
 their inputs (Expand/Tile of a constant): folding those would bloat flash, so they stay kernels.
 """
@@ -16,6 +18,16 @@ from aotc.ops import resolve
 
 _MAX_GROWTH = 4  # fold only if output bytes <= 4x input bytes (or tiny)
 _SMALL = 4096
+# Ops whose result depends only on the (static) shapes of their inputs, never on the data:
+# they fold even when their input is computed at run time.
+_SHAPE_ONLY = ("Shape", "Size")
+
+
+def _fold_arg(v: Value) -> np.ndarray:
+    if v.const is not None:
+        return v.const
+    # A zero-strided stand-in of the right shape and dtype: no memory for large activations.
+    return np.broadcast_to(np.zeros((), v.type.dtype.np), v.type.shape)
 
 
 def fold_constants(g: Graph) -> Graph:
@@ -23,7 +35,9 @@ def fold_constants(g: Graph) -> Graph:
     nodes: list[Node] = []
     for n in g.nodes:
         ins = [values[i] if i else None for i in n.inputs]
-        if n.epilogue or not all(v is None or v.is_const for v in ins) or not n.inputs:
+        shape_only = n.op in _SHAPE_ONLY and n.domain == ""
+        if n.epilogue or not n.inputs or not (
+                shape_only or all(v is None or v.is_const for v in ins)):
             nodes.append(n)
             continue
         opdef = resolve(n.op, g.opset, n.domain)
@@ -34,7 +48,7 @@ def fold_constants(g: Graph) -> Graph:
             nodes.append(n)
             continue
         try:
-            outs = opdef.run_reference(n, [None if v is None else v.const for v in ins])
+            outs = opdef.run_reference(n, [None if v is None else _fold_arg(v) for v in ins])
         except Exception as e:
             raise AotcError(f"constant folding failed: {type(e).__name__}: {e}",
                             n.name, n.op) from None
@@ -42,7 +56,8 @@ def fold_constants(g: Graph) -> Graph:
             if not o:
                 continue
             want = values[o].type
-            arr = np.ascontiguousarray(arr).astype(want.dtype.np)
+            # np.asarray, not ascontiguousarray: the latter turns a scalar into shape [1].
+            arr = np.asarray(arr, dtype=want.dtype.np, order="C")
             if tuple(arr.shape) != want.shape:
                 raise AotcError(f"folded shape {arr.shape} differs from inferred {want.shape}",
                                 n.name, n.op)

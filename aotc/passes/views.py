@@ -2,7 +2,8 @@
 inputs; chains of view ops (Reshape of Reshape, ...) are left to the memory planner, which maps
 every view onto its source's storage, so they cost neither a kernel nor bytes.
 
-Post: no Identity/Dropout node remains unless its output is a graph output fed by a graph input.
+Post: no Identity/Dropout node remains unless its output is a graph output (its name is
+part of the C API; the schedule maps it onto its source's storage or inserts a Copy).
 """
 
 from __future__ import annotations
