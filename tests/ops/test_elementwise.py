@@ -1,0 +1,320 @@
+"""Elementwise ops (aotc/ops/elementwise.py) against onnxruntime: broadcasting, activations,
+Clip across opsets, Cast, integer arithmetic, and the errors for what is not supported."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+from opcheck import check, make_model, rand
+
+import aotc
+from aotc.errors import AotcError
+
+F32 = dict(atol=1e-5, rtol=1e-5)
+TRANSCENDENTAL = dict(atol=1e-5, rtol=1e-4)
+
+
+def check_node(op: str, inputs: Mapping[str, np.ndarray], attrs: Mapping[str, Any] | None = None,
+               initializers: Mapping[str, np.ndarray] | None = None,
+               input_names: Sequence[str] | None = None, opset: int = 17, atol: float = 0.0,
+               rtol: float = 0.0) -> aotc.Bundle:
+    """opcheck.check_node declares its output float32, which strict shape inference rejects for
+    integer and bool results; here onnx infers the output type from an UNDEFINED placeholder."""
+    names = list(input_names) if input_names is not None else [*inputs, *(initializers or {})]
+    node = helper.make_node(op, names, ["out"], name=f"{op.lower()}_node", **dict(attrs or {}))
+    model = make_model([node], inputs, {}, initializers, opset)
+    model.graph.output.append(helper.make_tensor_value_info("out", TensorProto.UNDEFINED, None))
+    model = onnx.shape_inference.infer_shapes(model, strict_mode=True)
+    return check(model, inputs, atol=atol, rtol=rtol)
+
+
+def compile_error(model, tmp_path, match: str) -> None:
+    with pytest.raises(AotcError, match=match):
+        aotc.compile(model, tmp_path, name="m")
+
+
+# ------------------------------------------------------------------------------ binary arithmetic
+BROADCAST_SHAPES = [
+    ((2, 3, 4), (2, 3, 4)),   # same shape: the flat loop
+    ((2, 3, 4), (4,)),        # rank difference, B broadcast
+    ((4,), (2, 3, 4)),        # rank difference, A broadcast
+    ((2, 3, 4), ()),          # scalar B
+    ((), (2, 3, 4)),          # scalar A
+    ((2, 1, 4), (3, 1)),      # both sides broadcast
+    ((1, 3, 1), (2, 1, 5)),   # both sides broadcast, same rank
+    ((2, 3, 4), (1, 1, 1)),   # a single element with full rank
+    ((1,), ()),               # tiny output
+]
+
+
+@pytest.mark.parametrize("op", ["Add", "Sub", "Mul", "Div"])
+@pytest.mark.parametrize("sa,sb", BROADCAST_SHAPES)
+def test_binary_broadcast(op, sa, sb):
+    a = rand(*sa, seed=1)
+    b = rand(*sb, seed=2, lo=0.5, hi=2.0)  # Div: keep the divisor away from zero
+    check_node(op, {"a": a, "b": b}, **F32)
+
+
+@pytest.mark.parametrize("op", ["Add", "Mul", "Sub", "Div"])
+def test_binary_constant_operand(op):
+    a = rand(2, 3, 4, seed=3)
+    check_node(op, {"a": a}, initializers={"b": rand(3, 1, seed=4, lo=0.5, hi=2)}, **F32)
+
+
+@pytest.mark.parametrize("op", ["Add", "Sub", "Mul"])
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+@pytest.mark.parametrize("sa,sb", [((3, 4), (3, 4)), ((3, 4), (4,)), ((1, 4), (3, 1))])
+def test_integer_binary(op, dtype, sa, sb):
+    a = rand(*sa, seed=5, dtype=dtype, lo=-50, hi=50)
+    b = rand(*sb, seed=6, dtype=dtype, lo=-50, hi=50)
+    check_node(op, {"a": a, "b": b})
+
+
+def test_integer_large_values_int64():
+    # Values beyond 32 bits must survive: the C must compute in int64_t, not int32_t.
+    a = np.array([3_000_000_000, -5_000_000_000, 7], np.int64)
+    b = np.array([2_000_000_000, 1, -9_000_000_000], np.int64)
+    check_node("Add", {"a": a, "b": b})
+    check_node("Sub", {"a": a, "b": b})
+
+
+def test_integer_div_truncates_toward_zero():
+    a = np.array([7, -7, 7, -7, 9, 0], np.int32)
+    b = np.array([2, 2, -2, -2, 3, 5], np.int32)
+    check_node("Div", {"a": a, "b": b})
+
+
+def test_binary_mixed_dtypes_rejected(tmp_path):
+    node = helper.make_node("Add", ["a", "b"], ["y"])
+    m = make_model([node], {"a": rand(3), "b": rand(3, dtype=np.int32)}, {"y": (np.float32, [3])})
+    compile_error(m, tmp_path, "different dtypes")
+
+
+# ------------------------------------------------------------------------------ Pow
+def test_pow_float_exponent():
+    x = rand(3, 4, seed=7, lo=0.1, hi=3.0)
+    y = rand(3, 4, seed=8, lo=-2.0, hi=2.0)
+    check_node("Pow", {"x": x, "y": y}, **TRANSCENDENTAL)
+
+
+def test_pow_broadcast_scalar_exponent():
+    x = rand(2, 3, 4, seed=9, lo=-3.0, hi=3.0)
+    check_node("Pow", {"x": x}, initializers={"y": np.array(2.0, np.float32)}, **TRANSCENDENTAL)
+
+
+def test_pow_integer_exponent_input():
+    # Pow-12+: the exponent may be an integer tensor of a different dtype.
+    x = rand(2, 5, seed=10, lo=-3.0, hi=3.0)
+    y = rand(5, seed=11, dtype=np.int64, lo=0, hi=3)
+    check_node("Pow", {"x": x, "y": y}, **TRANSCENDENTAL)
+
+
+# ------------------------------------------------------------------------------ unary
+UNARY = [
+    ("Sqrt", 0.01, 4.0, TRANSCENDENTAL),
+    ("Exp", -4.0, 4.0, TRANSCENDENTAL),
+    ("Log", 0.01, 10.0, TRANSCENDENTAL),
+    ("Abs", -3.0, 3.0, F32),
+    ("Neg", -3.0, 3.0, F32),
+    ("Relu", -3.0, 3.0, F32),
+    ("Sigmoid", -8.0, 8.0, TRANSCENDENTAL),
+    ("Tanh", -4.0, 4.0, TRANSCENDENTAL),
+    ("Erf", -3.0, 3.0, TRANSCENDENTAL),
+]
+
+
+@pytest.mark.parametrize("op,lo,hi,tol", UNARY, ids=[u[0] for u in UNARY])
+@pytest.mark.parametrize("shape", [(7,), (2, 3, 5)])
+def test_unary(op, lo, hi, tol, shape):
+    check_node(op, {"x": rand(*shape, seed=12, lo=lo, hi=hi)}, **tol)
+
+
+@pytest.mark.parametrize("op,dtype", [
+    ("Abs", np.int8), ("Abs", np.int32), ("Abs", np.int64),
+    ("Neg", np.int8), ("Neg", np.int32), ("Neg", np.int64),
+    ("Relu", np.int8), ("Relu", np.int32),  # onnxruntime has no int64 Relu kernel
+])
+def test_unary_signed_integers(op, dtype):
+    check_node(op, {"x": rand(4, 5, seed=13, dtype=dtype, lo=-100, hi=100)})
+
+
+def test_abs_unsigned():
+    check_node("Abs", {"x": rand(6, seed=14, dtype=np.uint8, lo=0, hi=255)})
+
+
+def test_unary_float_only_rejects_int(tmp_path):
+    node = helper.make_node("Sqrt", ["x"], ["y"])
+    m = make_model([node], {"x": rand(3, dtype=np.int32)}, {"y": (np.int32, [3])})
+    compile_error(m, tmp_path, "dtype int32")
+
+
+# ------------------------------------------------------------------------------ activations
+@pytest.mark.parametrize("alpha", [None, 0.2])
+def test_leaky_relu(alpha):
+    attrs = {} if alpha is None else {"alpha": alpha}
+    check_node("LeakyRelu", {"x": rand(3, 4, seed=15)}, attrs, **F32)
+
+
+@pytest.mark.parametrize("slope_shape", [(3, 1, 1), (1,), (5,), (2, 3, 4, 5)])
+def test_prelu_slope_broadcast(slope_shape):
+    x = rand(2, 3, 4, 5, seed=16)
+    check_node("PRelu", {"x": x}, initializers={"slope": rand(*slope_shape, seed=17, lo=0, hi=1)},
+               **F32)
+
+
+def test_prelu_slope_is_graph_input():
+    check_node("PRelu", {"x": rand(2, 3, 4, seed=18), "slope": rand(3, 1, seed=19)}, **F32)
+
+
+CLIP_CASES = {
+    "min_max": (np.float32(-0.5), np.float32(0.75)),
+    "only_min": (np.float32(-0.5), None),
+    "only_max": (None, np.float32(0.75)),
+    "none": (None, None),
+}
+
+
+@pytest.mark.parametrize("opset", [11, 12, 13])
+@pytest.mark.parametrize("case", list(CLIP_CASES))
+def test_clip(opset, case):
+    lo, hi = CLIP_CASES[case]
+    x = rand(3, 4, seed=20)
+    inits = {}
+    names = ["x"]
+    if lo is not None:
+        inits["lo"] = np.array(lo)
+        names.append("lo")
+    if hi is not None:
+        inits["hi"] = np.array(hi)
+        names += ([""] if lo is None else []) + ["hi"]
+    check_node("Clip", {"x": x}, initializers=inits, input_names=names, opset=opset, **F32)
+
+
+def test_clip_int32():
+    x = rand(10, seed=21, dtype=np.int32, lo=-20, hi=20)
+    check_node("Clip", {"x": x}, initializers={"lo": np.array(-5, np.int32),
+                                                "hi": np.array(7, np.int32)}, opset=13)
+
+
+def test_clip_fuses_as_epilogue():
+    x = rand(2, 8, seed=22)
+    nodes = [helper.make_node("Mul", ["x", "s"], ["t"]),
+             helper.make_node("Clip", ["t", "lo", "hi"], ["y"])]
+    m = make_model(nodes, {"x": x}, {"y": (np.float32, [2, 8])},
+                   {"s": np.float32(3.0), "lo": np.float32(0.0), "hi": np.float32(6.0)})
+    bundle = check(m, {"x": x}, **F32)
+    assert len(bundle.kernels) == 1
+
+
+def test_clip_bounds_must_be_constant(tmp_path):
+    node = helper.make_node("Clip", ["x", "lo"], ["y"])
+    m = make_model([node], {"x": rand(4), "lo": np.zeros((), np.float32)},
+                   {"y": (np.float32, [4])}, opset=13)
+    compile_error(m, tmp_path, "compile-time constant")
+
+
+@pytest.mark.parametrize("attrs", [{}, {"alpha": 0.3, "beta": 0.4}])
+def test_hard_sigmoid(attrs):
+    check_node("HardSigmoid", {"x": rand(4, 6, seed=23, lo=-5, hi=5)}, attrs, **F32)
+
+
+def test_hard_swish():
+    check_node("HardSwish", {"x": rand(4, 6, seed=24, lo=-5, hi=5)}, opset=14, **F32)
+
+
+@pytest.mark.parametrize("attrs", [{}, {"alpha": 0.5}])
+def test_elu(attrs):
+    check_node("Elu", {"x": rand(4, 6, seed=25, lo=-4, hi=4)}, attrs, **TRANSCENDENTAL)
+
+
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_gelu(approximate):
+    check_node("Gelu", {"x": rand(3, 7, seed=26, lo=-5, hi=5)}, {"approximate": approximate},
+               opset=20, **TRANSCENDENTAL)
+
+
+def test_gelu_unknown_approximation_rejected(tmp_path):
+    node = helper.make_node("Gelu", ["x"], ["y"], approximate="fast")
+    m = make_model([node], {"x": rand(3)}, {"y": (np.float32, [3])}, opset=20)
+    compile_error(m, tmp_path, "approximate='fast'")
+
+
+# ------------------------------------------------------------------------------ Cast
+CAST_FROM_FLOAT = [(np.int32, -1000, 1000), (np.int8, -128, 127), (np.uint8, 0, 255),
+                   (np.int64, -1000, 1000)]
+
+
+@pytest.mark.parametrize("to,lo,hi", CAST_FROM_FLOAT, ids=lambda v: getattr(v, "__name__", None))
+def test_cast_float_to_int_in_range(to, lo, hi):
+    # In-range values only: out-of-range float->int conversion is undefined behaviour in C.
+    x = rand(3, 8, seed=27, lo=lo, hi=hi)
+    x[0, :3] = [lo, hi, 0.0]
+    check_node("Cast", {"x": x}, {"to": helper.np_dtype_to_tensor_dtype(np.dtype(to))})
+
+
+@pytest.mark.parametrize("frm", [np.int32, np.int64, np.uint8, np.int8])
+def test_cast_int_to_float(frm):
+    info = np.iinfo(frm)
+    x = rand(12, seed=28, dtype=frm, lo=max(info.min, -1000), hi=min(info.max, 1000))
+    check_node("Cast", {"x": x}, {"to": helper.np_dtype_to_tensor_dtype(np.dtype(np.float32))})
+
+
+@pytest.mark.parametrize("frm", [np.float32, np.int32, np.uint8])
+def test_cast_to_bool(frm):
+    x = rand(12, seed=29, dtype=frm, lo=0 if frm == np.uint8 else -2, hi=2)
+    x[:3] = 0
+    if frm == np.float32:
+        x[3] = 0.25  # a non-zero value below 1 is still true
+    check_node("Cast", {"x": x}, {"to": helper.np_dtype_to_tensor_dtype(np.dtype(bool))})
+
+
+@pytest.mark.parametrize("to", [np.float32, np.int32])
+def test_cast_from_bool(to):
+    x = np.array([True, False, True, True, False])
+    check_node("Cast", {"x": x}, {"to": helper.np_dtype_to_tensor_dtype(np.dtype(to))})
+
+
+def test_cast_int_narrowing():
+    x = np.array([1, -1, 127, -128, 0], np.int32)
+    check_node("Cast", {"x": x}, {"to": helper.np_dtype_to_tensor_dtype(np.dtype(np.int8))})
+
+
+# ------------------------------------------------------------------------------ fusion chains
+def test_chain_of_elementwise_fuses_into_one_kernel():
+    x = rand(2, 3, 4, seed=30)
+    nodes = [helper.make_node("Mul", ["x", "a"], ["t0"]),
+             helper.make_node("Add", ["t0", "b"], ["t1"]),
+             helper.make_node("Sigmoid", ["t1"], ["t2"]),
+             helper.make_node("Mul", ["t2", "x"], ["y"])]
+    m = make_model(nodes, {"x": x}, {"y": (np.float32, [2, 3, 4])},
+                   {"a": rand(4, seed=31), "b": rand(3, 1, seed=32)})
+    bundle = check(m, {"x": x}, **TRANSCENDENTAL)
+    assert len(bundle.kernels) == 1
+
+
+def test_fused_chain_value_as_second_operand():
+    # The running value is the right operand of Sub and Div: the epilogue must keep the order.
+    x = rand(2, 3, 4, seed=33)
+    nodes = [helper.make_node("Exp", ["x"], ["t0"]),
+             helper.make_node("Sub", ["b", "t0"], ["t1"]),
+             helper.make_node("Div", ["c", "t1"], ["y"])]
+    m = make_model(nodes, {"x": x}, {"y": (np.float32, [2, 3, 4])},
+                   {"b": np.float32(10.0), "c": rand(4, seed=34)})
+    bundle = check(m, {"x": x}, **TRANSCENDENTAL)
+    assert len(bundle.kernels) == 1
+
+
+def test_unfusable_consumer_stays_separate():
+    # t0 feeds two consumers, so it must be materialised: three kernels, still correct.
+    x = rand(2, 5, seed=35)
+    nodes = [helper.make_node("Relu", ["x"], ["t0"]),
+             helper.make_node("Neg", ["t0"], ["t1"]),
+             helper.make_node("Add", ["t0", "t1"], ["y"])]
+    m = make_model(nodes, {"x": x}, {"y": (np.float32, [2, 5])})
+    bundle = check(m, {"x": x}, **F32)
+    assert len(bundle.kernels) == 2  # Relu alone; Neg+Add fused (t0 is read by both)
