@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import onnx
 
-from aotc.compiler import CompileOptions, Compilation, compile_model, emit, memory_report
-from aotc.errors import AotcError
+from aotc.compiler import Compilation, CompileOptions, compile_model, emit, memory_report
 from aotc.ops import resolve
 
 ModelLike = str | os.PathLike[str] | onnx.ModelProto

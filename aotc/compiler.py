@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import onnx
@@ -22,10 +23,17 @@ from aotc.codegen.names import Namer, c_comment, c_ident
 from aotc.errors import AotcError
 from aotc.frontend.onnx import import_model, load_model
 from aotc.ir.graph import Graph
-from aotc.lower.lowering import LoweredStep, lower_step
 from aotc.lower.loop_ir import Kernel
+from aotc.lower.lowering import LoweredStep, lower_step
 from aotc.memory.liveness import Liveness, analyse, io_inclusive_bound
-from aotc.memory.planner import Plan, ascii_timeline, check_no_overlap, lower_bound, plan, plan_to_json
+from aotc.memory.planner import (
+    Plan,
+    ascii_timeline,
+    check_no_overlap,
+    lower_bound,
+    plan,
+    plan_to_json,
+)
 from aotc.passes import PASS_NAMES, Pass, default_pipeline, run_pipeline
 from aotc.schedule import Schedule, make_schedule
 
@@ -187,7 +195,8 @@ def render_context(c: Compilation) -> dict[str, Any]:
     for ls in c.lowered:
         k = _with_noalias(c, ls)
         kernels.append(printer.kernel(k))
-        args = [_pointer(c, kind, key, b.dtype.ctype, io) for (kind, key), b in zip(ls.args, k.params)]
+        args = [_pointer(c, kind, key, b.dtype.ctype, io)
+                for (kind, key), b in zip(ls.args, k.params)]
         calls.append({"kernel": k.name, "args": args, "comment": k.comment})
     run_params = ", ".join([f"const {t.dtype.ctype} *{t.cname}" for t in ins] +
                            [f"{t.dtype.ctype} *{t.cname}" for t in outs] +

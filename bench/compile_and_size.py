@@ -18,7 +18,6 @@ import numpy as np
 
 import aotc
 
-
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_MODELS = ROOT.parent / "shared" / "models" / "mlperf_tiny"
 FLOAT_MODELS = ["kws_ref_model_float.onnx", "vww_96_float.onnx", "pretrainedResnet_float.onnx",

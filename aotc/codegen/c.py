@@ -12,8 +12,26 @@ import numpy as np
 
 from aotc.dtypes import DType
 from aotc.lower.loop_ir import (
-    Assign, Bin, Block, Buffer, Call, Cast, Const, Decl, DeclArray, Expr, If, Kernel, Load, Loop, Select,
-    Stmt, Store, Un, Var, used_buffers,
+    Assign,
+    Bin,
+    Block,
+    Buffer,
+    Call,
+    Cast,
+    Const,
+    Decl,
+    DeclArray,
+    Expr,
+    If,
+    Kernel,
+    Load,
+    Loop,
+    Select,
+    Stmt,
+    Store,
+    Un,
+    Var,
+    used_buffers,
 )
 
 BINARY = {

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-
 import jinja2
 
 from aotc.paths import templates_dir

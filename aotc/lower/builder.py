@@ -7,15 +7,30 @@ which applies the fused elementwise epilogue (bias, activation, residual add) be
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Callable, Iterator, Sequence
 
 import numpy as np
 
 from aotc.dtypes import DType
 from aotc.lower.loop_ir import (
-    INDEX, Assign, Block, Buffer, Cast, Const, Decl, DeclArray, Expr, If, Kernel, Load, Loop, Stmt, Store, Var,
+    INDEX,
+    Assign,
+    Block,
+    Buffer,
+    Cast,
+    Const,
+    Decl,
+    DeclArray,
+    Expr,
+    If,
+    Kernel,
+    Load,
+    Loop,
+    Stmt,
+    Store,
+    Var,
     as_expr,
 )
 from aotc.lower.simplify import simplify
@@ -113,7 +128,8 @@ class KernelBuilder:
         self.emit(Loop(var.name, as_expr(start), as_expr(extent), body, 1, unroll))
 
     @contextmanager
-    def loops(self, shape: Sequence[int], names: Sequence[str] | None = None) -> Iterator[list[Var]]:
+    def loops(self, shape: Sequence[int], names: Sequence[str] | None = None
+              ) -> Iterator[list[Var]]:
         names = list(names) if names else [f"i{d}" for d in range(len(shape))]
         vars_: list[Var] = []
         depth = 0

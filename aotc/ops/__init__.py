@@ -8,7 +8,8 @@ constant folding, never as a test oracle) and the lowering to loop IR.
 from __future__ import annotations
 
 import inspect
-from typing import Any, ClassVar, Sequence
+from collections.abc import Sequence
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -63,7 +64,8 @@ class OpDef:
         args = [None if v is None else
                 (v.const if v.is_const else np.zeros(v.type.shape, v.type.dtype.np)) for v in ins]
         outs = self.run_reference(node, args)
-        return [TensorType(tuple(int(d) for d in o.shape), dtypes.from_numpy(o.dtype)) for o in outs]
+        return [TensorType(tuple(int(d) for d in o.shape), dtypes.from_numpy(o.dtype))
+                for o in outs]
 
     def run_reference(self, node: Node, args: Sequence[np.ndarray | None]) -> list[np.ndarray]:
         while args and args[-1] is None:
@@ -114,5 +116,13 @@ def all_ops() -> dict[tuple[str, str], list[type[OpDef]]]:
 def _load_all() -> None:
     # Importing the family modules runs their @register decorators.
     from aotc.ops import (  # noqa: F401
-        conv, elementwise, gemm, movement, norm, pool, reduce, shape, softmax,
+        conv,
+        elementwise,
+        gemm,
+        movement,
+        norm,
+        pool,
+        reduce,
+        shape,
+        softmax,
     )

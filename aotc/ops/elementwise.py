@@ -7,7 +7,8 @@ its input elements. The same ``scalar`` serves the standalone kernel and the fus
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 

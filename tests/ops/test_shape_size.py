@@ -4,7 +4,6 @@ against onnxruntime, as graph outputs and inside shape arithmetic feeding a Resh
 import numpy as np
 import pytest
 from onnx import helper
-
 from opcheck import check, make_model, rand
 
 

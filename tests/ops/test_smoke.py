@@ -2,7 +2,6 @@
 
 import numpy as np
 from onnx import helper
-
 from opcheck import check, check_node, make_model, rand
 
 
