@@ -13,6 +13,8 @@ if [ "${AOTC_NO_CROSS:-0}" != "1" ]; then
     command -v qemu-system-riscv32 >/dev/null || need+=(qemu-system-misc)
     command -v riscv64-unknown-elf-gcc >/dev/null || need+=(gcc-riscv64-unknown-elf)
     [ -d /usr/lib/picolibc/riscv64-unknown-elf ] || need+=(picolibc-riscv64-unknown-elf)
+    command -v valgrind >/dev/null || need+=(valgrind)
+    command -v cmake >/dev/null || need+=(cmake)
     if [ ${#need[@]} -gt 0 ]; then
         SUDO=""
         [ "$(id -u)" = "0" ] || SUDO="sudo"
