@@ -15,7 +15,7 @@ import numpy as np
 from aotc.codegen.names import c_comment, c_ident
 from aotc.errors import AotcError
 from aotc.ir.graph import CHAIN, Graph, Node
-from aotc.lower import transforms
+from aotc.lower import ranges, transforms
 from aotc.lower.builder import BufRef, KernelBuilder
 from aotc.lower.loop_ir import Buffer, Expr, Kernel, used_buffers
 from aotc.ops import OpDef, resolve
@@ -87,7 +87,7 @@ def lower_step(s: Schedule, step: Step, unroll_max: int = 8) -> LoweredStep:
     except NotImplementedError:
         raise AotcError("has no lowering", n.name, n.op) from None
     kernel = kb.build()
-    kernel = transforms.unroll_hinted(kernel, unroll_max)
+    kernel = ranges.prune_guards(transforms.unroll_hinted(kernel, unroll_max))
     # Drop inputs the lowering replaced (e.g. a weight it re-laid out at compile time).
     used = used_buffers(kernel.body)
     kernel = replace(kernel, params=tuple(b for b in kernel.params

@@ -1,0 +1,127 @@
+"""Interval reasoning over loop ranges: fold integer comparisons that hold for every iteration.
+
+Bounds checks for padded windows (``i = o*s + k*d - p; if (i >= 0 && i < H)``) are decided per
+tap once the kernel window is unrolled: interior taps lose their guards. Values are intervals
+[lo, hi] of integers; a variable that is ever re-assigned gets no interval (conservative).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from aotc.lower.loop_ir import (
+    BOOL, Assign, Bin, Block, Const, Decl, Expr, If, Kernel, Loop, Stmt, Store, Var, map_expr,
+)
+from aotc.lower.simplify import simplify_body
+
+Interval = tuple[int, int]
+
+
+def interval(e: Expr, env: dict[str, Interval]) -> Interval | None:
+    if isinstance(e, Const):
+        if e.dtype.is_float or e.dtype.name == "bool":
+            return None
+        return int(e.value), int(e.value)
+    if isinstance(e, Var):
+        return env.get(e.name)
+    if not isinstance(e, Bin) or e.dtype.is_float or e.dtype.name == "bool":
+        return None
+    a, b = interval(e.a, env), interval(e.b, env)
+    if a is None or b is None:
+        return None
+    if e.op == "add":
+        return a[0] + b[0], a[1] + b[1]
+    if e.op == "sub":
+        return a[0] - b[1], a[1] - b[0]
+    if e.op == "mul":
+        prods = [x * y for x in a for y in b]
+        return min(prods), max(prods)
+    if e.op == "min":
+        return min(a[0], b[0]), min(a[1], b[1])
+    if e.op == "max":
+        return max(a[0], b[0]), max(a[1], b[1])
+    if e.op == "div" and b[0] == b[1] and b[0] > 0 and a[0] >= 0:  # C truncation == floor
+        return a[0] // b[0], a[1] // b[0]
+    if e.op == "mod" and b[0] == b[1] and b[0] > 0 and a[0] >= 0:
+        return (a[0], a[1]) if a[1] < b[0] else (0, b[0] - 1)
+    return None
+
+
+def _decide(op: str, a: Interval, b: Interval) -> bool | None:
+    if op == "lt":
+        return True if a[1] < b[0] else False if a[0] >= b[1] else None
+    if op == "le":
+        return True if a[1] <= b[0] else False if a[0] > b[1] else None
+    if op == "gt":
+        return _decide("lt", b, a)
+    if op == "ge":
+        return _decide("le", b, a)
+    return None
+
+
+def _fold(e: Expr, env: dict[str, Interval]) -> Expr:
+    def rule(x: Expr) -> Expr:
+        if isinstance(x, Bin) and x.op in ("lt", "le", "gt", "ge"):
+            ia, ib = interval(x.a, env), interval(x.b, env)
+            if ia is not None and ib is not None:
+                d = _decide(x.op, ia, ib)
+                if d is not None:
+                    return Const(d, BOOL)
+        return x
+
+    return map_expr(e, rule)
+
+
+def _assigned(body: tuple[Stmt, ...], out: set[str]) -> set[str]:
+    for s in body:
+        if isinstance(s, Assign):
+            out.add(s.var)
+        elif isinstance(s, Loop):
+            _assigned(s.body, out)
+        elif isinstance(s, If):
+            _assigned(s.then, out)
+            _assigned(s.orelse, out)
+        elif isinstance(s, Block):
+            _assigned(s.body, out)
+    return out
+
+
+def _prune(body: tuple[Stmt, ...], env: dict[str, Interval], mutable: set[str]
+           ) -> tuple[Stmt, ...]:
+    env = dict(env)  # a scope: declarations do not leak out
+    out: list[Stmt] = []
+    for s in body:
+        if isinstance(s, Loop):
+            inner = dict(env)
+            lo, hi = interval(s.start, env), interval(s.stop, env)
+            if lo is not None and hi is not None and s.step == 1:
+                inner[s.var] = (lo[0], hi[1] - 1)
+            else:
+                inner.pop(s.var, None)
+            out.append(replace(s, body=_prune(s.body, inner, mutable)))
+        elif isinstance(s, Decl):
+            init = _fold(s.init, env)
+            r = interval(init, env)
+            if r is not None and s.var not in mutable:
+                env[s.var] = r
+            else:
+                env.pop(s.var, None)
+            out.append(Decl(s.var, s.dtype, init))
+        elif isinstance(s, If):
+            out.append(If(_fold(s.cond, env), _prune(s.then, env, mutable),
+                          _prune(s.orelse, env, mutable)))
+        elif isinstance(s, Block):
+            out.append(Block(_prune(s.body, env, mutable)))
+        elif isinstance(s, Store):
+            out.append(Store(s.buf, s.index, _fold(s.value, env)))
+        elif isinstance(s, Assign):
+            out.append(Assign(s.var, _fold(s.value, env)))
+        else:
+            out.append(s)
+    return tuple(out)
+
+
+def prune_guards(k: Kernel) -> Kernel:
+    """Fold comparisons decided by loop ranges, then simplify (dropping decided Ifs)."""
+    body = _prune(k.body, {}, _assigned(k.body, set()))
+    return replace(k, body=simplify_body(body))
