@@ -10,7 +10,20 @@ from __future__ import annotations
 from dataclasses import replace
 
 from aotc.lower.loop_ir import (
-    BOOL, Assign, Bin, Block, Const, Decl, Expr, If, Kernel, Loop, Stmt, Store, Var, map_expr,
+    BOOL,
+    Assign,
+    Bin,
+    Block,
+    Const,
+    Decl,
+    Expr,
+    If,
+    Kernel,
+    Loop,
+    Stmt,
+    Store,
+    Var,
+    map_expr,
 )
 from aotc.lower.simplify import simplify_body
 
