@@ -1,23 +1,35 @@
-"""Run a bundle on an emulated board: build the firmware (cached by content), run it in QEMU,
-return outputs; and measure it (instructions, flash/RAM, stack, fits check)."""
+"""Run a bundle on an emulated board: build the firmware (fast path, cached by content), check
+that it fits the board's real part, run it in QEMU and return outputs; measure instructions,
+flash/RAM and stack."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
+import shutil
+import tempfile
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 
-from aotc import boards
+from aotc import boards, fastbuild
 from aotc.errors import AotcError
-from aotc.host import cache_dir
 
 
-def _bundle_hash(bundle_dir: Path, board: str) -> str:
-    h = hashlib.sha256(board.encode())
+class DoesNotFit(AotcError):
+    """The bundle's firmware needs more flash or RAM than the board's part has."""
+
+
+def _firmware_key(bundle_dir: Path, board: boards.Board) -> str:
+    """Everything the firmware depends on: the bundle's files, the board's recipe (flags,
+    startup, runtime, compiler) and the harness template."""
+    recipe = fastbuild.recipe_key(board, boards.RUNTIME_DIR, "MinSizeRel")
+    h = hashlib.sha256(f"{board.name} {recipe}".encode())
+    h.update((boards.TEMPLATES_DIR / "test_main.c.j2").read_bytes())
     for f in sorted(bundle_dir.glob("*")):
         if f.is_file():
             h.update(f.name.encode())
@@ -25,40 +37,71 @@ def _bundle_hash(bundle_dir: Path, board: str) -> str:
     return h.hexdigest()[:24]
 
 
-def _dominant(bundle_dir: Path) -> str:
-    """The largest weights and the arena, to say what dominates a bundle that does not fit."""
-    meta = json.loads((bundle_dir / "bundle.json").read_text())
-    return (f"arena {meta['arena_bytes']} B, weights {meta.get('weights_bytes', 0)} B"
-            + (f" (largest: {', '.join(meta['largest_weights'])})"
-               if meta.get("largest_weights") else ""))
+def _dominant(meta: dict[str, Any]) -> str:
+    """The bundle's own view of what is big: the arena and the largest weights."""
+    largest = meta.get("largest_weights") or []
+    return (f"bundle arena {meta['arena_bytes']} B, weights {meta.get('weights_bytes', 0)} B"
+            + (f" (largest: {', '.join(largest)})" if largest else ""))
+
+
+def _one_line(e: Exception) -> str:
+    return " ".join(str(e).split())[:600]
 
 
 class BoardRunner:
-    """Same interface as host.Runner: ``run({name: array}) -> {name: array}``."""
+    """Same interface as host.Runner: ``run({name: array}) -> {name: array}``.
 
-    def __init__(self, bundle_dir: str | os.PathLike[str], board: str) -> None:
+    The firmware is built once per content in aotc's cache (or in `build_dir` when given).
+    With check_fit, a firmware that does not fit the board's real part (flash or RAM, stack and
+    heap reservations included) raises DoesNotFit saying by how much and what dominates.
+    """
+
+    def __init__(self, bundle_dir: str | os.PathLike[str], board: str, *,
+                 build_dir: str | os.PathLike[str] | None = None, check_fit: bool = True) -> None:
         self.dir = Path(bundle_dir).resolve()
         self.meta = json.loads((self.dir / "bundle.json").read_text())
         try:
             self.board = boards.load_board(board)
-        except (KeyError, FileNotFoundError, ValueError) as e:
-            raise AotcError(f"unknown board {board!r} (boards: {', '.join(boards.list_boards())})"
-                            f" [{e}]") from None
-        self.build_dir = cache_dir() / "fw" / f"{self.board.name}_{_bundle_hash(self.dir, board)}"
-        elf = self.build_dir / "aotc_app.elf"
+        except ValueError as e:
+            raise AotcError(str(e)) from None
         try:
-            if not elf.exists():
-                elf = boards.build_firmware(self.dir, self.board, self.build_dir)
+            if build_dir is not None:
+                self.elf = fastbuild.build_firmware_fast(self.dir, self.board, build_dir)
+            else:
+                self.elf = self._cached_build()
+        except boards.FirmwareTooBig as e:
+            raise DoesNotFit(f"{e}; {_dominant(self.meta)}") from None
         except RuntimeError as e:
-            raise AotcError(f"{' '.join(str(e).split())[:400]}; {_dominant(self.dir)}") from None
-        self.elf = elf
+            raise AotcError(f"{_one_line(e)}; {_dominant(self.meta)}") from None
+        self.build_dir = self.elf.parent
+        if check_fit:
+            msg = self.fits()
+            if msg is not None:
+                raise DoesNotFit(msg)
+
+    def _cached_build(self) -> Path:
+        fw = fastbuild.cache_dir() / "fw"
+        final = fw / f"{self.board.name}_{_firmware_key(self.dir, self.board)}"
+        if (final / "aotc_app.elf").is_file():
+            return final / "aotc_app.elf"
+        fw.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(dir=fw, prefix=".tmp-"))
+        try:
+            fastbuild.build_firmware_fast(self.dir, self.board, tmp)
+            with contextlib.suppress(OSError):  # another process built the same firmware
+                tmp.rename(final)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        return final / "aotc_app.elf"
 
     def sizes(self) -> dict[str, Any]:
         return boards.elf_sizes(self.elf, self.board)
 
     def fits(self) -> str | None:
-        msg = boards.fits_check(self.sizes(), self.board)
-        return None if msg is None else f"{msg}; {_dominant(self.dir)}"
+        """None when the firmware fits the board's part, else one line saying by how much and
+        which symbols (arena, I/O buffers, weights) dominate."""
+        msg = boards.fit_report(self.elf, self.board)
+        return None if msg is None else f"{msg}; {_dominant(self.meta)}"
 
     def _inputs(self, inputs: Mapping[str, object]) -> list[np.ndarray]:
         arrs = []
@@ -73,14 +116,17 @@ class BoardRunner:
         try:
             outs = boards.run_firmware(self.elf, self.board, self._inputs(inputs))
         except (RuntimeError, ValueError) as e:
-            raise AotcError(" ".join(str(e).split())[:400]) from None
+            raise AotcError(_one_line(e)) from None
         return {s["name"]: o for s, o in zip(self.meta["outputs"], outs)}
 
     def count_instructions(self, inputs: Mapping[str, object]) -> dict[str, Any]:
         try:
             return boards.count_instructions(self.elf, self.board, self._inputs(inputs))
         except (RuntimeError, ValueError) as e:
-            raise AotcError(" ".join(str(e).split())[:400]) from None
+            raise AotcError(_one_line(e)) from None
 
     def stack(self) -> dict[str, Any]:
-        return boards.stack_usage(self.build_dir)
+        """The deepest frame among the bundle's kernels ("max_bytes", "function"; never the
+        harness's or startup's), the deepest chain from <name>_run ("path_bytes", library
+        frames not counted: "library_calls"), and "recursion": the call cycles (none: [])."""
+        return boards.stack_usage(self.build_dir, self.meta["kernels"], f"{self.meta['name']}_run")

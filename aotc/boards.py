@@ -1,13 +1,15 @@
 """Boards: build a compiled bundle into firmware for one board and run it under QEMU.
 
 A board is data in ``boards/<name>/`` (board.toml, toolchain.cmake, link.ld, startup); this
-module reads it and drives cmake, QEMU and binutils. Every emulator run has a timeout, and every
-failure becomes one RuntimeError naming the cause. Only stdlib, numpy and (for rendering) jinja2.
+module reads it and drives cmake, QEMU and binutils (aotc.fastbuild builds the same firmware
+without cmake). Every emulator run has a timeout, and every failure becomes one RuntimeError
+naming the cause. Only stdlib, numpy and (for rendering) jinja2.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import re
@@ -138,23 +140,27 @@ def _have(board: Board, tool: str) -> bool:
 # --- building ----------------------------------------------------------------------------
 
 
-def render_test_main(bundle_dir: str | Path) -> str:
-    """The harness C source for a bundle (templates/test_main.c.j2)."""
+@functools.cache
+def _jinja_env():  # compiling the template costs as much as compiling the C: once per process
     import jinja2
 
-    meta = _load_bundle(Path(bundle_dir))
-
-    def tensors(key: str) -> list[dict]:
-        return [dict(t, count=max(1, int(np.prod(t["shape"], dtype=np.int64)))) for t in meta[key]]
-
-    env = jinja2.Environment(
+    return jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(TEMPLATES_DIR)),
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
         keep_trailing_newline=True,
     )
-    return env.get_template("test_main.c.j2").render(
+
+
+def render_test_main(bundle_dir: str | Path) -> str:
+    """The harness C source for a bundle (templates/test_main.c.j2)."""
+    meta = _load_bundle(Path(bundle_dir))
+
+    def tensors(key: str) -> list[dict]:
+        return [dict(t, count=max(1, int(np.prod(t["shape"], dtype=np.int64)))) for t in meta[key]]
+
+    return _jinja_env().get_template("test_main.c.j2").render(
         name=meta["name"],
         NAME=meta["name"].upper(),
         arena_bytes=max(1, meta["arena_bytes"]),
@@ -194,24 +200,35 @@ def build_firmware(
         f"-DAOTC_RUNTIME_DIR={Path(runtime_dir or RUNTIME_DIR).resolve()}",
         f"-DCMAKE_BUILD_TYPE={build_type}",
     ]  # fmt: skip
-    _run_build(configure, board, "cmake configure")
-    _run_build(["cmake", "--build", str(build_dir), "-j", "4"], board, "build")
+    run_build(configure, board, "cmake configure")
+    run_build(["cmake", "--build", str(build_dir), "-j", "4"], board, "build")
     (build_dir / "aotc_bundle.json").write_text(json.dumps(meta, indent=1))
     return build_dir / "aotc_app.elf"
 
 
-def _run_build(cmd: list[str], board: Board, what: str) -> None:
-    proc = subprocess.run(cmd, check=False, capture_output=True, text=True)
+class FirmwareTooBig(RuntimeError):
+    """The firmware does not fit the board: the link overflowed a memory region, or the ELF
+    exceeds the real part's flash or RAM (fits_check)."""
+
+
+def run_build(cmd: list[str], board: Board, what: str) -> None:
+    """Runs a build command; a region overflow raises FirmwareTooBig, other failures
+    RuntimeError with the error lines."""
+    try:
+        proc = subprocess.run(cmd, check=False, capture_output=True, text=True)
+    except FileNotFoundError:
+        ensure_toolchain(board)  # raises naming the Debian package
+        raise
     if proc.returncode == 0:
         return
     log = proc.stdout + proc.stderr
-    overflow = re.search(r"region `(\w+)' overflowed by (\d+) bytes", log)
-    if overflow:
-        region, excess = overflow.group(1), int(overflow.group(2))
-        raise RuntimeError(
-            f"firmware does not fit board {board.name} ({board.part}): region {region} of "
-            f"{board.machine} overflowed by {excess} bytes (stack {board.stack_bytes} and heap "
-            f"{board.heap_bytes} bytes are reserved in link.ld)"
+    overflows = re.findall(r"region `(\w+)' overflowed by (\d+) bytes", log)
+    if overflows:
+        regions = ", ".join(f"region {r} overflowed by {n} bytes" for r, n in overflows)
+        raise FirmwareTooBig(
+            f"firmware does not fit board {board.name} ({board.part}): {regions} on "
+            f"{board.machine} (stack {board.stack_bytes} and heap {board.heap_bytes} bytes are "
+            f"reserved in link.ld)"
         )
     errors = [ln for ln in log.splitlines() if "error" in ln.lower()] or log.splitlines()[-20:]
     raise RuntimeError(f"{what} failed for board {board.name}:\n" + "\n".join(errors[:20]))
@@ -251,12 +268,16 @@ def count_instructions(
     workdir: str | Path | None = None,
     timeout: float = 120,
 ) -> dict:
-    """Executed instructions of one run: {"total", "run", "kernels": {name: n}, "inlined"}.
+    """Executed instructions of one run: {"total", "inference", "run", "kernels": {name: n},
+    "inlined"}.
 
-    "run" is <name>_run's own instructions. Kernel counts are self counts: instructions inside
-    the kernel function, not in what it calls (expf, memcpy). A kernel with no symbol was
-    inlined and is listed in "inlined". QEMU boards use the TCG plugin (exact, repeatable);
-    the host uses callgrind, whose total includes the dynamic loader and libc start-up.
+    "inference" is everything from entering <name>_run until it returns, callees included
+    (libm, memcpy, the soft-float helpers of FPU-less cores). "run" is <name>_run's own
+    instructions. Kernel counts are self counts: instructions inside the kernel function, not
+    in what it calls. Kernels gcc folded into one body (identical code) share one count under
+    "a=b=...". A kernel with no symbol was inlined and is listed in "inlined". QEMU boards use
+    the TCG plugin (exact, repeatable); the host uses callgrind, whose total
+    includes the dynamic loader and libc start-up.
     """
     board = load_board(board)
     elf = Path(elf).resolve()
@@ -267,21 +288,33 @@ def count_instructions(
             out = cwd / "aotc_callgrind.out"
             _run(elf, board, inputs, cwd, timeout, wrapper=measure.callgrind_command(out))
             total, counts = measure.parse_callgrind(out)
+            inference = measure.parse_callgrind(out, inclusive=True)[1].get(run_fn)
         else:
             names = [*meta["kernels"], run_fn]
-            ranges = measure.symbol_ranges(board.tool("nm"), elf, names)
-            measure.write_ranges(cwd / "aotc_ranges.txt", ranges)
+            ranges = measure.symbol_ranges(board.tool("nm"), elf, [*names, "main"])
+            counted = measure.merge_aliases([r for r in ranges if r[0] != "main"], names)
+            measure.write_ranges(cwd / "aotc_ranges.txt", counted)
             out = cwd / "aotc_insncount.txt"
             out.unlink(missing_ok=True)
             # Relative file names: QEMU runs in cwd and splits -plugin arguments at commas.
             plugin = f"{measure.plugin_library()},ranges=aotc_ranges.txt,out={out.name}"
+            where = {name: (lo, hi) for name, lo, hi in ranges}
+            if run_fn in where and "main" in where:  # the window: run's entry until back in main
+                plugin += f",enter={where[run_fn][0]:#x},caller={where['main'][0]:#x}-" \
+                          f"{where['main'][1]:#x}"
             _run(elf, board, inputs, cwd, timeout, qemu_args=["-plugin", plugin])
             total, counts = measure.parse_plugin_output(out)
+            inference = counts.pop("window", None)
+    kernels = {}  # in kernel order; a folded group "a=b" where its first member would be
+    for k in meta["kernels"]:
+        kernels.update({key: n for key, n in counts.items() if k in key.split("=")})
+    counted = {name for key in kernels for name in key.split("=")}
     return {
         "total": total,
+        "inference": inference,
         "run": counts.get(run_fn),
-        "kernels": {k: counts[k] for k in meta["kernels"] if k in counts},
-        "inlined": [k for k in meta["kernels"] if k not in counts],
+        "kernels": kernels,
+        "inlined": [k for k in meta["kernels"] if k not in counted],
     }
 
 
@@ -391,10 +424,39 @@ def fits_check(sizes: dict, board: str | Board) -> str | None:
     return f"does not fit {board.part} ({board.name}): " + "; ".join(problems)
 
 
-def stack_usage(build_dir: str | Path) -> dict:
-    """Frame sizes from gcc's .su files: {"max_bytes", "function", "functions", "dynamic"}.
-    A frame, not a call chain: the deepest path needs at least max_bytes."""
-    return measure.stack_usage(Path(build_dir))
+def fit_report(elf: str | Path, board: str | Board) -> str | None:
+    """fits_check on the ELF, plus the largest symbols of each region that does not fit,
+    with the harness's buffers named after the bundle's tensors. None when it fits."""
+    board = load_board(board)
+    elf = Path(elf)
+    message = fits_check(elf_sizes(elf, board), board)
+    if message is None:
+        return None
+    meta = _bundle_of(elf)
+    largest = measure.largest_symbols(_check_output([board.tool("nm"), "-S", str(elf)]))
+    for region, label in (("flash", "flash"), ("ram", "RAM")):
+        if f"{label} needs" in message and largest[region]:
+            names = ", ".join(f"{_symbol_label(n, meta)} {b} B" for n, b in largest[region])
+            message += f"; largest in {label}: {names}"
+    return message
+
+
+def _symbol_label(symbol: str, meta: dict) -> str:
+    """The harness's static buffers in<i>/out<i> by the tensor they hold."""
+    m = re.fullmatch(r"(in|out)(\d+)", symbol)
+    tensors = meta["inputs" if m and m.group(1) == "in" else "outputs"]
+    if m and int(m.group(2)) < len(tensors):
+        kind = "input" if m.group(1) == "in" else "output"
+        return f"{kind} buffer {tensors[int(m.group(2))]['name']!r}"
+    return symbol
+
+
+def stack_usage(build_dir: str | Path, kernels: list[str] | None = None,
+                root: str | None = None) -> dict:
+    """Frames from gcc's .su files and the call graph from its .ci files: {"max_bytes",
+    "function" (the largest frame, among `kernels` when given), "functions", "dynamic",
+    "path_bytes" (deepest chain from `root`), "library_calls", "recursion" (cycles)}."""
+    return measure.stack_usage(Path(build_dir), kernels, root)
 
 
 # --- helpers -------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -52,6 +53,20 @@ def symbol_ranges(nm: str, elf: Path, names: list[str]) -> list[tuple[str, int, 
     return found
 
 
+def merge_aliases(ranges: list[tuple[str, int, int]], order: list[str]
+                  ) -> list[tuple[str, int, int]]:
+    """Functions gcc folded into one body (identical code, -fipa-icf) share an address range:
+    one range named "a=b=c" (in `order`), so their instructions are counted once, not once each."""
+    groups: dict[tuple[int, int], list[str]] = {}
+    for name, lo, hi in ranges:
+        members = groups.setdefault((lo, hi), [])
+        if name not in members:
+            members.append(name)
+    rank = {name: i for i, name in enumerate(order)}
+    return [("=".join(sorted(names, key=lambda n: rank.get(n, len(rank)))), lo, hi)
+            for (lo, hi), names in groups.items()]
+
+
 def write_ranges(path: Path, ranges: list[tuple[str, int, int]]) -> None:
     path.write_text("".join(f"{name} {lo:#x} {hi:#x}\n" for name, lo, hi in ranges))
 
@@ -65,6 +80,8 @@ def parse_plugin_output(path: Path) -> tuple[int, dict[str, int]]:
         fields = line.split()
         if fields[0] == "total":
             total = int(fields[1])
+        elif fields[0] == "window":  # enter=/caller= given: the inclusive count of a call
+            counts["window"] = int(fields[1])
         else:
             counts[fields[1]] = counts.get(fields[1], 0) + int(fields[2])
     return total, counts
@@ -74,9 +91,10 @@ def callgrind_command(out: Path) -> list[str]:
     return ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", "--quiet"]
 
 
-def parse_callgrind(path: Path) -> tuple[int, dict[str, int]]:
-    """(total, {function: self count}) from a callgrind output file (Ir events only)."""
-    total, counts, names, fn, skip = 0, {}, {}, None, False
+def parse_callgrind(path: Path, inclusive: bool = False) -> tuple[int, dict[str, int]]:
+    """(total, {function: self count}) from a callgrind output file (Ir events only); with
+    inclusive, {callee: cost of the calls to it, its callees included} instead."""
+    total, counts, names, fn, cfn, call = 0, {}, {}, None, None, False
     for line in path.read_text().splitlines():
         if line.startswith(("summary:", "totals:")):
             total = int(line.split()[1])
@@ -86,13 +104,16 @@ def parse_callgrind(path: Path) -> tuple[int, dict[str, int]]:
                 names[ref] = name.split("'")[0].split(".")[0]
             if line.startswith("fn="):
                 fn = names.get(ref, ref)
+            else:
+                cfn = names.get(ref, ref)
         elif line.startswith("calls="):
-            skip = True  # the next cost line is the call's inclusive cost, not self cost
+            call = True  # the next cost line is the call's inclusive cost, not self cost
         elif line[:1].isdigit() or line[:1] in "+-*":
             fields = line.split()
-            if not skip and fn is not None and len(fields) > 1:
-                counts[fn] = counts.get(fn, 0) + int(fields[1])
-            skip = False
+            key = cfn if call else fn
+            if call == inclusive and key is not None and len(fields) > 1:
+                counts[key] = counts.get(key, 0) + int(fields[1])
+            call = False
     return total, counts
 
 
@@ -129,8 +150,28 @@ def symbol_size(nm_s_output: str, name: str) -> int:
     return 0
 
 
-def stack_usage(build_dir: Path) -> dict:
-    """Largest frame over the .su files (gcc -fstack-usage) under build_dir."""
+def largest_symbols(nm_s_output: str, count: int = 3) -> dict[str, list[tuple[str, int]]]:
+    """The `count` largest symbols in flash (code, read-only data) and in RAM (data, bss,
+    small data), from the output of `nm -S`: what dominates a firmware that does not fit."""
+    found: dict[str, list[tuple[str, int]]] = {"flash": [], "ram": []}
+    for line in nm_s_output.splitlines():
+        fields = line.split()
+        if len(fields) == 4 and fields[2] in "tTrRdDbBgGsSC":
+            where = "flash" if fields[2] in "tTrR" else "ram"
+            found[where].append((fields[3], int(fields[1], 16)))
+    return {k: sorted(v, key=lambda s: (-s[1], s[0]))[:count] for k, v in found.items()}
+
+
+def stack_usage(build_dir: Path, kernels: list[str] | None = None, root: str | None = None
+                ) -> dict:
+    """Frames from gcc's .su files (-fstack-usage) and the call graph from its .ci files
+    (-fcallgraph-info=su) under build_dir.
+
+    max_bytes/function: the largest frame among `kernels` (all functions when None; never the
+    startup's fault handler when kernels are given). path_bytes: the deepest call chain from
+    `root` over functions with a known frame; library functions without one (expf, memcpy) are
+    listed in "library_calls". recursion: the call cycles found (an empty list: none).
+    """
     functions: dict[str, int] = {}
     dynamic = set()
     for su in sorted(build_dir.rglob("*.su")):
@@ -140,10 +181,107 @@ def stack_usage(build_dir: Path) -> dict:
             functions[name] = max(functions.get(name, 0), int(size))
             if "dynamic" in qualifiers:
                 dynamic.add(name)
-    deepest = max(functions, key=lambda f: (functions[f], f), default=None)
+    graph, frames = call_graph(build_dir)
+    # gcc's clones (k.constprop.0, k.isra.0, k.part.0) count for their kernel.
+    wanted = set(kernels) if kernels is not None else None
+    pool = {f: n for f, n in functions.items() if wanted is None or _base(f) in wanted}
+    if not pool and root in functions:  # every kernel was inlined into the run function
+        pool = {root: functions[root]}
+    deepest = max(pool, key=lambda f: (pool[f], f), default=None)
+    depth, library = _deepest_path(graph, frames, root) if root and graph else (0, set())
     return {
-        "max_bytes": functions[deepest] if deepest else 0,
-        "function": deepest,
+        "max_bytes": pool[deepest] if deepest else 0,
+        "function": _base(deepest) if deepest else None,
         "functions": functions,
         "dynamic": sorted(dynamic),
+        "path_bytes": depth,
+        "library_calls": sorted(library),
+        "recursion": _cycles(graph),
     }
+
+
+def _base(function: str) -> str:
+    return function.split(".")[0]
+
+
+_CI_NODE = re.compile(r'^node: \{ title: "([^"]+)" label: "([^"]*)"')
+_CI_EDGE = re.compile(r'^edge: \{ sourcename: "([^"]+)" targetname: "([^"]+)"')
+_CI_FRAME = re.compile(r"\\n(\d+) bytes \(")
+
+
+def call_graph(build_dir: Path) -> tuple[dict[str, set[str]], dict[str, int]]:
+    """({caller: {callees}}, {function: frame bytes}) from gcc's .ci files (-fcallgraph-info=su).
+    gcc titles static functions "file:name"; the name alone is enough here (static names do not
+    clash in a bundle, and a clash would only merge two nodes, never hide a cycle). Clones keep
+    their full name (k.part.0 is a callee of k, not k calling itself). Functions without a
+    frame are declarations only: library code compiled elsewhere."""
+    graph: dict[str, set[str]] = {}
+    frames: dict[str, int] = {}
+    local: dict[str, Path] = {}
+    for ci in sorted(build_dir.rglob("*.ci")):
+        for line in ci.read_text().splitlines():
+            node, edge = _CI_NODE.match(line), _CI_EDGE.match(line)
+            if node:
+                name = node.group(1).rsplit(":", 1)[-1]
+                graph.setdefault(name, set())
+                frame = _CI_FRAME.search(node.group(2))
+                if frame:
+                    frames[name] = max(frames.get(name, 0), int(frame.group(1)))
+            elif edge:
+                caller, callee = (t.rsplit(":", 1)[-1] for t in edge.groups())
+                graph.setdefault(caller, set()).add(callee)
+                graph.setdefault(callee, set())
+                if ":" in edge.group(2):
+                    local[callee] = ci  # a static function of this file
+    # A static callee without a node was folded into an identical function (gcc -fipa-icf)
+    # and has that function's frame: charge the largest frame of its file, an upper bound.
+    largest: dict[Path, int] = {}
+    for name, ci in local.items():
+        if name not in frames:
+            if ci not in largest:
+                largest[ci] = max(map(int, _CI_FRAME.findall(ci.read_text())), default=0)
+            frames[name] = largest[ci]
+    return graph, frames
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Every call cycle reached by a depth-first search (self-recursion included), each once."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+    cycles: list[list[str]] = []
+
+    def visit(f: str) -> None:
+        state[f] = 1
+        path.append(f)
+        for g in sorted(graph.get(f, ())):
+            if state.get(g) == 1:
+                cycles.append(path[path.index(g):])
+            elif g not in state:
+                visit(g)
+        path.pop()
+        state[f] = 2
+
+    for f in sorted(graph):
+        if f not in state:
+            visit(f)
+    return cycles
+
+
+def _deepest_path(graph: dict[str, set[str]], frames: dict[str, int], root: str
+                  ) -> tuple[int, set[str]]:
+    """Bytes of the deepest chain from root (cycles are cut: `recursion` reports them) and the
+    functions on the way whose frame is unknown (precompiled library code)."""
+    memo: dict[str, int] = {}
+    library: set[str] = set()
+
+    def depth(f: str, on_path: frozenset[str]) -> int:
+        if f in memo:
+            return memo[f]
+        if f not in frames:
+            library.add(f)
+            return 0
+        below = [depth(g, on_path | {f}) for g in graph.get(f, ()) if g not in on_path]
+        memo[f] = frames[f] + max(below, default=0)
+        return memo[f]
+
+    return depth(root, frozenset()), library

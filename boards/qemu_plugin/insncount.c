@@ -1,10 +1,15 @@
 /* QEMU TCG plugin (plugin API version 1, QEMU 7.2): counts executed guest instructions.
  *
  * Args: out=FILE (required) receives "total N" and one "range NAME N" line per range;
- *       ranges=FILE (optional) has lines "NAME LO HI" (hex or decimal, HI exclusive).
+ *       ranges=FILE (optional) has lines "NAME LO HI" (hex or decimal, HI exclusive);
+ *       enter=ADDR, caller=LO-HI (optional, together): "window N" counts every instruction
+ *       from each execution of ADDR (a function's entry) until control is back in the caller's
+ *       range LO-HI, callees (libm, soft-float helpers, memcpy) included.
  * The total is a TB-level inline add (free); a range costs one inline add per instruction
  * inside it, so only the instructions of the listed ranges pay for per-instruction counting.
- * Both are exact and repeatable. Do not combine with -icount (partial TBs are re-executed).
+ * The window costs one callback per executed TB. A function entry and a return address both
+ * start a TB, so TB granularity is exact. All counts are exact and repeatable. Do not combine
+ * with -icount (partial TBs are re-executed).
  * Debian ships no qemu-plugin.h, so the few API declarations are written out below; they match
  * upstream include/qemu/qemu-plugin.h for QEMU_PLUGIN_VERSION 1.
  * Build: cc -O2 -shared -fPIC -fvisibility=hidden -o libinsncount.so insncount.c
@@ -49,6 +54,11 @@ struct qemu_plugin_insn *qemu_plugin_tb_get_insn(const struct qemu_plugin_tb *tb
 uint64_t qemu_plugin_insn_vaddr(const struct qemu_plugin_insn *insn);
 void qemu_plugin_register_atexit_cb(qemu_plugin_id_t id, qemu_plugin_udata_cb_t cb,
                                     void *userdata);
+enum qemu_plugin_cb_flags { QEMU_PLUGIN_CB_NO_REGS, QEMU_PLUGIN_CB_R_REGS, QEMU_PLUGIN_CB_RW_REGS };
+typedef void (*qemu_plugin_vcpu_udata_cb_t)(unsigned int vcpu_index, void *userdata);
+void qemu_plugin_register_vcpu_tb_exec_cb(struct qemu_plugin_tb *tb, qemu_plugin_vcpu_udata_cb_t cb,
+                                          enum qemu_plugin_cb_flags flags, void *userdata);
+uint64_t qemu_plugin_tb_vaddr(const struct qemu_plugin_tb *tb);
 QEMU_PLUGIN_EXPORT int qemu_plugin_version = 1;
 
 /* --- counters --- */
@@ -63,11 +73,39 @@ static struct range *ranges;
 static size_t n_ranges;
 static char *out_path;
 
+/* The window: the TB at `enter` opens it, a TB inside [caller_lo, caller_hi) closes it. */
+static bool window_wanted, window_open;
+static uint64_t enter_pc, caller_lo, caller_hi, window;
+#define TB_ENTERS 1u
+#define TB_IN_CALLER 2u
+
+/* userdata: the TB's instruction count << 2 | TB_ENTERS | TB_IN_CALLER. Single vCPU. */
+static void tb_exec(unsigned int vcpu_index, void *userdata)
+{
+    uintptr_t v = (uintptr_t)userdata;
+    (void)vcpu_index;
+    if (v & TB_ENTERS) {
+        window_open = true;
+    } else if (v & TB_IN_CALLER) {
+        window_open = false;
+    }
+    if (window_open) {
+        window += v >> 2;
+    }
+}
+
 static void tb_trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
 {
     size_t n = qemu_plugin_tb_n_insns(tb);
     (void)id;
     qemu_plugin_register_vcpu_tb_exec_inline(tb, QEMU_PLUGIN_INLINE_ADD_U64, &total, n);
+    if (window_wanted) {
+        uint64_t pc = qemu_plugin_tb_vaddr(tb);
+        uintptr_t flags = (pc == enter_pc ? TB_ENTERS : 0u) |
+                          (pc >= caller_lo && pc < caller_hi ? TB_IN_CALLER : 0u);
+        qemu_plugin_register_vcpu_tb_exec_cb(tb, tb_exec, QEMU_PLUGIN_CB_NO_REGS,
+                                             (void *)((uintptr_t)n << 2 | flags));
+    }
     for (size_t i = 0; i < n && n_ranges > 0; i++) {
         struct qemu_plugin_insn *insn = qemu_plugin_tb_get_insn(tb, i);
         uint64_t pc = qemu_plugin_insn_vaddr(insn);
@@ -90,6 +128,9 @@ static void at_exit(qemu_plugin_id_t id, void *userdata)
         return;
     }
     fprintf(f, "total %" PRIu64 "\n", total);
+    if (window_wanted) {
+        fprintf(f, "window %" PRIu64 "\n", window);
+    }
     for (size_t r = 0; r < n_ranges; r++) {
         fprintf(f, "range %s %" PRIu64 "\n", ranges[r].name, ranges[r].count);
     }
@@ -143,11 +184,22 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_
             if (load_ranges(argv[i] + 7) != 0) {
                 return -1;
             }
+        } else if (strncmp(argv[i], "enter=", 6) == 0) {
+            enter_pc = strtoull(argv[i] + 6, NULL, 0);
+            window_wanted = true;
+        } else if (strncmp(argv[i], "caller=", 7) == 0) {
+            char *dash = NULL;
+            caller_lo = strtoull(argv[i] + 7, &dash, 0);
+            caller_hi = *dash == '-' ? strtoull(dash + 1, NULL, 0) : 0;
         } else {
-            fprintf(stderr, "insncount: unknown argument %s (use out=FILE, ranges=FILE)\n",
-                    argv[i]);
+            fprintf(stderr, "insncount: unknown argument %s (use out=FILE, ranges=FILE, "
+                            "enter=ADDR, caller=LO-HI)\n", argv[i]);
             return -1;
         }
+    }
+    if (window_wanted && caller_hi <= caller_lo) {
+        fprintf(stderr, "insncount: enter=ADDR needs caller=LO-HI\n");
+        return -1;
     }
     if (out_path == NULL) {
         fprintf(stderr, "insncount: out=FILE is required\n");

@@ -1,0 +1,99 @@
+"""The MLPerf Tiny float models on an emulated board (default cortex-m4f): executed instructions
+per inference (QEMU TCG plugin, exact; from entering <name>_run to its return, libm included)
+and per MAC, flash (.text + .rodata + .data) and RAM (.data + .bss, of which the arena, plus the
+stack and heap link.ld reserves) from the ELF, the deepest kernel frame and recursion.
+
+    python bench/boards.py [--board cortex-m4f] [--models DIR] [--verbose]
+
+--verbose adds a per-kernel instruction table for each model. Needs the board's toolchain and
+QEMU (see boards/README.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+import aotc
+from aotc import boards
+from aotc.api import macs_of
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_MODELS = ROOT.parent / "shared" / "models" / "mlperf_tiny"
+FLOAT_MODELS = ["kws_ref_model_float", "vww_96_float", "pretrainedResnet_float", "ad01_float"]
+
+
+def measure(model_dir: Path, stem: str, board: str, out: Path) -> dict:
+    bundle = aotc.compile(model_dir / f"{stem}.onnx", out, name="m")
+    runner = bundle.load(board)
+    vectors = np.load(model_dir / "vectors" / f"{stem}.npz")
+    feeds = {runner.meta["inputs"][0]["name"]: vectors["input"][0]}
+    counts = runner.count_instructions(feeds)
+    return {
+        "model": stem, "macs": sum(macs_of(bundle.compilation).values()), "counts": counts,
+        "sizes": runner.sizes(), "stack": runner.stack(), "board": boards.load_board(board),
+    }
+
+
+def table(rows: list[dict]) -> str:
+    head = (f"{'model':<24} {'MACs':>11} {'instr/inference':>16} {'instr/MAC':>9} "
+            f"{'flash B':>9} {'(text':>7} {'rodata':>8} {'data)':>6} {'RAM B':>8} "
+            f"{'(arena)':>8} {'+stack+heap':>11} {'frame B':>7} {'recursion':>9}")
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        s, b, n = r["sizes"], r["board"], r["counts"]["inference"]
+        lines.append(
+            f"{r['model']:<24} {r['macs']:>11,} {n:>16,} {n / max(r['macs'], 1):>9.2f} "
+            f"{s['flash']:>9,} {s['text']:>7,} {s['rodata']:>8,} {s['data']:>6,} "
+            f"{s['ram']:>8,} {s['arena']:>8,} {s['ram'] + b.stack_bytes + b.heap_bytes:>11,} "
+            f"{r['stack']['max_bytes']:>7} {'yes' if r['stack']['recursion'] else 'none':>9}")
+    return "\n".join(lines)
+
+
+def kernel_table(r: dict) -> str:
+    n = r["counts"]["inference"]
+    kernels = r["counts"]["kernels"]
+    rest = n - sum(kernels.values())
+    rows = [*sorted(kernels.items(), key=lambda kv: -kv[1]),
+            ("(run function, libm, helpers)", rest)]
+    w = max(len(k) for k, _ in rows)  # "a=b=c": kernels gcc folded into one body
+    lines = [f"\n{r['model']}: {n:,} instructions per inference",
+             f"  {'kernel':<{w}} {'instructions':>14} {'share':>7}"]
+    lines += [f"  {k:<{w}} {c:>14,} {100.0 * c / n:>6.1f}%" for k, c in rows]
+    if r["counts"]["inlined"]:
+        lines.append(f"  inlined into the run function: {', '.join(r['counts']['inlined'])}")
+    st = r["stack"]
+    lines.append(f"  deepest kernel frame {st['max_bytes']} B ({st['function']}), deepest call "
+                 f"chain {st['path_bytes']} B + {', '.join(st['library_calls']) or 'nothing'}")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--board", default="cortex-m4f")
+    p.add_argument("--models", type=Path, default=DEFAULT_MODELS)
+    p.add_argument("--verbose", action="store_true", help="per-kernel instruction tables")
+    args = p.parse_args()
+    if not args.models.is_dir():
+        sys.exit(f"no models at {args.models}")
+    b = boards.load_board(args.board)
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="aotc_bench_boards_") as tmp:
+        for stem in FLOAT_MODELS:
+            rows.append(measure(args.models, stem, args.board, Path(tmp) / stem))
+    print(f"board {b.name} ({b.description}; QEMU {b.machine}; part {b.part}: "
+          f"{b.flash_bytes:,} B flash, {b.ram_bytes:,} B RAM, link.ld reserves stack "
+          f"{b.stack_bytes:,} B + heap {b.heap_bytes:,} B)\n")
+    print(table(rows))
+    if args.verbose:
+        for r in rows:
+            print(kernel_table(r))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
