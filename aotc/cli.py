@@ -55,6 +55,9 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--planner", default="best", help="memory planner algorithm (default best)")
     p.add_argument("--no-inplace", action="store_true", help="disable in-place buffer reuse")
     p.add_argument("--weights-section", default=None, help="linker section for the weights")
+    p.add_argument("--target", default=None, metavar="BOARD",
+                   help="tune the generated C for this board's features (default: generic MCU; "
+                        "'host' for a vectorising host compiler)")
 
 
 def _options(args: argparse.Namespace, argv: Sequence[str]) -> dict[str, Any]:
@@ -62,7 +65,7 @@ def _options(args: argparse.Namespace, argv: Sequence[str]) -> dict[str, Any]:
     return dict(name=name, input_shapes=dict(args.input_shape),
                 passes=tuple(p for p in args.passes.split(",") if p) if args.passes else None,
                 planner=args.planner, inplace=not args.no_inplace,
-                weights_section=args.weights_section,
+                weights_section=args.weights_section, target=args.target,
                 command_line=_recorded_command(argv))
 
 

@@ -47,6 +47,9 @@ class CompileOptions:
     align: int = 16
     inplace: bool = True
     unroll_max: int = 8
+    # Board whose features steer lowering choices (boards/<name>/board.toml); None: a generic
+    # MCU (scalar code that keeps accumulators in registers at -Os).
+    target: str | None = None
     weights_section: str | None = None
     verify_ir: bool = False
     command_line: str = ""
@@ -79,6 +82,18 @@ def _validate_name(name: str) -> str:
     return name
 
 
+def _target_features(target: str | None) -> frozenset[str]:
+    if target is None:
+        return frozenset()
+    from aotc import boards
+
+    try:
+        return boards.load_board(target).features
+    except Exception:
+        raise AotcError(f"unknown target {target!r} (boards: "
+                        f"{', '.join(boards.list_boards())})") from None
+
+
 def _pipeline(names: tuple[str, ...] | None) -> list[Pass]:
     passes = default_pipeline()
     if names is None:
@@ -104,7 +119,8 @@ def compile_model(model: str | os.PathLike[str] | onnx.ModelProto, options: Comp
     graph = run_pipeline(graph, _pipeline(options.passes), verify=options.verify_ir,
                          on_pass=on_pass)
     sched = make_schedule(graph)
-    lowered = [lower_step(sched, st, options.unroll_max) for st in sched.steps]
+    features = _target_features(options.target)
+    lowered = [lower_step(sched, st, options.unroll_max, features) for st in sched.steps]
     scratch = {ls.step.index: ls.scratch for ls in lowered if ls.scratch}
     live = analyse(sched, scratch, options.align, options.inplace)
     try:

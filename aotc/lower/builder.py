@@ -106,6 +106,8 @@ class KernelBuilder:
         self._stack: list[list[Stmt]] = [[]]
         self._names: dict[str, int] = {}
         self.consts: dict[str, np.ndarray] = {}  # compile-time arrays this kernel adds
+        # Target features (board.toml) that steer lowering choices, e.g. "autovec".
+        self.features: frozenset[str] = frozenset()
         self.scratch: list[Buffer] = []
 
     # ------------------------------------------------------------------ names and emission
@@ -166,6 +168,12 @@ class KernelBuilder:
         var = Var(self.fresh(name), dt)
         self.emit(Decl(var.name, dt, init_e))
         return var
+
+    @property
+    def unroll_tiles(self) -> bool:
+        """Unroll accumulator tiles into constant indices (registers on scalar MCUs), or keep
+        them as short loops that an auto-vectorising compiler turns into SIMD."""
+        return "autovec" not in self.features
 
     def local_array(self, size: int, name: str, dtype: DType) -> BufRef:
         """A local array (e.g. a tile of accumulators the C compiler can vectorise)."""

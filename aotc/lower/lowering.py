@@ -38,7 +38,8 @@ def _opdef(g: Graph, n: Node) -> OpDef:
     return opdef
 
 
-def lower_step(s: Schedule, step: Step, unroll_max: int = 8) -> LoweredStep:
+def lower_step(s: Schedule, step: Step, unroll_max: int = 8,
+               features: frozenset[str] = frozenset()) -> LoweredStep:
     g = s.graph
     n = step.node
     opdef = _opdef(g, n)
@@ -78,6 +79,7 @@ def lower_step(s: Schedule, step: Step, unroll_max: int = 8) -> LoweredStep:
     name = f"k{step.index}_" + c_ident("_".join([n.op] + [e.op for e in n.epilogue]).lower())
     comment = c_comment(f"{n.label}")
     kb = KernelBuilder(name, comment, in_refs, out_refs, epilogue, extra)
+    kb.features = features
     kb.input_const = lambda i: (g.values[node.inputs[i]].const  # type: ignore[method-assign]
                                 if i < len(node.inputs) and node.inputs[i] else None)
     try:

@@ -177,7 +177,7 @@ class Conv(OpDef):
             with kb.loops(Y.shape[2:], [f"o{k}" for k in range(nd)]) as o:
                 # A local accumulator array with j innermost: C compilers vectorise this form.
                 acc = kb.local_array(width, "acc", f32)
-                with kb.loop(width, "j", unroll=True) as j:
+                with kb.loop(width, "j", unroll=kb.unroll_tiles) as j:
                     kb.store(acc, [j], B[[m0 + j]] if B is not None else Const(0.0, f32))
                 with kb.loop(cg, "c") as c:
                     ic = gi * cg + c if group > 1 else c
@@ -188,12 +188,12 @@ class Conv(OpDef):
                             kflat = kflat + kv * st
                         row = base + (c * kprod + kflat) * width
                         xs = kb.local(xv, "xv", f32)
-                        with kb.loop(width, "j", unroll=True) as j:
+                        with kb.loop(width, "j", unroll=kb.unroll_tiles) as j:
                             kb.store(acc, [j], acc[[j]] + xs * packed.flat(row + j))
 
                     self._window(kb, 0, nd, X, tap, n, ic, o, [], [], pb, pe, s, d, None,
                                  in_sp, k_sp)
-                with kb.loop(width, "j", unroll=True) as j:
+                with kb.loop(width, "j", unroll=kb.unroll_tiles) as j:
                     kb.store_output([n, m0 + j, *o], acc[[j]])
 
         with kb.loop(Y.shape[0], "n") as n:

@@ -34,13 +34,13 @@ def _tiled_dot(kb: Any, n_total: int, K: int, a_at: Callable[[Expr], Expr],
     def block(n0: Expr, width: int) -> None:
         # A local accumulator array with j innermost: C compilers vectorise this form.
         acc = kb.local_array(width, "acc", dtype)
-        with kb.loop(width, "j", unroll=True) as j:
+        with kb.loop(width, "j", unroll=kb.unroll_tiles) as j:
             kb.store(acc, [j], init(n0 + j))
         with kb.loop(K, "k") as k:
             av = kb.local(a_at(k), "a", dtype)
-            with kb.loop(width, "j", unroll=True) as j:
+            with kb.loop(width, "j", unroll=kb.unroll_tiles) as j:
                 kb.store(acc, [j], acc[[j]] + av * b_at(k, n0 + j))
-        with kb.loop(width, "j", unroll=True) as j:
+        with kb.loop(width, "j", unroll=kb.unroll_tiles) as j:
             store(n0 + j, acc[[j]])
 
     full, rest = divmod(n_total, NT)
