@@ -78,6 +78,9 @@ def test_board_files_agree(name: str) -> None:
     board = boards.load_board(name)
     assert board.name == name and board.part
     toolchain = board.toolchain_file.read_text()
+    # Follow include("${CMAKE_CURRENT_LIST_DIR}/...") of shared toolchain parts.
+    for inc in re.findall(r'include\("\$\{CMAKE_CURRENT_LIST_DIR\}/([^"]+)"\)', toolchain):
+        toolchain += (board.toolchain_file.parent / inc).read_text()
     for flag in board.cflags:
         assert flag in toolchain, f"{flag} of board.toml missing in toolchain.cmake"
     assert "-ffp-contract=off" in toolchain
