@@ -38,8 +38,23 @@ def load_model(path: str | os.PathLike[str]) -> onnx.ModelProto:
                         f"{type(e).__name__})") from None
     if model.ir_version <= 0 or not model.HasField("graph") or not model.graph.output:
         raise AotcError(f"{p.name} is not an ONNX model (no IR version or graph outputs)")
+    _check_strings(model, p.name)
     _load_external(model, p.parent.resolve())
     return model
+
+
+def _check_strings(model: onnx.ModelProto, fname: str) -> None:
+    """ONNX names are UTF-8; protobuf hands back bytes for a corrupted one."""
+    g = model.graph
+    fields: list[object] = [g.name]
+    for n in g.node:
+        fields += [n.name, n.op_type, n.domain, *n.input, *n.output]
+        fields += [a.name for a in n.attribute]
+    for vi in (*g.input, *g.output, *g.value_info):
+        fields.append(vi.name)
+    fields += [t.name for t in g.initializer]
+    if any(isinstance(f, bytes) for f in fields):
+        raise AotcError(f"{fname} is corrupt: a name is not valid UTF-8")
 
 
 def _load_external(model: onnx.ModelProto, base: Path) -> None:
