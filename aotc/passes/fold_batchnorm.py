@@ -1,7 +1,10 @@
-"""Fold inference BatchNormalization into the preceding Conv / Gemm.
+"""Fold inference BatchNormalization into the preceding Conv / Gemm; turn any other BN with
+constant statistics into a per-channel Mul + Add, which then fuses as an epilogue.
 
-Pre: the anchor's weights and the BN parameters are constants, and the anchor's output feeds
-only the BN. Post: the BN node is gone; the anchor has new weights and a bias.
+Pre: for folding, the anchor's weights and the BN parameters are constants and the anchor's
+output feeds only the BN. Post: the folded BN is gone (the anchor has new weights and a bias);
+every other BN with constant parameters is ``Mul(x, s) -> Add(., t)`` with (C, 1, ..., 1)
+constants computed in float64.
 """
 
 from __future__ import annotations
@@ -60,6 +63,34 @@ def fold_batchnorm(g: Graph) -> Graph:
             inputs=(anchor.inputs[0], wname, bname), outputs=bn.outputs[:1])
         removed.add(bn.name)
     nodes = [replaced.get(n.name, n) for n in g.nodes if n.name not in removed]
+    return _bn_to_affine(g.replace(values=values, nodes=nodes))
+
+
+def _bn_to_affine(g: Graph) -> Graph:
+    values = dict(g.values)
+    nodes: list[Node] = []
+    for bn in g.nodes:
+        outs = [o for o in bn.outputs if o]
+        params = [values.get(i) for i in bn.inputs[1:5]]
+        x = values[bn.inputs[0]]
+        if (bn.op != "BatchNormalization" or len(outs) != 1 or len(bn.outputs) != 1
+                or bn.attrs.get("training_mode", 0) or x.type.dtype != dtypes.float32
+                or len(x.type.shape) < 2 or not all(p is not None and p.is_const for p in params)):
+            nodes.append(bn)
+            continue
+        scale, bias, mean, var = (p.const.astype(np.float64) for p in params)  # type: ignore[union-attr]
+        s = scale / np.sqrt(var + float(bn.attrs["epsilon"]))
+        t = bias - mean * s
+        shape = (-1,) + (1,) * (len(x.type.shape) - 2)
+        sname, tname = _fresh(values, f"{bn.name}_scale"), _fresh(values, f"{bn.name}_shift")
+        for nm, arr in ((sname, s), (tname, t)):
+            a = np.ascontiguousarray(arr.reshape(shape).astype(np.float32))
+            a.setflags(write=False)
+            values[nm] = Value(nm, TensorType(tuple(a.shape), dtypes.float32), a)
+        mid = _fresh(values, f"{bn.name}_scaled")
+        values[mid] = Value(mid, x.type)
+        nodes.append(Node("Mul", f"{bn.name}/scale", (bn.inputs[0], sname), (mid,), {}, 14))
+        nodes.append(Node("Add", f"{bn.name}/shift", (mid, tname), (outs[0],), {}, 14))
     return g.replace(values=values, nodes=nodes)
 
 

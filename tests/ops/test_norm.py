@@ -36,10 +36,14 @@ def test_batchnorm_standalone_constant_params(shape):
     bundle = check_node("BatchNormalization", {"x": x}, {"epsilon": 1e-3},
                         initializers=bn_params(shape[1], seed=2), **TOL)
     assert len(bundle.kernels) == 1
-    # The statistics became a per-channel scale/shift at compile time: no sqrt in the kernel.
+    # The statistics became a per-channel scale/shift at compile time (fold-bn rewrites the BN
+    # as Mul + Add with (C, 1, ...) constants): no sqrt in the kernel.
     (step,) = bundle.compilation.lowered
     assert "sqrtf" not in CPrinter().kernel(step.kernel)
-    assert sorted(a.shape for a in step.consts.values()) == [(shape[1],), (shape[1],)]
+    g = bundle.compilation.graph
+    consts = [g.values[i].type.numel for n in g.nodes for e in (n, *n.epilogue)
+              for i in e.inputs if i in g.values and g.values[i].is_const]
+    assert sorted(consts) == [shape[1], shape[1]]
 
 
 def test_batchnorm_params_as_graph_inputs():
@@ -70,8 +74,9 @@ def test_batchnorm_relu_fused():
     assert len(bundle.kernels) == 1
 
 
-def test_batchnorm_after_matmul_is_not_folded():
-    # fold-bn only handles Conv/Gemm: MatMul + BatchNormalization + Relu = 2 kernels.
+def test_batchnorm_after_matmul_fuses_as_an_epilogue():
+    # fold-bn folds into Conv/Gemm weights only; after a MatMul the BN becomes a per-channel
+    # Mul + Add that fuses with the Relu into the MatMul: one kernel.
     x = rand(2, 6, seed=13)
     nodes = [helper.make_node("MatMul", ["x", "w"], ["t"]),
              helper.make_node("BatchNormalization", ["t", *BN_PARAMS], ["n"]),
@@ -79,7 +84,7 @@ def test_batchnorm_after_matmul_is_not_folded():
     m = make_model(nodes, {"x": x}, {"y": (np.float32, [2, 4])},
                    {"w": rand(6, 4, seed=14), **bn_params(4, seed=15)})
     bundle = check(m, {"x": x}, **TOL)
-    assert len(bundle.kernels) == 2
+    assert len(bundle.kernels) == 1
 
 
 @pytest.mark.parametrize("trans_b", [0, 1])
@@ -119,7 +124,8 @@ def test_conv_with_runtime_weights_then_batchnorm():
     m = make_model(nodes, {"x": x, "w": w}, {"y": (np.float32, [1, 3, 3, 3])},
                    bn_params(3, seed=32))
     bundle = check(m, {"x": x, "w": w}, atol=1e-4, rtol=1e-4)
-    assert len(bundle.kernels) == 2
+    # Weights are run-time inputs, so nothing folds into them; the BN fuses as an epilogue.
+    assert len(bundle.kernels) == 1
 
 
 def test_batchnorm_training_mode_rejected(tmp_path):

@@ -114,13 +114,14 @@ def test_conv_output_with_a_second_user_does_not_fold() -> None:
     extra = [Node("Sigmoid", "sig", ("c",), ("s",), {}, 13)]
     g, _ = _conv_graph(extra=extra, outputs=("r", "s"), extra_acts=(_act("s", 1, 3, 4, 4),))
     out = run_pass(fold_batchnorm, g)
-    assert [n.op for n in out.nodes] == ["Conv", "BatchNormalization", "Relu", "Sigmoid"]
+    # Not folded into the conv weights; the BN becomes a per-channel affine (Mul + Add) instead.
+    assert [n.op for n in out.nodes] == ["Conv", "Mul", "Add", "Relu", "Sigmoid"]
 
 
 def test_conv_output_that_is_a_graph_output_does_not_fold() -> None:
     g, _ = _conv_graph(outputs=("r", "c"))
     out = run_pass(fold_batchnorm, g)
-    assert [n.op for n in out.nodes] == ["Conv", "BatchNormalization", "Relu"]
+    assert [n.op for n in out.nodes] == ["Conv", "Mul", "Add", "Relu"]
 
 
 def test_gemm_with_alpha_does_not_fold() -> None:
@@ -129,7 +130,7 @@ def test_gemm_with_alpha_does_not_fold() -> None:
     gemm = Node("Gemm", "fc", ("x", "w"), ("c",),
                 {"alpha": 2.0, "beta": 1.0, "transA": 0, "transB": 0}, 13)
     out = run_pass(fold_batchnorm, _graph(gemm, acts, consts))
-    assert [n.op for n in out.nodes] == ["Gemm", "BatchNormalization", "Relu"]
+    assert [n.op for n in out.nodes] == ["Gemm", "Mul", "Add", "Relu"]
 
 
 def test_new_weight_names_never_overwrite_a_model_value() -> None:
@@ -163,3 +164,18 @@ def test_conv_bn_relu_end_to_end_matches_onnxruntime() -> None:
                    {"w": rand(c, 2, 3, 3, seed=1), "b": rand(c, seed=2), **p})
     bundle = check(m, {"x": x}, atol=1e-5, rtol=1e-5)
     assert len(bundle.kernels) == 1  # Conv + folded BN + fused Relu
+
+
+def test_standalone_bn_becomes_per_channel_affine_with_exact_constants() -> None:
+    # s = scale / sqrt(var + eps), t = bias - mean * s, computed in float64, shaped (C, 1, 1).
+    g, _ = _conv_graph(outputs=("r", "c"))
+    out = run_pass(fold_batchnorm, g)
+    mul, add = out.nodes[1], out.nodes[2]
+    s = out.values[mul.inputs[1]].const
+    t = out.values[add.inputs[1]].const
+    bn = next(n for n in g.nodes if n.op == "BatchNormalization")
+    scale, bias, mean, var = (g.values[i].const.astype(np.float64) for i in bn.inputs[1:5])
+    want_s = scale / np.sqrt(var + bn.attrs["epsilon"])
+    assert s.shape == (len(scale), 1, 1)
+    np.testing.assert_array_equal(s.reshape(-1), want_s.astype(np.float32))
+    np.testing.assert_array_equal(t.reshape(-1), (bias - mean * want_s).astype(np.float32))
