@@ -27,6 +27,8 @@ class Schedule:
     root: dict[str, str]  # value -> storage root value
     kind: dict[str, str]  # root -> "input" | "output" | "const" | "arena"
     output_of: dict[str, str] = field(default_factory=dict)  # root -> graph output name
+    # Outputs of multi-output steps that nothing reads (an unused Split piece): not stored.
+    dead: set[str] = field(default_factory=set)
 
     def storage_kind(self, value: str) -> str:
         return self.kind[self.root[value]]
@@ -60,7 +62,10 @@ def make_schedule(g: Graph) -> Schedule:
         assert kind[r] == "arena" and r not in output_of, "copy insertion missed an output"
         kind[r] = "output"
         output_of[r] = o
-    return Schedule(g, steps, root, kind, output_of)
+    used = set(g.consumers()) | set(g.outputs)
+    dead = {o for st in steps if len(st.node.outputs) > 1 for o in st.node.outputs
+            if o and o not in used}
+    return Schedule(g, steps, root, kind, output_of, dead)
 
 
 def _insert_output_copies(g: Graph) -> Graph:

@@ -106,6 +106,7 @@ class KernelBuilder:
         self._stack: list[list[Stmt]] = [[]]
         self._names: dict[str, int] = {}
         self.consts: dict[str, np.ndarray] = {}  # compile-time arrays this kernel adds
+        self.dead_outputs: set[int] = set()  # outputs nothing reads: their stores are dropped
         # Target features (board.toml) that steer lowering choices, e.g. "autovec".
         self.features: frozenset[str] = frozenset()
         self.scratch: list[Buffer] = []
@@ -192,6 +193,8 @@ class KernelBuilder:
                      flat: Expr | None = None) -> None:
         """Store ``value`` at ``idx`` (or the flat index ``flat``) of output ``out``, after the
         fused epilogue."""
+        if out in self.dead_outputs:
+            return
         ref = self.outputs[out]
         if out == 0:
             for step in self._epilogue:

@@ -80,6 +80,7 @@ def lower_step(s: Schedule, step: Step, unroll_max: int = 8,
     comment = c_comment(f"{n.label}")
     kb = KernelBuilder(name, comment, in_refs, out_refs, epilogue, extra)
     kb.features = features
+    kb.dead_outputs = {k for k, o in enumerate(n.outputs) if o in s.dead}
     kb.input_const = lambda i: (g.values[node.inputs[i]].const  # type: ignore[method-assign]
                                 if i < len(node.inputs) and node.inputs[i] else None)
     try:
@@ -93,7 +94,7 @@ def lower_step(s: Schedule, step: Step, unroll_max: int = 8,
     # Drop inputs the lowering replaced (e.g. a weight it re-laid out at compile time).
     used = used_buffers(kernel.body)
     kernel = replace(kernel, params=tuple(b for b in kernel.params
-                                          if b.name in used or b.role == "out"))
+                                          if b.name in used))
     args: list[tuple[str, str]] = []
     by_pname = {ref.buf.name: arg for ref, arg in params.values()}
     for b in kernel.params:

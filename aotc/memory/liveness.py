@@ -50,7 +50,7 @@ def analyse(s: Schedule, scratch: dict[int, list[tuple[str, int]]], align: int =
     last: dict[str, int] = {}
     for st in s.steps:
         for o in st.node.outputs:
-            if o and s.kind[s.root[o]] == "arena":
+            if o and o not in s.dead and s.kind[s.root[o]] == "arena":
                 first[s.root[o]] = st.index
                 last[s.root[o]] = st.index
     for st in s.steps:
