@@ -25,15 +25,10 @@ from aotc.frontend.onnx import import_model, load_model
 from aotc.ir.graph import Graph
 from aotc.lower.loop_ir import Kernel
 from aotc.lower.lowering import LoweredStep, lower_step
+from aotc.memory.buffers import Plan, check_no_overlap, lower_bound
 from aotc.memory.liveness import Liveness, analyse, io_inclusive_bound
-from aotc.memory.planner import (
-    Plan,
-    ascii_timeline,
-    check_no_overlap,
-    lower_bound,
-    plan,
-    plan_to_json,
-)
+from aotc.memory.planner import plan
+from aotc.memory.report import ascii_timeline, plan_to_json
 from aotc.passes import PASS_NAMES, Pass, default_pipeline, run_pipeline
 from aotc.schedule import Schedule, make_schedule
 

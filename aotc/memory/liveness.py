@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from aotc.ir.graph import CHAIN
-from aotc.memory.planner import BufferReq, lower_bound
+from aotc.memory.buffers import BufferReq, lower_bound
 from aotc.ops import resolve
 from aotc.schedule import Schedule
 

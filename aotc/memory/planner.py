@@ -8,30 +8,10 @@ from __future__ import annotations
 import itertools
 import random
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from functools import cached_property
 from typing import cast
 
-__all__ = [
-    "ALGORITHMS",
-    "EXACT_MAX_BUFFERS",
-    "BufferReq",
-    "Plan",
-    "ascii_timeline",
-    "check_no_overlap",
-    "lower_bound",
-    "overlaps",
-    "plan",
-    "plan_exact",
-    "plan_greedy_by_breadth",
-    "plan_greedy_by_conflicts",
-    "plan_greedy_by_size",
-    "plan_linear",
-    "plan_local_search",
-    "plan_ping_pong",
-    "plan_to_json",
-    "plan_two_ended_search",
-]
+from aotc.memory.buffers import BufferReq, Plan, lower_bound
 
 # The exact search is exponential in the worst case, so it only runs on tiny graphs and under
 # a node budget; past the budget it returns the best plan found so far.
@@ -46,28 +26,10 @@ LOCAL_SEARCH_MAX_WORK = 100_000
 TWO_ENDED_SLACKS = (0, 2, 4, 8)
 TWO_ENDED_MAX_WORK = 60_000
 
-# Legend letters for ascii_timeline; they repeat past 62 buffers (the legend disambiguates).
-_GLYPHS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
-
-
-@dataclass(frozen=True)
-class BufferReq:
-    name: str
-    size: int  # bytes, > 0
-    align: int  # power of two, e.g. 16
-    first: int  # first step (kernel index) where the buffer is live
-    last: int  # last step where it is live (inclusive); scratch has first == last
-
-
-@dataclass(frozen=True)
-class Plan:
-    offsets: dict[str, int]  # byte offset per buffer name (each a multiple of its align)
-    size: int  # arena bytes = max(offset + size), rounded up to max align (0 if no buffers)
-    algorithm: str  # name of the algorithm that produced it
 
 
 # --------------------------------------------------------------------------------------------
-# Bounds and checks
+# Alignment
 # --------------------------------------------------------------------------------------------
 
 
@@ -77,57 +39,6 @@ def _align_up(value: int, align: int) -> int:
 
 def _align_down(value: int, align: int) -> int:
     return value // align * align
-
-
-def overlaps(a: BufferReq, b: BufferReq) -> bool:
-    """True if the lifetimes of a and b share at least one step."""
-    return a.first <= b.last and b.first <= a.last
-
-
-def lower_bound(reqs: Iterable[BufferReq]) -> int:
-    """Max over steps of the bytes live at that step; no arena can be smaller (alignment aside)."""
-    deltas: dict[int, int] = {}
-    for r in reqs:
-        deltas[r.first] = deltas.get(r.first, 0) + r.size
-        deltas[r.last + 1] = deltas.get(r.last + 1, 0) - r.size
-    live = best = 0
-    for step in sorted(deltas):
-        live += deltas[step]
-        best = max(best, live)
-    return best
-
-
-def check_no_overlap(reqs: Iterable[BufferReq], plan: Plan) -> None:
-    """Raise ValueError if the plan is invalid for these requests.
-
-    Invalid means: a buffer has no offset, an offset is negative or misaligned, a buffer ends
-    past plan.size, or two buffers live at the same step share a byte.
-    """
-    reqs = list(reqs)
-    for r in reqs:
-        if r.name not in plan.offsets:
-            raise ValueError(f"buffer {r.name!r} has no offset in the plan")
-        off = plan.offsets[r.name]
-        if off < 0:
-            raise ValueError(f"buffer {r.name!r} has negative offset {off}")
-        if off % r.align:
-            raise ValueError(f"buffer {r.name!r} offset {off} is not a multiple of {r.align}")
-        if off + r.size > plan.size:
-            raise ValueError(
-                f"buffer {r.name!r} ends at {off + r.size}, beyond arena size {plan.size}"
-            )
-    for i, a in enumerate(reqs):
-        a_lo = plan.offsets[a.name]
-        for b in reqs[i + 1 :]:
-            if not overlaps(a, b):
-                continue
-            b_lo = plan.offsets[b.name]
-            if a_lo < b_lo + b.size and b_lo < a_lo + a.size:
-                raise ValueError(
-                    f"buffers {a.name!r} [{a_lo}, {a_lo + a.size}) and {b.name!r} "
-                    f"[{b_lo}, {b_lo + b.size}) are live together (steps "
-                    f"{max(a.first, b.first)}..{min(a.last, b.last)}) and overlap in memory"
-                )
 
 
 # --------------------------------------------------------------------------------------------
@@ -564,92 +475,3 @@ def plan(reqs: Iterable[BufferReq], algorithm: str = "best") -> Plan:
     names = [a for a in ALGORITHMS if a != "exact" or solver.n <= EXACT_MAX_BUFFERS]
     # min() keeps the first of equal sizes, so ties go to the earlier algorithm.
     return min((solver.plan(a) for a in names), key=lambda p: p.size)
-
-
-# --------------------------------------------------------------------------------------------
-# Reporting
-# --------------------------------------------------------------------------------------------
-
-
-def _report_order(reqs: Iterable[BufferReq]) -> list[BufferReq]:
-    return sorted(reqs, key=lambda r: (r.first, r.last, r.name))
-
-
-def _column_glyph(
-    live: Sequence[BufferReq], plan: Plan, glyph: dict[str, str], c_lo: int, c_hi: int
-) -> str:
-    """Letter of the live buffer covering most of bytes [c_lo, c_hi); '!' if two overlap."""
-    hits = []  # (bytes covered, offset, buffer)
-    for r in live:
-        lo = plan.offsets[r.name]
-        cover = min(c_hi, lo + r.size) - max(c_lo, lo)
-        if cover > 0:
-            hits.append((cover, lo, r))
-    for (_, a_lo, a), (_, b_lo, b) in itertools.combinations(hits, 2):
-        if a_lo < b_lo + b.size and b_lo < a_lo + a.size:
-            return "!"
-    if not hits:
-        return "."
-    _, _, best = max(hits, key=lambda h: (h[0], -h[1]))  # ties: the lower buffer
-    return glyph[best.name]
-
-
-def ascii_timeline(reqs: Iterable[BufferReq], plan: Plan, width: int = 64) -> str:
-    """Picture of the plan like TFLM's PrintMemoryPlan: one row per step, arena left to right.
-
-    Each column covers plan.size / width bytes and shows the letter of the live buffer covering
-    most of it, '.' if free, '!' if two live buffers overlap there (an invalid plan).
-    """
-    ordered = _report_order(reqs)
-    header = (
-        f"arena {plan.size} B, lower bound {lower_bound(ordered)} B, algorithm {plan.algorithm}"
-    )
-    if not ordered or plan.size == 0:
-        return header + "\n(no buffers)"
-    cols = max(1, min(width, plan.size))
-    glyph = {r.name: _GLYPHS[k % len(_GLYPHS)] for k, r in enumerate(ordered)}
-    step_lo = min(r.first for r in ordered)
-    step_hi = max(r.last for r in ordered)
-    label_w = max(len(str(step_lo)), len(str(step_hi)))
-    lines = [f"{header}, {plan.size / cols:.4g} B per column"]
-    for step in range(step_lo, step_hi + 1):
-        live = [r for r in ordered if r.first <= step <= r.last]
-        row = [
-            _column_glyph(live, plan, glyph, c * plan.size // cols, (c + 1) * plan.size // cols)
-            for c in range(cols)
-        ]
-        live_bytes = sum(r.size for r in live)
-        lines.append(f"step {step:>{label_w}} |{''.join(row)}| {live_bytes} B live")
-    lines.append("legend:")
-    name_w = max(len(r.name) for r in ordered)
-    for r in ordered:
-        off = plan.offsets[r.name]
-        lines.append(
-            f"  {glyph[r.name]} {r.name:<{name_w}}  [{off}, {off + r.size})  size {r.size}"
-            f"  align {r.align}  steps {r.first}..{r.last}"
-        )
-    return "\n".join(lines)
-
-
-def plan_to_json(reqs: Iterable[BufferReq], plan: Plan) -> dict:
-    """JSON-ready summary of a plan; buffers listed by first use, then last use, then name."""
-    ordered = _report_order(reqs)
-    bound = lower_bound(ordered)
-    over = 0.0 if bound == 0 else round(100.0 * (plan.size - bound) / bound, 2)
-    return {
-        "arena_bytes": plan.size,
-        "lower_bound": bound,
-        "over_bound_pct": over,
-        "algorithm": plan.algorithm,
-        "buffers": [
-            {
-                "name": r.name,
-                "offset": plan.offsets[r.name],
-                "size": r.size,
-                "align": r.align,
-                "first": r.first,
-                "last": r.last,
-            }
-            for r in ordered
-        ],
-    }
