@@ -150,13 +150,10 @@ def cmd_verify(args: argparse.Namespace, argv: Sequence[str]) -> int:
         bundle = compile_bundle(args.model, out, **opts)
         inputs = expected = None
         if args.vectors:
-            inputs, expected = _load_vectors(args.vectors, bundle.load(None).meta["inputs"]
-                                             if args.board is None else
-                                             json.loads((Path(out) / "bundle.json").read_text())
-                                             ["inputs"], args.expected_key)
+            meta = json.loads((Path(out) / "bundle.json").read_text())
+            inputs, expected = _load_vectors(args.vectors, meta["inputs"], args.expected_key)
             if expected is not None:
-                outs = [o["name"] for o in json.loads(
-                    (Path(out) / "bundle.json").read_text())["outputs"]]
+                outs = [o["name"] for o in meta["outputs"]]
                 if len(outs) != 1:
                     raise AotcError("batched vectors need a one-output model")
                 expected = [{outs[0]: e["__single__"]} for e in expected]

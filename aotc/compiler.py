@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import onnx
 
-from aotc import __version__
+from aotc import __version__, dtypes
 from aotc.codegen.bundle import TensorDecl, format_array, provenance, write_bundle
 from aotc.codegen.c import CPrinter
 from aotc.codegen.names import Namer, c_comment, c_ident
@@ -216,8 +216,6 @@ def render_context(c: Compilation) -> dict[str, Any]:
                               (["arena == NULL"] if c.plan.size > 0 else []))
     weights = []
     for key, (sym, arr) in sorted(c.weights.items(), key=lambda kv: kv[1][0]):
-        from aotc import dtypes
-
         dt = dtypes.from_numpy(arr.dtype)
         weights.append({"symbol": sym, "ctype": dt.ctype, "numel": max(int(arr.size), 1),
                         "data": format_array(arr, dt),

@@ -82,7 +82,6 @@ def _insert_output_copies(g: Graph) -> Graph:
     claimed: set[str] = set()
     values = dict(g.values)
     nodes = list(g.nodes)
-    outputs = list(g.outputs)
     for k, o in enumerate(g.outputs):
         r = root[o]
         if src_kind.get(r) is None and r not in claimed:
@@ -95,6 +94,4 @@ def _insert_output_copies(g: Graph) -> Graph:
         values[src] = Value(src, values[o].type, values[o].const)
         values[o] = Value(o, values[o].type)
         nodes.append(Node("Copy", f"copy_{k}", (src,), (o,), {}, 1, "aotc"))
-        if src_kind.get(o):  # the output was itself an input/constant name
-            outputs[k] = o
-    return g.replace(values=values, nodes=nodes, outputs=outputs)
+    return g.replace(values=values, nodes=nodes)

@@ -52,8 +52,6 @@ def run_verification(model: Any, bundle: Any, inputs: Sequence[Mapping[str, np.n
                      rtol: float, seed: int, board: str | None,
                      input_shapes: Any = None) -> dict[str, Any]:
     runner = bundle.load(board)
-    meta_in = bundle.compilation.graph.inputs
-    del meta_in
     specs = runner.meta["inputs"]
     if inputs is None:
         inputs = [random_inputs(specs, seed + k) for k in range(2)]

@@ -93,7 +93,10 @@ EpilogueFn = Callable[[Expr, Sequence[Expr], "Expr | None", tuple[int, ...]], Ex
 class KernelBuilder:
     def __init__(self, name: str, comment: str, inputs: Sequence[BufRef | None],
                  outputs: Sequence[BufRef], epilogue: Sequence[EpilogueFn] = (),
-                 extra_params: Sequence[BufRef] = ()) -> None:
+                 extra_params: Sequence[BufRef] = (),
+                 input_consts: Sequence[np.ndarray | None] = (),
+                 features: frozenset[str] = frozenset(),
+                 dead_outputs: frozenset[int] = frozenset()) -> None:
         self.name = name
         self.comment = comment
         self.inputs = list(inputs)
@@ -106,9 +109,10 @@ class KernelBuilder:
         self._stack: list[list[Stmt]] = [[]]
         self._names: dict[str, int] = {}
         self.consts: dict[str, np.ndarray] = {}  # compile-time arrays this kernel adds
-        self.dead_outputs: set[int] = set()  # outputs nothing reads: their stores are dropped
+        self._input_consts = list(input_consts)  # compile-time value per input, or None
+        self.dead_outputs = dead_outputs  # outputs nothing reads: their stores are dropped
         # Target features (board.toml) that steer lowering choices, e.g. "autovec".
-        self.features: frozenset[str] = frozenset()
+        self.features = features
         self.scratch: list[Buffer] = []
 
     # ------------------------------------------------------------------ names and emission
@@ -134,14 +138,8 @@ class KernelBuilder:
     def loops(self, shape: Sequence[int], names: Sequence[str] | None = None
               ) -> Iterator[list[Var]]:
         names = list(names) if names else [f"i{d}" for d in range(len(shape))]
-        vars_: list[Var] = []
-        depth = 0
-        for d, n in zip(shape, names):
-            var = Var(self.fresh(n))
-            vars_.append(var)
-            self._stack.append([])
-            depth += 1
-            del d
+        vars_ = [Var(self.fresh(n)) for n in names[:len(shape)]]
+        self._stack.extend([] for _ in vars_)
         yield vars_
         for var, d in zip(reversed(vars_), reversed(list(shape))):
             body = tuple(self._stack.pop())
@@ -207,8 +205,8 @@ class KernelBuilder:
             self.store(ref, idx, value)
 
     def input_const(self, i: int) -> np.ndarray | None:
-        """The compile-time value of input ``i`` if it is a constant (set by the driver)."""
-        return None
+        """The compile-time value of input ``i`` if it is a constant."""
+        return self._input_consts[i] if i < len(self._input_consts) else None
 
     def const(self, name: str, array: np.ndarray, dtype: DType) -> BufRef:
         """Add a compile-time constant array (e.g. a look-up table) as a kernel parameter."""

@@ -78,11 +78,11 @@ def lower_step(s: Schedule, step: Step, unroll_max: int = 8,
         out_refs.append(BufRef(buf, t.shape))
     name = f"k{step.index}_" + c_ident("_".join([n.op] + [e.op for e in n.epilogue]).lower())
     comment = c_comment(f"{n.label}")
-    kb = KernelBuilder(name, comment, in_refs, out_refs, epilogue, extra)
-    kb.features = features
-    kb.dead_outputs = {k for k, o in enumerate(n.outputs) if o in s.dead}
-    kb.input_const = lambda i: (g.values[node.inputs[i]].const  # type: ignore[method-assign]
-                                if i < len(node.inputs) and node.inputs[i] else None)
+    kb = KernelBuilder(
+        name, comment, in_refs, out_refs, epilogue, extra,
+        input_consts=[g.values[i].const if i else None for i in node.inputs],
+        features=features,
+        dead_outputs=frozenset(k for k, o in enumerate(n.outputs) if o in s.dead))
     try:
         opdef.lower(node, kb)
     except AotcError:
