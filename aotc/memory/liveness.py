@@ -46,6 +46,7 @@ def _step_reads(s: Schedule, step_index: int) -> list[tuple[str, bool]]:
 def analyse(s: Schedule, scratch: dict[int, list[tuple[str, int]]], align: int = 16,
             inplace: bool = True) -> Liveness:
     g = s.graph
+    step_reads = [_step_reads(s, st.index) for st in s.steps]
     first: dict[str, int] = {}
     last: dict[str, int] = {}
     for st in s.steps:
@@ -54,7 +55,7 @@ def analyse(s: Schedule, scratch: dict[int, list[tuple[str, int]]], align: int =
                 first[s.root[o]] = st.index
                 last[s.root[o]] = st.index
     for st in s.steps:
-        for r, _ in _step_reads(s, st.index):
+        for r, _ in step_reads[st.index]:
             if r in last:
                 last[r] = max(last[r], st.index)
     alias: dict[str, str] = {}
@@ -66,7 +67,7 @@ def analyse(s: Schedule, scratch: dict[int, list[tuple[str, int]]], align: int =
                 continue
             out_root = s.root[outs[0]]
             out_bytes = g.type(outs[0]).nbytes
-            reads = _step_reads(s, st.index)
+            reads = step_reads[st.index]
             roots = [r for r, _ in reads]
             for r, same in reads:
                 buf = alias.get(r, r)
@@ -97,9 +98,12 @@ def io_inclusive_bound(s: Schedule) -> int:
     g = s.graph
     reqs = list(analyse(s, {}, align=1, inplace=False).reqs)
     last_step = max(len(s.steps) - 1, 0)
+    last_read: dict[str, int] = {}
+    for st in s.steps:
+        for r, _ in _step_reads(s, st.index):
+            last_read[r] = st.index
     for name in g.inputs:
-        uses = [st.index for st in s.steps if any(r == name for r, _ in _step_reads(s, st.index))]
-        reqs.append(BufferReq(name, g.type(name).nbytes, 1, 0, max(uses, default=0)))
+        reqs.append(BufferReq(name, g.type(name).nbytes, 1, 0, last_read.get(name, 0)))
     for r, o in s.output_of.items():
         f = next((st.index for st in s.steps if r in st.node.outputs), 0)
         reqs.append(BufferReq(o, g.type(o).nbytes, 1, f, last_step))
