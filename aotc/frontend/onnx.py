@@ -21,7 +21,7 @@ from aotc.errors import AotcError
 from aotc.ir.graph import Graph, Node, TensorType, Value
 from aotc.ops import REQUIRED, resolve
 
-MIN_OPSET = 11
+MIN_OPSET = 1
 _DEFAULT_DOMAINS = ("", "ai.onnx")
 
 

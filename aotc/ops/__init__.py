@@ -117,13 +117,23 @@ def all_ops() -> dict[tuple[str, str], list[type[OpDef]]]:
 def _load_all() -> None:
     # Importing the family modules runs their @register decorators.
     from aotc.ops import (  # noqa: F401
+        attention,
         conv,
         elementwise,
         gemm,
+        generate,
+        index,
+        logic,
+        loss,
         movement,
         norm,
         pool,
+        quant,
+        recurrent,
         reduce,
+        resize,
+        sample,
         shape,
+        signal,
         softmax,
     )

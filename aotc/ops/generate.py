@@ -1,0 +1,3 @@
+"""generate ops (see the module docstring once filled)."""
+
+from __future__ import annotations

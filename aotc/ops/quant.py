@@ -1,0 +1,3 @@
+"""quant ops (see the module docstring once filled)."""
+
+from __future__ import annotations

@@ -1,0 +1,42 @@
+"""Every test of the ONNX 1.22.0 node suite through the generated C (see harness.py).
+
+Not excluded: must compile, run and match the expected outputs (rtol 1e-3, atol 1e-7).
+Excluded (exclusions.txt, one reason each): must be rejected with an AotcError; a test that
+compiles is a failure either way (wrong numbers, or a pass that should leave the list).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from aotc.errors import AotcError
+import node_harness as harness
+
+SUITE = harness.suite()
+EXCLUDED = harness.exclusions()
+
+
+@pytest.fixture(scope="session")
+def node_data():
+    return harness.data_root()
+
+
+@pytest.mark.parametrize("entry", SUITE, ids=[e.name for e in SUITE])
+def test_node(entry: harness.SuiteEntry, node_data, record_property) -> None:
+    test_dir = node_data / entry.name
+    reason = harness.exclusion_reason(entry.name, EXCLUDED)
+    record_property("onnx_node_static", entry.static)
+    if reason is None and not entry.static:
+        reason = f"outside the static subset: {entry.reasons}"
+    if reason is not None:
+        record_property("onnx_node", "excluded")
+        try:
+            harness.run_case(entry, test_dir)
+        except AotcError:
+            return
+        pytest.fail(f"excluded ({reason}) but compiled: it must raise AotcError, or leave "
+                    f"exclusions.txt if it now passes")
+    record_property("onnx_node", "expected-pass")
+    model, _, want = harness.load_case(test_dir)
+    got = harness.run_case(entry, test_dir)
+    harness.compare(model, got, want)
