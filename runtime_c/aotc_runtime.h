@@ -64,6 +64,82 @@ const char *aotc_status_str(int status);
 static inline float aotc_minf(float a, float b) { return a < b ? a : b; }
 static inline float aotc_maxf(float a, float b) { return a > b ? a : b; }
 
+/* Fixed-point primitives of integer requantisation (gemmlowp/TFLite semantics; aotc/qmath.py
+ * holds the Python twins). Right shifts of negative values are arithmetic on every supported
+ * compiler (gcc, clang, arm-none-eabi, riscv). Inline: they cost no flash unless used. */
+static inline int32_t aotc_q_srdhm(int32_t a, int32_t b)
+{
+    int64_t ab = (int64_t)a * (int64_t)b;
+    int32_t nudge = ab >= 0 ? (1 << 30) : (1 - (1 << 30));
+    if (a == b && a == INT32_MIN) {
+        return INT32_MAX;
+    }
+    return (int32_t)((ab + nudge) / ((int64_t)1 << 31));
+}
+static inline int32_t aotc_q_rdbpot(int32_t x, int32_t exponent)
+{
+    int32_t mask = (int32_t)(((int64_t)1 << exponent) - 1);
+    int32_t remainder = x & mask;
+    int32_t threshold = (mask >> 1) + (x < 0 ? 1 : 0);
+    return (x >> exponent) + (remainder > threshold ? 1 : 0);
+}
+/* TFLite MultiplyByQuantizedMultiplier: x * m * 2^(shift - 31), rounded. */
+static inline int32_t aotc_q_mbqm(int32_t x, int32_t m, int32_t shift)
+{
+    int32_t left = shift > 0 ? shift : 0;
+    int32_t right = shift > 0 ? 0 : -shift;
+    return aotc_q_rdbpot(aotc_q_srdhm((int32_t)((int64_t)x * ((int64_t)1 << left)), m), right);
+}
+static inline int32_t aotc_q_sat_shl(int32_t x, int32_t exponent)
+{
+    int32_t threshold = (int32_t)(((int64_t)1 << (31 - exponent)) - 1);
+    if (x > threshold) {
+        return INT32_MAX;
+    }
+    if (x < -threshold) {
+        return INT32_MIN;
+    }
+    return (int32_t)((uint32_t)x << exponent);
+}
+/* Leading zeros of a 32-bit value (32 for 0). */
+static inline int32_t aotc_q_clz(int32_t v)
+{
+    uint32_t x = (uint32_t)v;
+    int32_t n = 0;
+    if (x == 0u) {
+        return 32;
+    }
+    while ((x & 0x80000000u) == 0u) {
+        x <<= 1;
+        ++n;
+    }
+    return n;
+}
+/* 1 / (1 + a) for a in [0, 1), Q0.31 (gemmlowp one_over_one_plus_x_for_x_in_0_1). */
+static inline int32_t aotc_q_one_over_one_plus_x(int32_t a)
+{
+    int64_t sum = (int64_t)a + INT32_MAX;
+    int32_t half_den = (int32_t)((sum + (sum >= 0 ? 1 : -1)) / 2);
+    int32_t x = (int32_t)(1515870810 + aotc_q_srdhm(half_den, -1010580540));
+    int i;
+    for (i = 0; i < 3; ++i) {
+        int32_t one_minus = (int32_t)((1 << 29) - aotc_q_srdhm(half_den, x));
+        x = (int32_t)((uint32_t)x + (uint32_t)aotc_q_sat_shl(aotc_q_srdhm(x, one_minus), 2));
+    }
+    return aotc_q_sat_shl(x, 1);
+}
+/* The reciprocal of a softmax row's sum of exps (Q12.19), as TFLite GetReciprocal computes it:
+ * num_bits_over_unit (TFLite GetReciprocal). which=0: the scale; which=1: num_bits_over_unit. */
+static inline int32_t aotc_q_softmax_scale(int32_t sum, int32_t which)
+{
+    int32_t headroom = aotc_q_clz(sum);
+    if (which) {
+        return 12 - headroom;
+    }
+    return aotc_q_one_over_one_plus_x(
+        (int32_t)(((uint32_t)sum << headroom) - ((uint32_t)1 << 31)));
+}
+
 #define AOTC_MIN(a, b) ((a) < (b) ? (a) : (b))
 #define AOTC_MAX(a, b) ((a) > (b) ? (a) : (b))
 #define AOTC_ABS(a) ((a) < 0 ? -(a) : (a))

@@ -70,7 +70,10 @@ FLOAT_CALLS = {
     "cosh": "coshf", "asinh": "asinhf", "acosh": "acoshf", "atanh": "atanhf",
     "rint": "nearbyintf", "log1p": "log1pf", "expm1": "expm1f",
 }
-INT_CALLS = {"abs": "AOTC_ABS"}
+INT_CALLS = {"abs": "AOTC_ABS",
+             # fixed-point requantisation primitives (runtime_c/aotc_runtime.h)
+             "q_srdhm": "aotc_q_srdhm", "q_rdbpot": "aotc_q_rdbpot", "q_mbqm": "aotc_q_mbqm",
+             "q_sat_shl": "aotc_q_sat_shl", "q_softmax_scale": "aotc_q_softmax_scale"}
 
 
 def c_type(dt: DType) -> str:

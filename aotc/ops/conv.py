@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from aotc.dtypes import DType
 from aotc.errors import AotcError
 from aotc.ir.graph import Node, TensorType, Value
 from aotc.lower.loop_ir import Const, Expr, cmp, land
@@ -58,6 +59,35 @@ def _in_bounds(idx: Expr, size: int, lo_pad: int, hi_pad: int) -> Expr | None:
     if hi_pad > 0 or lo_pad < 0:
         conds.append(cmp("lt", idx, size))
     return land(*conds) if conds else None
+
+
+class ConvArith:
+    """Float arithmetic of a convolution: loads as they are, the bias starts the accumulator,
+    the accumulator is the output. Integer kernels subclass it (aotc/ops/quant.py)."""
+
+    def __init__(self, acc: DType) -> None:
+        self.acc = acc
+
+    def x(self, e: Expr) -> Expr:
+        return e
+
+    def w(self, kb: Any, e: Expr, m: Expr) -> Expr:
+        return e
+
+    def wide(self, e: Expr) -> Expr:
+        return e
+
+    def packed_weights(self, w: np.ndarray) -> np.ndarray:
+        return w
+
+    def wdtype(self, dt: DType, w: np.ndarray) -> DType:
+        return dt
+
+    def init(self, B: Any, m: Expr) -> Expr:
+        return B[[m]] if B is not None else Const(0.0, self.acc)
+
+    def finish(self, kb: Any, acc: Expr, m: Expr) -> Expr:
+        return acc
 
 
 @register
@@ -124,11 +154,14 @@ class Conv(OpDef):
         w = g.type(node.inputs[1]).shape
         return g.type(node.outputs[0]).numel * int(np.prod(w[1:], dtype=np.int64))
 
-    def lower(self, node: Node, kb: Any) -> None:
+    def lower(self, node: Node, kb: Any, arith: ConvArith | None = None) -> None:
+        """``arith`` (integer kernels: QLinearConv, ConvInteger) says how inputs and weights
+        are widened and how the accumulator becomes the output; None is plain float."""
         X, W, B = (kb.inputs + [None])[:3]
+        arith = arith or ConvArith(X.dtype)
         m_per_g = kb.outputs[0].shape[1] // node.attrs["group"]
         if kb.input_const(1) is not None and m_per_g >= 2:
-            self._lower_tiled(node, kb, X, W, B)
+            self._lower_tiled(node, kb, X, W, B, arith)
             return
         Y = kb.outputs[0]
         nd = len(X.shape) - 2
@@ -136,16 +169,17 @@ class Conv(OpDef):
         pb, pe = conv_pads(node, in_sp, k_sp)
         s, d = _spatial_attrs(node, nd)
         cg = W.shape[1]
-        f32 = X.dtype
+        acc_t = arith.acc
         with kb.loops(Y.shape, ["n", "m"] + [f"o{k}" for k in range(nd)]) as (n, m, *o):
-            acc = kb.local(B[m] if B is not None else Const(0.0, f32), "acc", f32)
+            acc = kb.local(arith.init(B, m), "acc", acc_t)
             with kb.loop(cg, "c") as c:
                 ic = (m // m_per_g) * cg + c if node.attrs["group"] > 1 else c
-                self._window(kb, 0, nd, X, lambda kk, c=c, m=m: W[[m, c, *kk]], n, ic, o, [],
-                             [], pb, pe, s, d, [acc], in_sp, k_sp)
-            kb.store_output([n, m, *o], acc)
+                self._window(kb, 0, nd, X, lambda kk, c=c, m=m: arith.w(kb, W[[m, c, *kk]], m),
+                             n, ic, o, [], [], pb, pe, s, d, [acc], in_sp, k_sp, arith)
+            kb.store_output([n, m, *o], arith.finish(kb, acc, m))
 
-    def _lower_tiled(self, node: Node, kb: Any, X: Any, W: Any, B: Any) -> None:
+    def _lower_tiled(self, node: Node, kb: Any, X: Any, W: Any, B: Any,
+                     arith: ConvArith) -> None:
         """Output channels in tiles of TILE_M accumulators sharing each input load. Weights are
         packed at compile time to [tile, c, k..., j] so a tile's weights are contiguous. Each
         output still sums over (c, k...) in the plain loop's order: bit-identical results."""
@@ -157,7 +191,7 @@ class Conv(OpDef):
         group = node.attrs["group"]
         mg, cg = Y.shape[1] // group, W.shape[1]
         kprod = int(np.prod(k_sp, dtype=np.int64))
-        w = kb.input_const(1)
+        w = arith.packed_weights(kb.input_const(1))
         full, rest = divmod(mg, TILE_M)
         # Packed layout per group: full tiles [full, cg, K, TILE_M], then the rest [cg, K, rest].
         parts = []
@@ -168,17 +202,17 @@ class Conv(OpDef):
                 parts.append(t.reshape(-1))
             if rest:
                 parts.append(wg[full * TILE_M:].transpose(1, 2, 0).reshape(-1))
-        packed = kb.const("wpack", np.concatenate(parts), X.dtype)
+        packed = kb.const("wpack", np.concatenate(parts), arith.wdtype(W.dtype, w))
         per_group = mg * cg * kprod
         kstrides = [int(np.prod(k_sp[i + 1:], dtype=np.int64)) for i in range(nd)]
-        f32 = X.dtype
+        acc_t = arith.acc
 
         def block(n: Expr, gi: Expr, m0: Expr, base: Expr, width: int) -> None:
             with kb.loops(Y.shape[2:], [f"o{k}" for k in range(nd)]) as o:
                 # A local accumulator array with j innermost: C compilers vectorise this form.
-                acc = kb.local_array(width, "acc", f32)
+                acc = kb.local_array(width, "acc", acc_t)
                 with kb.loop(width, "j", unroll=kb.unroll_tiles) as j:
-                    kb.store(acc, [j], B[[m0 + j]] if B is not None else Const(0.0, f32))
+                    kb.store(acc, [j], arith.init(B, m0 + j))
                 with kb.loop(cg, "c") as c:
                     ic = gi * cg + c if group > 1 else c
 
@@ -187,14 +221,14 @@ class Conv(OpDef):
                         for kv, st in zip(kk, kstrides):
                             kflat = kflat + kv * st
                         row = base + (c * kprod + kflat) * width
-                        xs = kb.local(xv, "xv", f32)
+                        xs = kb.local(arith.x(xv), "xv", acc_t)
                         with kb.loop(width, "j", unroll=kb.unroll_tiles) as j:
-                            kb.store(acc, [j], acc[[j]] + xs * packed.flat(row + j))
+                            kb.store(acc, [j], acc[[j]] + xs * arith.wide(packed.flat(row + j)))
 
                     self._window(kb, 0, nd, X, tap, n, ic, o, [], [], pb, pe, s, d, None,
                                  in_sp, k_sp)
                 with kb.loop(width, "j", unroll=kb.unroll_tiles) as j:
-                    kb.store_output([n, m0 + j, *o], acc[[j]])
+                    kb.store_output([n, m0 + j, *o], arith.finish(kb, acc[[j]], m0 + j))
 
         with kb.loop(Y.shape[0], "n") as n:
             with kb.loop(group, "g") as gi:
@@ -212,30 +246,27 @@ class Conv(OpDef):
     def _window(self, kb: Any, dim: int, nd: int, X: Any, wget: Any, n: Expr, ic: Expr,
                 o: list[Expr], ii: list[Expr], kk: list[Expr], pb: list[int], pe: list[int],
                 s: list[int], d: list[int], accs: list[Any] | None, in_sp: Sequence[int],
-                k_sp: Sequence[int]) -> None:
-        """The kernel-window loops; taps that fall into the padding are skipped."""
+                k_sp: Sequence[int], arith: ConvArith | None = None) -> None:
+        """The kernel-window loops; taps that fall into the padding are skipped (for integer
+        kernels a padded tap is the zero point, which contributes nothing either)."""
         if dim == nd:
             if accs is None:  # a tap callback does the accumulation (tiled path)
                 wget(X[[n, ic, *ii]], kk)
                 return
-            if len(accs) == 1:
-                kb.assign(accs[0], accs[0] + X[[n, ic, *ii]] * wget(kk))
-                return
-            xv = kb.local(X[[n, ic, *ii]], "xv", X.dtype)
-            for j, acc in enumerate(accs):
-                kb.assign(acc, acc + xv * wget(kk, j))
+            xload = arith.x(X[[n, ic, *ii]]) if arith is not None else X[[n, ic, *ii]]
+            kb.assign(accs[0], accs[0] + xload * wget(kk))
             return
         with kb.loop(k_sp[dim], f"k{dim}", unroll=True) as k:
             idx = o[dim] * s[dim] + k * d[dim] - pb[dim]
             cond = _in_bounds(idx, in_sp[dim], pb[dim], pe[dim])
             if cond is None:
                 self._window(kb, dim + 1, nd, X, wget, n, ic, o, ii + [idx], kk + [k],
-                             pb, pe, s, d, accs, in_sp, k_sp)
+                             pb, pe, s, d, accs, in_sp, k_sp, arith)
             else:
                 iv = kb.local(idx, f"i{dim}")
                 with kb.if_(land(cmp("ge", iv, 0), cmp("lt", iv, in_sp[dim]))):
                     self._window(kb, dim + 1, nd, X, wget, n, ic, o, ii + [iv], kk + [k],
-                                 pb, pe, s, d, accs, in_sp, k_sp)
+                                 pb, pe, s, d, accs, in_sp, k_sp, arith)
 
 
 @register

@@ -163,9 +163,15 @@ class MatMul(OpDef):
     def macs(self, node: Node, g: Any) -> int:
         return g.type(node.outputs[0]).numel * g.type(node.inputs[0]).shape[-1]
 
-    def lower(self, node: Node, kb: Any) -> None:
+    def lower(self, node: Node, kb: Any, arith: Any = None, bias: BufRef | None = None
+              ) -> None:
+        """``arith`` (a conv.ConvArith; integer kernels such as QLinearMatMul) widens the
+        loads and turns the accumulator into the output; ``bias`` is indexed by column."""
+        from aotc.ops.conv import ConvArith
+
         A, B = kb.inputs[0], kb.inputs[1]
-        f32 = A.dtype
+        arith = arith or ConvArith(A.dtype)
+        f32 = arith.acc
         # 1-D operands: view as [1, K] / [K, 1]; the output view drops those dims again.
         a_shape = (1, *A.shape) if len(A.shape) == 1 else A.shape
         b_shape = (*B.shape, 1) if len(B.shape) == 1 else B.shape
@@ -187,7 +193,8 @@ class MatMul(OpDef):
                     out_idx.append(m)
                 if len(kb.inputs[1].shape) != 1:
                     out_idx.append(n)
-                kb.store_output(out_idx, acc)
+                kb.store_output(out_idx, arith.finish(kb, acc, n))
 
-            _tiled_dot(kb, N, K, lambda k: A[[*pre, m, k]], lambda k, n: get_b(bidx, k, n),
-                       store, lambda n: Const(0.0, f32), f32)
+            _tiled_dot(kb, N, K, lambda k: arith.x(A[[*pre, m, k]]),
+                       lambda k, n: arith.w(kb, get_b(bidx, k, n), n), store,
+                       lambda n: arith.init(bias, n), f32)

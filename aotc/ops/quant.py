@@ -1,3 +1,711 @@
-"""quant ops (see the module docstring once filled)."""
+"""Quantised ops: QuantizeLinear / DequantizeLinear / DynamicQuantizeLinear on their own, and the
+integer kernels QLinearConv, ConvInteger, QLinearMatMul, MatMulInteger (the com.microsoft
+QLinear* element ops are in qlinear.py). The QDQ pass (aotc/passes/qdq.py) rewrites
+DequantizeLinear -> op -> QuantizeLinear into these kernels, so QDQ and QOperator models share
+one set of integer kernels.
+
+Integer kernels accumulate in int32 and requantise in the compile's mode (``_requant`` attr,
+set by the qdq pass from ``CompileOptions.requant``): ``tflite`` (fixed-point multiplier and
+shift, integer-only, bit-exact with TFLM's reference kernels) or ``onnx`` (float scale, round half
+to even). Scales, zero points, multipliers and shifts are compile-time constants: they become
+immediates or const tables in flash, never RAM.
+"""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from aotc import dtypes, qmath
+from aotc.dtypes import DType
+from aotc.errors import AotcError
+from aotc.ir.graph import Node, TensorType, Value
+from aotc.lower.loop_ir import Cast, Const, Expr, bmax, bmin, call
+from aotc.ops import OpDef, register
+from aotc.ops.conv import Conv, ConvArith
+from aotc.ops.gemm import MatMul
+
+QT = ("int8", "uint8")
+I32 = dtypes.int32
+F32 = dtypes.float32
+# ONNX TensorProto codes of the output_dtype attribute.
+ONNX_DTYPES = {2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 6: "int32"}
+
+
+def qrange(dt: DType) -> tuple[int, int]:
+    info = np.iinfo(dt.np)
+    return int(info.min), int(info.max)
+
+
+def const_of(node: Node, v: Value | None, what: str) -> np.ndarray | None:
+    if v is None:
+        return None
+    if not v.is_const:
+        raise AotcError(f"{what} must be a compile-time constant", node.name, node.op)
+    return np.asarray(v.const)
+
+
+def mode_of(node: Node) -> str:
+    return str(node.attrs.get("_requant", "tflite"))
+
+
+class QuantOp(OpDef):
+    """Base of the integer ops: the reference gets the requant mode from ``_requant``."""
+
+    kind = "kernel"
+
+    def run_reference(self, node: Node, args: Sequence[np.ndarray | None]) -> list[np.ndarray]:
+        attrs = {k: v for k, v in node.attrs.items() if not k.startswith("_")}
+        out = self.compute(list(args), attrs, node)
+        outs = list(out) if isinstance(out, (tuple, list)) else [out]
+        return [np.asarray(o) for o in outs]
+
+    def compute(self, args: list[np.ndarray | None], attrs: dict[str, Any], node: Node) -> Any:
+        return self.reference(*[a for a in args], **attrs)
+
+
+# ------------------------------------------------------------------------------ requantisation
+class Requant:
+    """int32 accumulator -> clamp(requant(acc) + zero point) as the output integer type.
+    ``real`` holds the multipliers (one, or one per channel) in float64."""
+
+    def __init__(self, real: np.ndarray, zero_point: int, lo: int, hi: int, mode: str,
+                 out: DType) -> None:
+        self.real = np.atleast_1d(np.asarray(real, np.float64))
+        self.zp, self.lo, self.hi, self.mode, self.out = int(zero_point), lo, hi, mode, out
+        self._tables: dict[int, tuple[Any, ...]] = {}
+
+    def _per(self, kb: Any, name: str, values: np.ndarray, dt: DType, ch: Expr | None) -> Expr:
+        if values.size == 1:
+            return Const(values.ravel()[0].item(), dt)
+        key = (id(kb), name)
+        if key not in self._tables:
+            self._tables[key] = (kb.const(name, values, dt),)
+        assert ch is not None
+        return self._tables[key][0][[ch]]
+
+    def __call__(self, kb: Any, acc: Expr, ch: Expr | None) -> Expr:
+        if self.mode == "tflite":
+            qm = [qmath.quantize_multiplier(float(r)) for r in self.real]
+            mult = np.array([m for m, _ in qm], np.int32)
+            shift = np.array([s for _, s in qm], np.int32)
+            v = call("q_mbqm", acc, self._per(kb, "qmul", mult, I32, ch),
+                     self._per(kb, "qshift", shift, I32, ch), dtype=I32)
+            if self.zp:
+                v = v + Const(self.zp, I32)
+            v = bmin(bmax(v, Const(self.lo, I32)), Const(self.hi, I32))
+            return Cast(v, self.out)
+        scale = self._per(kb, "qscale", self.real.astype(np.float32), F32, ch)
+        f = call("rint", Cast(acc, F32) * scale)
+        if self.zp:
+            f = f + Const(float(self.zp), F32)
+        f = bmin(bmax(f, Const(float(self.lo), F32)), Const(float(self.hi), F32))
+        return Cast(f, self.out)
+
+
+class IntArith(ConvArith):
+    """Integer convolution / matmul arithmetic: (x - x_zp) * (w - w_zp) summed in int32 from
+    the int32 bias, then ``requant`` (None: the int32 accumulator is the output)."""
+
+    def __init__(self, x_zp: int, w_zp: np.ndarray, requant: Requant | None) -> None:
+        super().__init__(I32)
+        self.x_zp = int(x_zp)
+        self.w_zp = np.atleast_1d(np.asarray(w_zp, np.int64))
+        self.requant = requant
+        self._wtab: dict[int, Any] = {}
+
+    def x(self, e: Expr) -> Expr:
+        v = Cast(e, I32)
+        return v - Const(self.x_zp, I32) if self.x_zp else v
+
+    def w(self, kb: Any, e: Expr, m: Expr) -> Expr:
+        v = Cast(e, I32)
+        if not self.w_zp.any():
+            return v
+        if self.w_zp.size == 1:
+            return v - Const(int(self.w_zp[0]), I32)
+        if id(kb) not in self._wtab:
+            self._wtab[id(kb)] = kb.const("wzp", self.w_zp.astype(np.int32), I32)
+        return v - self._wtab[id(kb)][[m]]
+
+    def wide(self, e: Expr) -> Expr:
+        return Cast(e, I32)
+
+    def packed_weights(self, w: np.ndarray) -> np.ndarray:
+        if not self.w_zp.any():
+            return w
+        zp = self.w_zp.reshape((-1,) + (1,) * (w.ndim - 1)) if self.w_zp.size > 1 else self.w_zp[0]
+        return (w.astype(np.int32) - zp).astype(np.int16)
+
+    def wdtype(self, dt: DType, w: np.ndarray) -> DType:
+        return dtypes.from_numpy(w.dtype)
+
+    def init(self, B: Any, m: Expr) -> Expr:
+        return Cast(B[[m]], I32) if B is not None else Const(0, I32)
+
+    def finish(self, kb: Any, acc: Expr, m: Expr) -> Expr:
+        return self.requant(kb, acc, m) if self.requant is not None else acc
+
+
+def _per_channel(a: np.ndarray | None, n: int, node: Node, what: str) -> np.ndarray:
+    """A scale/zero point that is per-tensor (size 1) or per-channel (size n)."""
+    if a is None:
+        return np.zeros(1)
+    a = np.asarray(a).ravel()
+    if a.size not in (1, n):
+        raise AotcError(f"{what} has {a.size} values; expected 1 or {n} (per channel)",
+                        node.name, node.op)
+    return a
+
+
+def _check_int_inputs(node: Node, ins: Sequence[Value | None], data: Sequence[int],
+                      consts: Sequence[int]) -> None:
+    for i in data:
+        v = ins[i] if i < len(ins) else None
+        if v is not None and v.type.dtype.name not in QT:
+            raise AotcError(f"input {i} has dtype {v.type.dtype.name}; supported: int8, uint8",
+                            node.name, node.op)
+    for i in consts:
+        if i < len(ins) and ins[i] is not None and not ins[i].is_const:  # type: ignore[union-attr]
+            raise AotcError(f"input {i} (a scale or zero point) must be a compile-time "
+                            f"constant", node.name, node.op)
+
+
+def act_range(node: Node, out: DType) -> tuple[int, int]:
+    lo, hi = qrange(out)
+    return max(lo, int(node.attrs.get("_act_lo", lo))), min(hi, int(node.attrs.get("_act_hi", hi)))
+
+
+# ------------------------------------------------------------------------------ Q / DQ
+def _axis_index(idx: Sequence[Expr], x_shape: Sequence[int], p_shape: Sequence[int],
+                axis: int, block: int) -> Expr:
+    """Flat index into a per-axis / blocked parameter for the element at ``idx``."""
+    flat: Expr = Const(0)
+    stride = 1
+    for k in reversed(range(len(x_shape))):
+        if p_shape[k] == 1:
+            continue
+        i = idx[k] // block if (k == axis and block) else idx[k]
+        flat = flat + i * stride if stride != 1 else flat + i
+        stride *= p_shape[k]
+    return flat
+
+
+def _param_shape(node: Node, x_shape: Sequence[int], scale: np.ndarray, axis: int,
+                 block: int) -> tuple[int, ...]:
+    r = len(x_shape)
+    if scale.size == 1 and scale.ndim <= 1 and not block:
+        return (1,) * r
+    if block:
+        if scale.ndim != r:
+            raise AotcError(f"blocked scale must have rank {r}, got {scale.shape}",
+                            node.name, node.op)
+        return tuple(scale.shape)
+    if scale.ndim != 1 or scale.size != x_shape[axis]:
+        raise AotcError(f"per-axis scale {scale.shape} does not match axis {axis} of "
+                        f"{tuple(x_shape)}", node.name, node.op)
+    shape = [1] * r
+    shape[axis] = scale.size
+    return tuple(shape)
+
+
+def _expand(p: np.ndarray, x_shape: Sequence[int], p_shape: Sequence[int], axis: int,
+            block: int) -> np.ndarray:
+    p = np.asarray(p).reshape(p_shape)
+    if block:
+        p = np.repeat(p, block, axis=axis)
+        p = p[tuple(slice(0, d) for d in x_shape)]
+    return np.broadcast_to(p, x_shape)
+
+
+class _QDQBase(QuantOp):
+    """Scale and zero point: compile-time constants (any layout), or run-time scalars (as in
+    DynamicQuantizeLinear's expansion)."""
+
+    def reference(self, x: np.ndarray, scale: np.ndarray, zero_point: np.ndarray | None = None,
+                  *, axis: int = 1, block_size: int = 0, output_dtype: int = 0,
+                  saturate: int = 1, precision: int = 0) -> np.ndarray:
+        raise NotImplementedError  # compute(): the attrs above are the schema
+
+    def check(self, node: Node, ins: Sequence[Value | None]) -> None:
+        super().check(node, ins[:1])
+
+    def _prep(self, node: Node, ins: Sequence[Value | None]
+              ) -> tuple[np.ndarray, np.ndarray | None, int, int, tuple[int, ...]]:
+        x = ins[0]
+        assert x is not None
+        r = len(x.type.shape)
+        axis = int(node.attrs.get("axis", 1))
+        axis = axis + r if axis < 0 else axis
+        block = int(node.attrs.get("block_size", 0) or 0)
+        sv = ins[1]
+        assert sv is not None
+        scale = sv.const if sv.is_const else np.ones(sv.type.shape, np.float32)
+        zv = ins[2] if len(ins) > 2 else None
+        zp = (None if zv is None else zv.const if zv.is_const else
+              np.ones(zv.type.shape, zv.type.dtype.np))
+        if r and not 0 <= axis < r and (scale.size > 1 or block):
+            raise AotcError(f"axis {axis} out of range for rank {r}", node.name, node.op)
+        pshape = _param_shape(node, x.type.shape, scale, axis, block) if r else ()
+        return scale, zp, axis, block, pshape
+
+    def prepare(self, node: Node, ins: Sequence[Value | None]) -> Node:
+        scale, zp, axis, block, pshape = self._prep(node, ins)
+        runtime = tuple(i for i in (1, 2) if i < len(ins) and ins[i] is not None
+                        and not ins[i].is_const)  # type: ignore[union-attr]
+        return node.with_(inputs=(node.inputs[0], *(node.inputs[i] for i in runtime)), attrs={
+            "_runtime": {i: k for k, i in enumerate(runtime, 1)},
+            **node.attrs, "_scale": scale.astype(np.float32).reshape(-1), "_zp": (
+                None if zp is None else zp.astype(np.int64).reshape(-1)),
+            "_axis": axis, "_block": block, "_pshape": pshape})
+
+    def _param(self, kb: Any, node: Node, key: str, idx: Sequence[Expr], dt: DType) -> Expr:
+        pos = node.attrs["_runtime"].get(1 if key == "_scale" else 2)
+        if pos is not None:
+            ref = kb.inputs[pos]
+            v = ref.flat(0) if ref.numel == 1 else ref.flat(_axis_index(
+                idx, kb.inputs[0].shape, node.attrs["_pshape"], node.attrs["_axis"],
+                node.attrs["_block"]))
+            return v if v.dtype == dt else Cast(v, dt)
+        vals = node.attrs[key]
+        if vals.size == 1:
+            return Const(vals[0].item(), dt)
+        tab = kb.const(key.strip("_"), vals, dt)
+        return tab[[_axis_index(idx, kb.inputs[0].shape, node.attrs["_pshape"],
+                                node.attrs["_axis"], node.attrs["_block"])]]
+
+
+    @staticmethod
+    def _has_zp(node: Node) -> bool:
+        return 2 in node.attrs["_runtime"] or (node.attrs["_zp"] is not None
+                                                and bool(node.attrs["_zp"].any()))
+
+
+@register
+class DequantizeLinear(_QDQBase):
+    """y = (x - zero_point) * scale in float32; per-tensor, per-axis or blocked."""
+
+    name = "DequantizeLinear"
+    since = 10
+    dtypes = ("int8", "uint8", "int16", "uint16", "int32")
+    onnx_tests = ("test_dequantizelinear*",)
+
+    def compute(self, args: list[np.ndarray | None], attrs: dict[str, Any], node: Node) -> Any:
+        x, scale = args[0], args[1]
+        assert x is not None and scale is not None
+        zp = args[2] if len(args) > 2 and args[2] is not None else np.zeros(1, np.int64)
+        axis, block = int(attrs.get("axis", 1)), int(attrs.get("block_size", 0) or 0)
+        if x.ndim == 0 or (scale.size == 1 and not block):
+            s, z = scale.reshape(()), np.asarray(zp).reshape(-1)[0]
+        else:
+            axis = axis + x.ndim if axis < 0 else axis
+            pshape = _param_shape(node, x.shape, scale, axis, block)
+            s = _expand(scale, x.shape, pshape, axis, block)
+            z = _expand(np.broadcast_to(zp, scale.shape) if zp.size == 1 else zp, x.shape,
+                        pshape, axis, block)
+        return ((x.astype(np.int64) - np.asarray(z, np.int64)).astype(np.float32)
+                * s.astype(np.float32)).astype(np.float32)
+
+    def infer(self, node: Node, ins: Sequence[Value | None]) -> list[TensorType]:
+        assert ins[0] is not None
+        return [TensorType(ins[0].type.shape, F32)]
+
+    def lower(self, node: Node, kb: Any) -> None:
+        X = kb.inputs[0]
+        with kb.loops(X.shape) as idx:
+            v = Cast(X[idx] if idx else X[[0]], I32)
+            if self._has_zp(node):
+                v = v - self._param(kb, node, "_zp", idx, I32)
+            kb.store_output(idx, Cast(v, F32) * self._param(kb, node, "_scale", idx, F32))
+
+
+@register
+class QuantizeLinear(_QDQBase):
+    """y = saturate(round_half_even(x / scale) + zero_point); output dtype from the zero point
+    (or output_dtype), uint8 by default."""
+
+    name = "QuantizeLinear"
+    since = 10
+    dtypes = ("float32",)
+    onnx_tests = ("test_quantizelinear*",)
+
+    @staticmethod
+    def out_dtype(node: Node, zp: Value | None) -> DType:
+        od = int(node.attrs.get("output_dtype", 0) or 0)
+        if zp is not None:
+            return zp.type.dtype
+        if od:
+            if od not in ONNX_DTYPES:
+                raise AotcError(f"output_dtype {od} is not supported (int8, uint8, int16, "
+                                f"uint16, int32)", node.name, node.op)
+            return dtypes.BY_NAME[ONNX_DTYPES[od]]
+        return dtypes.uint8
+
+    def check(self, node: Node, ins: Sequence[Value | None]) -> None:
+        super().check(node, ins)
+        dt = self.out_dtype(node, ins[2] if len(ins) > 2 else None)
+        if dt.name not in ONNX_DTYPES.values():
+            raise AotcError(f"output type {dt.name} is not supported", node.name, node.op)
+        if int(node.attrs.get("precision", 0) or 0) not in (0, 1):
+            raise AotcError("precision other than float32 is not supported", node.name, node.op)
+
+    def compute(self, args: list[np.ndarray | None], attrs: dict[str, Any], node: Node) -> Any:
+        x, scale = args[0], args[1]
+        assert x is not None and scale is not None
+        zpa = args[2] if len(args) > 2 else None
+        od = int(attrs.get("output_dtype", 0) or 0)
+        dt = (zpa.dtype if zpa is not None else
+              np.dtype(ONNX_DTYPES[od]) if od else np.dtype(np.uint8))
+        zp = zpa if zpa is not None else np.zeros(1, dt)
+        axis, block = int(attrs.get("axis", 1)), int(attrs.get("block_size", 0) or 0)
+        if x.ndim == 0 or (scale.size == 1 and not block):
+            s, z = scale.reshape(()), np.asarray(zp).reshape(-1)[0]
+        else:
+            axis = axis + x.ndim if axis < 0 else axis
+            pshape = _param_shape(node, x.shape, scale, axis, block)
+            s = _expand(scale, x.shape, pshape, axis, block)
+            z = _expand(np.broadcast_to(zp, scale.shape) if zp.size == 1 else zp, x.shape,
+                        pshape, axis, block)
+        info = np.iinfo(dt)
+        y = np.rint(x.astype(np.float32) / s.astype(np.float32)) + np.asarray(z, np.float32)
+        return np.clip(y, info.min, info.max).astype(dt)
+
+    def infer(self, node: Node, ins: Sequence[Value | None]) -> list[TensorType]:
+        assert ins[0] is not None
+        return [TensorType(ins[0].type.shape, self.out_dtype(node, ins[2] if len(ins) > 2
+                                                             else None))]
+
+    def prepare(self, node: Node, ins: Sequence[Value | None]) -> Node:
+        out = super().prepare(node, ins)
+        return out.with_(attrs={**out.attrs, "_out": self.out_dtype(node, ins[2] if len(ins) > 2
+                                                                    else None).name})
+
+    def lower(self, node: Node, kb: Any) -> None:
+        X = kb.inputs[0]
+        out = dtypes.BY_NAME[node.attrs["_out"]]
+        lo, hi = qrange(out)
+        with kb.loops(X.shape) as idx:
+            x = X[idx] if idx else X[[0]]
+            f = call("rint", x / self._param(kb, node, "_scale", idx, F32))
+            if self._has_zp(node):
+                f = f + Cast(self._param(kb, node, "_zp", idx, I32), F32)
+            f = bmin(bmax(f, Const(float(lo), F32)), Const(float(hi), F32))
+            kb.store_output(idx, Cast(f, out))
+
+
+for _v in (13, 19, 21, 23, 25):
+    for _base in (DequantizeLinear, QuantizeLinear):
+        register(type(_base.__name__, (_base,), {"since": _v}))
+
+
+@register
+class DynamicQuantizeLinear(QuantOp):
+    """uint8 quantisation with the scale and zero point computed from the data's range."""
+
+    name = "DynamicQuantizeLinear"
+    since = 11
+    onnx_tests = ("test_dynamicquantizelinear*",)
+
+    def reference(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        lo = np.float32(min(0.0, float(x.min()))) if x.size else np.float32(0)
+        hi = np.float32(max(0.0, float(x.max()))) if x.size else np.float32(0)
+        scale = np.float32((hi - lo) / np.float32(255))
+        zp = np.clip(np.rint(np.float32(0) - lo / scale), 0, 255) if scale else np.float32(0)
+        y = np.clip(np.rint(x / scale) + zp, 0, 255) if scale else np.full(x.shape, zp)
+        return (y.astype(np.uint8), np.array(scale, np.float32),
+                np.array(zp, np.float32).astype(np.uint8))
+
+    def infer(self, node: Node, ins: Sequence[Value | None]) -> list[TensorType]:
+        assert ins[0] is not None
+        return [TensorType(ins[0].type.shape, dtypes.uint8), TensorType((), F32),
+                TensorType((), dtypes.uint8)]
+
+    def lower(self, node: Node, kb: Any) -> None:
+        X = kb.inputs[0]
+        n = X.numel
+        lo = kb.local(Const(0.0, F32), "lo", F32)
+        hi = kb.local(Const(0.0, F32), "hi", F32)
+        with kb.loop(n, "i") as i:
+            kb.assign(lo, bmin(lo, X.flat(i)))
+            kb.assign(hi, bmax(hi, X.flat(i)))
+        scale = kb.local((hi - lo) / Const(255.0, F32), "scale", F32)
+        zp = kb.local(Const(0.0, F32), "zp", F32)
+        from aotc.lower.loop_ir import cmp
+
+        with kb.if_(cmp("ne", scale, Const(0.0, F32))):
+            kb.assign(zp, bmin(bmax(call("rint", Const(0.0, F32) - lo / scale),
+                                    Const(0.0, F32)), Const(255.0, F32)))
+        with kb.loop(n, "i") as i:
+            from aotc.lower.loop_ir import Select
+
+            q = Select(cmp("ne", scale, Const(0.0, F32)), call("rint", X.flat(i) / scale) + zp,
+                       zp)
+            q = bmin(bmax(q, Const(0.0, F32)), Const(255.0, F32))
+            kb.store_output([], Cast(q, dtypes.uint8), flat=i)
+        kb.store_output([], scale, out=1, flat=Const(0))
+        kb.store_output([], Cast(zp, dtypes.uint8), out=2, flat=Const(0))
+
+
+# ------------------------------------------------------------------------------ conv / matmul
+def _conv_attrs(**kw: Any) -> dict[str, Any]:
+    return kw
+
+
+@register
+class QLinearConv(QuantOp):
+    """Integer convolution: int8/uint8 activations and weights (per-tensor or per-channel),
+    int32 bias and accumulator, requantised to the output scale."""
+
+    name = "QLinearConv"
+    since = 10
+    dtypes = QT
+    const_inputs = (1, 2, 4, 5, 6, 7)
+    onnx_tests = ("test_qlinearconv*",)
+
+    def reference(self, x: np.ndarray, x_scale: np.ndarray, x_zero_point: np.ndarray,
+                  w: np.ndarray, w_scale: np.ndarray, w_zero_point: np.ndarray,
+                  y_scale: np.ndarray, y_zero_point: np.ndarray, B: np.ndarray | None = None, *,
+                  auto_pad: str = "NOTSET", dilations: Sequence[int] = (), group: int = 1,
+                  kernel_shape: Sequence[int] = (), pads: Sequence[int] = (),
+                  strides: Sequence[int] = ()) -> np.ndarray:
+        raise NotImplementedError  # compute() below: needs the node's requant mode
+
+    def compute(self, args: list[np.ndarray | None], attrs: dict[str, Any], node: Node) -> Any:
+        x, xs, xz, w, ws, wz, ys, yz = args[:8]
+        b = args[8] if len(args) > 8 else None
+        assert x is not None and w is not None and yz is not None
+        m = w.shape[0]
+        wzp = np.asarray(wz if wz is not None else 0, np.int64).reshape(-1)
+        wi = w.astype(np.int64) - (wzp.reshape((-1,) + (1,) * (w.ndim - 1)) if wzp.size > 1
+                                   else wzp[0])
+        xi = x.astype(np.int64) - int(np.asarray(xz).reshape(-1)[0])
+        acc = Conv().reference(xi.astype(np.float64), wi.astype(np.float64),
+                               None if b is None else b.astype(np.float64), **attrs)
+        real = _multipliers(xs, ws, ys, m, node)
+        lo, hi = act_range(node, dtypes.from_numpy(yz.dtype))
+        return qmath.requantize_np(np.rint(acc).astype(np.int64), real,
+                                   int(np.asarray(yz).reshape(-1)[0]), lo, hi, mode_of(node),
+                                   channel_axis=1).astype(yz.dtype)
+
+    def infer(self, node: Node, ins: Sequence[Value | None]) -> list[TensorType]:
+        t = Conv().infer(node, [ins[0], ins[3]])[0]
+        yz = ins[7]
+        return [TensorType(t.shape, yz.type.dtype if yz is not None else dtypes.uint8)]
+
+    def macs(self, node: Node, g: Any) -> int:
+        w = g.type(node.inputs[3]).shape
+        return g.type(node.outputs[0]).numel * int(np.prod(w[1:], dtype=np.int64))
+
+    def check(self, node: Node, ins: Sequence[Value | None]) -> None:
+        _check_int_inputs(node, ins, (0, 3), (1, 2, 4, 5, 6, 7))
+        _check_conv(node, ins[0], ins[3])
+
+    def prepare(self, node: Node, ins: Sequence[Value | None]) -> Node:
+        x, w = ins[0], ins[3]
+        assert x is not None and w is not None
+        xz = const_of(node, ins[2], "x_zero_point")
+        wz = const_of(node, ins[5], "w_zero_point")
+        yz = const_of(node, ins[7], "y_zero_point")
+        m = w.type.shape[0]
+        out = yz.dtype if yz is not None else np.dtype(np.uint8)
+        real = _multipliers(const_of(node, ins[1], "x_scale"), const_of(node, ins[4], "w_scale"),
+                            const_of(node, ins[6], "y_scale"), m, node)
+        keep = [node.inputs[0], node.inputs[3]] + ([node.inputs[8]] if len(node.inputs) > 8
+                                                    and node.inputs[8] else [])
+        return node.with_(inputs=tuple(keep), attrs={
+            **node.attrs, "_xz": int(xz.reshape(-1)[0]) if xz is not None else 0,
+            "_wz": _per_channel(wz, m, node, "w_zero_point").astype(np.int64),
+            "_real": real, "_yz": int(yz.reshape(-1)[0]) if yz is not None else 0,
+            "_out": np.dtype(out).name})
+
+    def lower(self, node: Node, kb: Any) -> None:
+        out = dtypes.BY_NAME[node.attrs["_out"]]
+        lo, hi = act_range(node, out)
+        rq = Requant(node.attrs["_real"], node.attrs["_yz"], lo, hi, mode_of(node), out)
+        Conv().lower(node, kb, IntArith(node.attrs["_xz"], node.attrs["_wz"], rq))
+
+
+def _check_conv(node: Node, x: Value | None, w: Value | None) -> None:
+    from aotc.ops.conv import _check_rank
+
+    assert x is not None and w is not None
+    _check_rank(node, x, w)
+    g = node.attrs["group"]
+    if x.type.shape[1] % g or w.type.shape[0] % g or w.type.shape[1] * g != x.type.shape[1]:
+        raise AotcError(f"channels do not match group={g}: X {x.type.shape}, W "
+                        f"{w.type.shape}", node.name, node.op)
+
+
+def _multipliers(xs: Any, ws: Any, ys: Any, n: int, node: Node) -> np.ndarray:
+    """Per-channel real multipliers x_scale * w_scale / y_scale, in double from the float32
+    scales (TFLite's PopulateConvolutionQuantizationParams)."""
+    wsv = _per_channel(np.asarray(ws, np.float32), n, node, "w_scale")
+    xsv = float(np.asarray(xs, np.float32).reshape(-1)[0])
+    ysv = float(np.asarray(ys, np.float32).reshape(-1)[0]) if ys is not None else 1.0
+    return np.array([xsv * float(s) / ysv for s in wsv], np.float64)
+
+
+@register
+class ConvInteger(QuantOp):
+    """Integer convolution with an int32 output (no requantisation)."""
+
+    name = "ConvInteger"
+    since = 10
+    dtypes = QT
+    const_inputs = (2, 3)
+    onnx_tests = ("test_convinteger*",)
+
+    def reference(self, x: np.ndarray, w: np.ndarray, x_zero_point: np.ndarray | None = None,
+                  w_zero_point: np.ndarray | None = None, *, auto_pad: str = "NOTSET",
+                  dilations: Sequence[int] = (), group: int = 1,
+                  kernel_shape: Sequence[int] = (), pads: Sequence[int] = (),
+                  strides: Sequence[int] = ()) -> np.ndarray:
+        xz = 0 if x_zero_point is None else int(np.asarray(x_zero_point).reshape(-1)[0])
+        wz = np.zeros(1, np.int64) if w_zero_point is None else np.asarray(
+            w_zero_point, np.int64).reshape(-1)
+        wi = w.astype(np.int64) - (wz.reshape((-1,) + (1,) * (w.ndim - 1)) if wz.size > 1
+                                   else wz[0])
+        acc = Conv().reference((x.astype(np.int64) - xz).astype(np.float64),
+                               wi.astype(np.float64), auto_pad=auto_pad, dilations=dilations,
+                               group=group, kernel_shape=kernel_shape, pads=pads,
+                               strides=strides)
+        return np.rint(acc).astype(np.int32)
+
+    def check(self, node: Node, ins: Sequence[Value | None]) -> None:
+        _check_int_inputs(node, ins, (0, 1), (2, 3))
+        _check_conv(node, ins[0], ins[1])
+
+    def infer(self, node: Node, ins: Sequence[Value | None]) -> list[TensorType]:
+        t = Conv().infer(node, [ins[0], ins[1]])[0]
+        return [TensorType(t.shape, I32)]
+
+    def prepare(self, node: Node, ins: Sequence[Value | None]) -> Node:
+        w = ins[1]
+        assert w is not None
+        xz = const_of(node, ins[2] if len(ins) > 2 else None, "x_zero_point")
+        wz = const_of(node, ins[3] if len(ins) > 3 else None, "w_zero_point")
+        return node.with_(inputs=node.inputs[:2], attrs={
+            **node.attrs, "_xz": int(xz.reshape(-1)[0]) if xz is not None else 0,
+            "_wz": _per_channel(wz, w.type.shape[0], node, "w_zero_point").astype(np.int64)})
+
+    def lower(self, node: Node, kb: Any) -> None:
+        Conv().lower(node, kb, IntArith(node.attrs["_xz"], node.attrs["_wz"], None))
+
+
+class _MatMulQ(QuantOp):
+    def _shape(self, node: Node, a: Value, b: Value) -> tuple[int, ...]:
+        return MatMul().infer(node, [a, b])[0].shape
+
+
+@register
+class QLinearMatMul(_MatMulQ):
+    """Integer matmul (N-D, broadcast); b per-tensor or per-column. aotc's QDQ pass appends an
+    int32 bias as a 9th input (MatMul + Add of a quantised bias, TFLite's FULLY_CONNECTED)."""
+
+    name = "QLinearMatMul"
+    since = 10
+    dtypes = QT
+    const_inputs = (1, 2, 4, 5, 6, 7)
+    onnx_tests = ("test_qlinearmatmul*",)
+
+    def reference(self, a: np.ndarray, a_scale: np.ndarray, a_zero_point: np.ndarray,
+                  b: np.ndarray, b_scale: np.ndarray, b_zero_point: np.ndarray,
+                  y_scale: np.ndarray, y_zero_point: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def compute(self, args: list[np.ndarray | None], attrs: dict[str, Any], node: Node) -> Any:
+        a, as_, az, b, bs, bz, ys, yz = args[:8]
+        bias = args[8] if len(args) > 8 else None
+        assert a is not None and b is not None and yz is not None
+        n = b.shape[-1]
+        bzv = np.asarray(bz, np.int64).reshape(-1)
+        ai = a.astype(np.int64) - int(np.asarray(az).reshape(-1)[0])
+        bi = b.astype(np.int64) - (bzv if bzv.size > 1 else bzv[0])
+        acc = np.matmul(ai, bi)
+        if bias is not None:
+            acc = acc + bias.astype(np.int64)
+        real = _multipliers(as_, bs, ys, n, node)
+        lo, hi = act_range(node, dtypes.from_numpy(yz.dtype))
+        return qmath.requantize_np(acc, real, int(np.asarray(yz).reshape(-1)[0]), lo, hi,
+                                   mode_of(node), channel_axis=acc.ndim - 1).astype(yz.dtype)
+
+    def infer(self, node: Node, ins: Sequence[Value | None]) -> list[TensorType]:
+        assert ins[0] is not None and ins[3] is not None and ins[7] is not None
+        return [TensorType(self._shape(node, ins[0], ins[3]), ins[7].type.dtype)]
+
+    def macs(self, node: Node, g: Any) -> int:
+        return g.type(node.outputs[0]).numel * g.type(node.inputs[0]).shape[-1]
+
+    def check(self, node: Node, ins: Sequence[Value | None]) -> None:
+        _check_int_inputs(node, ins, (0, 3), (1, 2, 4, 5, 6, 7))
+        b = ins[3]
+        assert b is not None
+        if len(b.type.shape) < 2:
+            raise AotcError("1-D b is not supported", node.name, node.op)
+
+    def prepare(self, node: Node, ins: Sequence[Value | None]) -> Node:
+        b = ins[3]
+        assert b is not None
+        n = b.type.shape[-1]
+        az = const_of(node, ins[2], "a_zero_point")
+        bz = const_of(node, ins[5], "b_zero_point")
+        yz = const_of(node, ins[7], "y_zero_point")
+        real = _multipliers(const_of(node, ins[1], "a_scale"), const_of(node, ins[4], "b_scale"),
+                            const_of(node, ins[6], "y_scale"), n, node)
+        keep = [node.inputs[0], node.inputs[3]] + ([node.inputs[8]] if len(node.inputs) > 8
+                                                    and node.inputs[8] else [])
+        assert yz is not None
+        return node.with_(inputs=tuple(keep), attrs={
+            **node.attrs, "_xz": int(az.reshape(-1)[0]) if az is not None else 0,
+            "_wz": _per_channel(bz, n, node, "b_zero_point").astype(np.int64),
+            "_real": real, "_yz": int(yz.reshape(-1)[0]), "_out": yz.dtype.name})
+
+    def lower(self, node: Node, kb: Any) -> None:
+        out = dtypes.BY_NAME[node.attrs["_out"]]
+        lo, hi = act_range(node, out)
+        rq = Requant(node.attrs["_real"], node.attrs["_yz"], lo, hi, mode_of(node), out)
+        bias = kb.inputs[2] if len(kb.inputs) > 2 else None
+        MatMul().lower(node, kb, IntArith(node.attrs["_xz"], node.attrs["_wz"], rq), bias)
+
+
+register(type("QLinearMatMul", (QLinearMatMul,), {"since": 21}))
+
+
+@register
+class MatMulInteger(_MatMulQ):
+    """Integer matmul with an int32 output."""
+
+    name = "MatMulInteger"
+    since = 10
+    dtypes = QT
+    const_inputs = (2, 3)
+    onnx_tests = ("test_matmulinteger*",)
+
+    def reference(self, A: np.ndarray, B: np.ndarray, a_zero_point: np.ndarray | None = None,
+                  b_zero_point: np.ndarray | None = None) -> np.ndarray:
+        az = 0 if a_zero_point is None else int(np.asarray(a_zero_point).reshape(-1)[0])
+        bz = np.zeros(1, np.int64) if b_zero_point is None else np.asarray(
+            b_zero_point, np.int64).reshape(-1)
+        return np.matmul(A.astype(np.int64) - az, B.astype(np.int64) - (
+            bz if bz.size > 1 else bz[0])).astype(np.int32)
+
+    def check(self, node: Node, ins: Sequence[Value | None]) -> None:
+        _check_int_inputs(node, ins, (0, 1), (2, 3))
+
+    def infer(self, node: Node, ins: Sequence[Value | None]) -> list[TensorType]:
+        assert ins[0] is not None and ins[1] is not None
+        return [TensorType(self._shape(node, ins[0], ins[1]), I32)]
+
+    def prepare(self, node: Node, ins: Sequence[Value | None]) -> Node:
+        b = ins[1]
+        assert b is not None
+        az = const_of(node, ins[2] if len(ins) > 2 else None, "a_zero_point")
+        bz = const_of(node, ins[3] if len(ins) > 3 else None, "b_zero_point")
+        return node.with_(inputs=node.inputs[:2], attrs={
+            **node.attrs, "_xz": int(az.reshape(-1)[0]) if az is not None else 0,
+            "_wz": _per_channel(bz, b.type.shape[-1], node, "b_zero_point").astype(np.int64)})
+
+    def lower(self, node: Node, kb: Any) -> None:
+        MatMul().lower(node, kb, IntArith(node.attrs["_xz"], node.attrs["_wz"], None))

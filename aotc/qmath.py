@@ -1,0 +1,214 @@
+"""Integer quantisation arithmetic, computed at compile time in Python.
+
+Two requantisation modes (``CompileOptions.requant``):
+
+* ``tflite``: TensorFlow Lite's fixed-point scheme (the gemmlowp primitives below, exactly as
+  TFLM's reference kernels compute them): a real multiplier becomes an int32 significand and a
+  power-of-two shift; run time is integer-only (no FPU needed). Bit-exact with TFLM.
+* ``onnx``: the ONNX specification: the accumulator is scaled in float32 and rounded half to
+  even (what onnxruntime computes).
+
+The run-time halves of the same primitives are the ``aotc_q_*`` inline functions in
+``runtime_c/aotc_runtime.h``; the Python ports here build look-up tables (softmax exp, sigmoid,
+tanh) and are the reference the unit tests check the C against.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
+REQUANT_MODES = ("tflite", "onnx")
+
+
+def _wrap32(v: int) -> int:
+    return ((v + (1 << 31)) % (1 << 32)) - (1 << 31)
+
+
+def tflite_round(x: float) -> int:
+    """std::round: half away from zero."""
+    return int(math.floor(abs(x) + 0.5)) * (1 if x >= 0 else -1)
+
+
+def quantize_multiplier(real: float) -> tuple[int, int]:
+    """TFLite QuantizeMultiplier: real = significand * 2^(shift - 31), significand in
+    [2^30, 2^31). Returns (significand, shift); shift > 0 is a left shift."""
+    if real == 0.0:
+        return 0, 0
+    q, shift = math.frexp(real)
+    q_fixed = tflite_round(q * (1 << 31))
+    if q_fixed == (1 << 31):
+        q_fixed //= 2
+        shift += 1
+    if shift < -31:
+        shift, q_fixed = 0, 0
+    return int(q_fixed), int(shift)
+
+
+def srdhm(a: int, b: int) -> int:
+    """gemmlowp SaturatingRoundingDoublingHighMul (int32)."""
+    if a == b == INT32_MIN:
+        return INT32_MAX
+    ab = a * b
+    nudge = (1 << 30) if ab >= 0 else 1 - (1 << 30)
+    v = ab + nudge
+    q = abs(v) >> 31  # C++ division truncates toward zero
+    return q if v >= 0 else -q
+
+
+def rdbpot(x: int, exponent: int) -> int:
+    """gemmlowp RoundingDivideByPOT: x / 2^exponent rounded to nearest, ties away from 0."""
+    mask = (1 << exponent) - 1
+    remainder = x & mask
+    threshold = (mask >> 1) + (1 if x < 0 else 0)
+    return (x >> exponent) + (1 if remainder > threshold else 0)
+
+
+def sat_shl(x: int, exponent: int) -> int:
+    """gemmlowp SaturatingRoundingMultiplyByPOT with a positive exponent."""
+    threshold = (1 << (31 - exponent)) - 1
+    if x > threshold:
+        return INT32_MAX
+    if x < -threshold:
+        return INT32_MIN
+    return _wrap32(x << exponent)
+
+
+def mbqm(x: int, multiplier: int, shift: int) -> int:
+    """TFLite MultiplyByQuantizedMultiplier (double rounding, TFLM's default)."""
+    left = shift if shift > 0 else 0
+    right = 0 if shift > 0 else -shift
+    return rdbpot(srdhm(_wrap32(x * (1 << left)), multiplier), right)
+
+
+# ----------------------------------------------------------------------------- softmax (int8)
+def _exp_on_interval_between_negative_one_quarter_and_0_excl(a: int) -> int:
+    constant_term = 1895147668  # exp(-1/8) in Q0.31
+    constant_1_over_3 = 715827883
+    x = _wrap32(a + (1 << 28))
+    x2 = srdhm(x, x)
+    x3 = srdhm(x2, x)
+    x4 = srdhm(x2, x2)
+    x4_over_4 = rdbpot(x4, 2)
+    poly = rdbpot(_wrap32(srdhm(_wrap32(x4_over_4 + x3), constant_1_over_3) + x2), 1)
+    return _wrap32(constant_term + srdhm(constant_term, _wrap32(x + poly)))
+
+
+def exp_on_negative_values(a: int, integer_bits: int = 5) -> int:
+    """gemmlowp exp_on_negative_values: a is Q(integer_bits).(31-integer_bits) <= 0; returns
+    exp(a) in Q0.31."""
+    frac = 31 - integer_bits
+    one_quarter = 1 << (frac - 2)
+    mask = one_quarter - 1
+    a_mod_quarter_minus_one_quarter = _wrap32((a & mask) - one_quarter)
+    result = _exp_on_interval_between_negative_one_quarter_and_0_excl(
+        sat_shl(a_mod_quarter_minus_one_quarter, integer_bits))
+    remainder = _wrap32(a_mod_quarter_minus_one_quarter - a)
+    for exponent, multiplier in ((-2, 1672461947), (-1, 1302514674), (0, 790015084),
+                                 (1, 290630308), (2, 39332535), (3, 720401), (4, 242)):
+        if integer_bits > exponent and remainder & (1 << (frac + exponent)):
+            result = srdhm(result, multiplier)
+    if integer_bits > 5 and a < -(1 << (36 - integer_bits)):
+        result = 0
+    if a == 0:
+        result = INT32_MAX
+    return result
+
+
+def softmax_tables(input_scale: float, beta: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
+    """TFLM's int8 softmax with the per-element exp taken from tables indexed by
+    d = max_in_row - x (0..255): exp[d] in Q0.31 (0 when d is beyond diff_min, which TFLM
+    skips; a zero entry gives the same result) and sum[d] = exp[d] rescaled to Q12.19."""
+    real = min(beta * input_scale * (1 << (31 - 5)), (1 << 31) - 1.0)
+    multiplier, left_shift = quantize_multiplier(real)
+    assert left_shift >= 0
+    radius = math.floor(1.0 * ((1 << 5) - 1) * (1 << (31 - 5)) / (1 << left_shift))
+    diff_min = -radius
+    exp = np.zeros(256, np.int32)
+    for d in range(256):
+        diff = -d
+        if diff >= diff_min:
+            rescaled = srdhm(_wrap32(diff * (1 << left_shift)), multiplier)
+            exp[d] = exp_on_negative_values(rescaled)
+    sums = np.array([rdbpot(int(e), 12) for e in exp], np.int32)
+    return exp, sums
+
+
+def one_over_one_plus_x(a: int) -> int:
+    """gemmlowp one_over_one_plus_x_for_x_in_0_1 (Q0.31 in and out)."""
+    s = a + INT32_MAX  # RoundingHalfSum(a, One): (sum + sign) / 2, truncating
+    v = s + (1 if s >= 0 else -1)
+    half_den = abs(v) // 2 * (1 if v >= 0 else -1)
+    x = _wrap32(1515870810 + srdhm(half_den, -1010580540))
+    for _ in range(3):
+        hdx = srdhm(half_den, x)
+        one_minus = _wrap32((1 << 29) - hdx)
+        x = _wrap32(x + sat_shl(srdhm(x, one_minus), 2))
+    return sat_shl(x, 1)
+
+
+def clz32(x: int) -> int:
+    x &= 0xFFFFFFFF
+    return 32 - x.bit_length()
+
+
+def softmax_int8_row(row: np.ndarray, exp: np.ndarray, sums: np.ndarray) -> np.ndarray:
+    """One row of TFLM's int8 softmax (output scale 1/256, zero point -128), from the tables."""
+    d = int(row.max()) - row.astype(np.int64)
+    total = int(sums[d].astype(np.int64).sum())
+    headroom = clz32(total)
+    nbou = 12 - headroom
+    shifted = _wrap32(((total << headroom) & 0xFFFFFFFF) - (1 << 31))
+    scale = one_over_one_plus_x(shifted)
+    out = [rdbpot(srdhm(scale, int(exp[k])), nbou + 31 - 8) - 128 for k in d]
+    return np.clip(out, -128, 127).astype(np.int8)
+
+
+# ----------------------------------------------------------------------------- helpers
+def activation_range(qmin: int, qmax: int, scale: float, zero_point: int, act: str,
+                     lo: float | None = None, hi: float | None = None) -> tuple[int, int]:
+    """The quantised clamp of a fused activation (TFLite CalculateActivationRangeQuantized)."""
+    def q(v: float) -> int:
+        return zero_point + tflite_round(v / scale)
+
+    if act == "relu":
+        return max(qmin, q(0.0)), qmax
+    if act == "clip":
+        a = qmin if lo is None else max(qmin, q(lo))
+        b = qmax if hi is None else min(qmax, q(hi))
+        return a, b
+    return qmin, qmax
+
+
+# ----------------------------------------------------------------------------- numpy twins
+def mbqm_np(acc: np.ndarray, multiplier: np.ndarray, shift: np.ndarray) -> np.ndarray:
+    """Vectorised mbqm (reference semantics for constant folding and tests)."""
+    acc = np.asarray(acc, np.int64)
+    m = np.broadcast_to(np.asarray(multiplier, np.int64), acc.shape)
+    s = np.broadcast_to(np.asarray(shift, np.int64), acc.shape)
+    out = np.empty(acc.shape, np.int64)
+    for i, (a, mm, ss) in enumerate(zip(acc.ravel(), m.ravel(), s.ravel())):
+        out.ravel()[i] = mbqm(int(a), int(mm), int(ss))
+    return out
+
+
+def requantize_np(acc: np.ndarray, real: np.ndarray, zero_point: int, lo: int, hi: int,
+                  mode: str, channel_axis: int | None = None) -> np.ndarray:
+    """acc (int) -> clamp(requant(acc) + zero_point) in the given mode; ``real`` is the
+    per-channel (along ``channel_axis``) or scalar multiplier."""
+    acc = np.asarray(acc, np.int64)
+    real = np.asarray(real, np.float64)
+    shape = [1] * acc.ndim
+    if real.size > 1 and channel_axis is not None:
+        shape[channel_axis] = real.size
+    if mode == "tflite":
+        qm = [quantize_multiplier(float(r)) for r in real.ravel()]
+        mult = np.array([m for m, _ in qm], np.int64).reshape(shape if real.size > 1 else ())
+        shift = np.array([s for _, s in qm], np.int64).reshape(shape if real.size > 1 else ())
+        v = mbqm_np(acc, mult, shift) + zero_point
+    else:
+        sc = real.astype(np.float32).reshape(shape if real.size > 1 else ())
+        v = np.rint(acc.astype(np.float32) * sc).astype(np.int64) + zero_point
+    return np.clip(v, lo, hi)
