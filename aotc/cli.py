@@ -51,13 +51,18 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--input-shape", action="append", type=_shape_arg, default=[],
                    metavar="NAME=D0,D1,...", help="bind the shape of a graph input")
     p.add_argument("-p", "--passes", default=None,
-                   help="comma-separated passes to run (default: all: fold,fold-bn,views,dce,fuse)")
+                   help="comma-separated passes to run (default: all: qdq,fold,fold-bn,views,dce,"
+                        "fuse)")
     p.add_argument("--planner", default="best", help="memory planner algorithm (default best)")
     p.add_argument("--no-inplace", action="store_true", help="disable in-place buffer reuse")
     p.add_argument("--weights-section", default=None, help="linker section for the weights")
     p.add_argument("--target", default=None, metavar="BOARD",
                    help="tune the generated C for this board's features (default: generic MCU; "
                         "'host' for a vectorising host compiler)")
+    p.add_argument("--requant", default="tflite", choices=("tflite", "onnx"),
+                   help="integer requantisation: tflite (fixed point, bit-exact with TensorFlow "
+                        "Lite Micro, no FPU needed; default) or onnx (float scale, round half to "
+                        "even, as onnxruntime)")
 
 
 def _options(args: argparse.Namespace, argv: Sequence[str]) -> dict[str, Any]:
@@ -66,7 +71,7 @@ def _options(args: argparse.Namespace, argv: Sequence[str]) -> dict[str, Any]:
                 passes=tuple(p for p in args.passes.split(",") if p) if args.passes else None,
                 planner=args.planner, inplace=not args.no_inplace,
                 weights_section=args.weights_section, target=args.target,
-                command_line=_recorded_command(argv))
+                requant=args.requant, command_line=_recorded_command(argv))
 
 
 def _recorded_command(argv: Sequence[str]) -> str:

@@ -29,6 +29,7 @@ from aotc.memory.buffers import Plan, check_no_overlap, lower_bound
 from aotc.memory.liveness import Liveness, analyse, io_inclusive_bound
 from aotc.memory.planner import plan
 from aotc.memory.report import ascii_timeline, plan_to_json
+from aotc.qmath import REQUANT_MODES
 from aotc.passes import PASS_NAMES, Pass, default_pipeline, run_pipeline
 from aotc.schedule import Schedule, make_schedule
 
@@ -46,6 +47,9 @@ class CompileOptions:
     # MCU (scalar code that keeps accumulators in registers at -Os).
     target: str | None = None
     weights_section: str | None = None
+    # Integer requantisation: "tflite" (fixed point, bit-exact with TFLM) or "onnx" (float,
+    # round half to even, as onnxruntime).
+    requant: str = "tflite"
     verify_ir: bool = False
     command_line: str = ""
 
@@ -89,8 +93,10 @@ def _target_features(target: str | None) -> frozenset[str]:
                         f"{', '.join(boards.list_boards())})") from None
 
 
-def _pipeline(names: tuple[str, ...] | None) -> list[Pass]:
-    passes = default_pipeline()
+def _pipeline(names: tuple[str, ...] | None, requant: str = "tflite") -> list[Pass]:
+    if requant not in REQUANT_MODES:
+        raise AotcError(f"unknown requant mode {requant!r} (use {' or '.join(REQUANT_MODES)})")
+    passes = default_pipeline(requant)
     if names is None:
         return passes
     unknown = [n for n in names if n not in PASS_NAMES]
@@ -111,7 +117,8 @@ def compile_model(model: str | os.PathLike[str] | onnx.ModelProto, options: Comp
     shapes = {k: tuple(int(d) for d in v) for k, v in options.input_shapes.items()}
     graph = import_model(proto, shapes, name)
     model_const_bytes = graph.const_bytes()
-    graph = run_pipeline(graph, _pipeline(options.passes), verify=options.verify_ir,
+    graph = run_pipeline(graph, _pipeline(options.passes, options.requant),
+                         verify=options.verify_ir,
                          on_pass=on_pass)
     sched = make_schedule(graph)
     features = _target_features(options.target)

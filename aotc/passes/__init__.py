@@ -22,14 +22,19 @@ class Pass:
         return self.fn(g)
 
 
-def default_pipeline() -> list[Pass]:
+def default_pipeline(requant: str = "tflite") -> list[Pass]:
+    from functools import partial
+
     from aotc.passes.dce import dce
     from aotc.passes.fold_batchnorm import fold_batchnorm
     from aotc.passes.fold_constants import fold_constants
     from aotc.passes.fuse import fuse
+    from aotc.passes.qdq import qdq
     from aotc.passes.views import views
 
     return [
+        Pass("qdq", partial(qdq, mode=requant),
+             "DequantizeLinear -> op -> QuantizeLinear into integer kernels"),
         Pass("fold", fold_constants, "evaluate every weight-only subgraph at compile time"),
         Pass("fold-bn", fold_batchnorm, "fold BatchNormalization into the preceding Conv/Gemm"),
         Pass("views", views, "drop Identity/Dropout; collapse chains of reshapes"),
@@ -38,7 +43,7 @@ def default_pipeline() -> list[Pass]:
     ]
 
 
-PASS_NAMES = ("fold", "fold-bn", "views", "dce", "fuse")
+PASS_NAMES = ("qdq", "fold", "fold-bn", "views", "dce", "fuse")
 
 
 def run_pipeline(g: Graph, passes: list[Pass], verify: bool = False,

@@ -1,0 +1,299 @@
+"""QDQ -> integer kernels: DequantizeLinear -> op [-> Relu/Clip] -> QuantizeLinear becomes one
+integer kernel (QLinearConv, QLinearMatMul with bias, QLinearAdd, QLinearMul,
+QLinearAveragePool, QLinearGlobalAveragePool, QLinearSoftmax, QLinearConcat, QLut for
+Sigmoid/Tanh/Relu/Clip/LeakyRelu), and quantisation-transparent ops (Reshape, Transpose, ...)
+between equal parameters run on the integers. Weight and bias DequantizeLinear of constants feed
+the kernels as integers, so no float weights remain; DCE drops what is left unused.
+
+Runs before constant folding (which would otherwise dequantise the weights). Every quantised
+kernel, imported or created here, gets ``_requant`` = the compile's mode. A pattern that does not
+match (per-axis activation scales, a float tensor used elsewhere) stays DQ -> float op -> Q.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from aotc import qmath
+from aotc.ir.graph import Graph, Node, Value
+from aotc.ops.qlinear import lut_table
+
+QUANT_OPS = {"QLinearConv", "QLinearMatMul", "ConvInteger", "MatMulInteger", "QLinearAdd",
+             "QLinearMul", "QLinearAveragePool", "QLinearGlobalAveragePool", "QLinearSoftmax",
+             "QLinearSigmoid", "QLinearLeakyRelu", "QLinearConcat", "QLut"}
+TRANSPARENT = {"Reshape", "Transpose", "Flatten", "Squeeze", "Unsqueeze", "Identity",
+               "MaxPool", "GlobalMaxPool", "Slice", "Gather", "Split", "DepthToSpace",
+               "SpaceToDepth", "Pad"}
+# Float ops computed as a 256-entry table on int8 (onnx-mode formula; TFLM's int8 LOGISTIC and
+# TANH are table-free fixed point, see the module note in ops/qlinear.py).
+LUT_FUNCS: dict[str, Callable[[np.ndarray, Node], np.ndarray]] = {
+    "Sigmoid": lambda x, n: 1 / (1 + np.exp(-x)),
+    "Tanh": lambda x, n: np.tanh(x),
+    "Relu": lambda x, n: np.maximum(x, 0),
+    "LeakyRelu": lambda x, n: np.where(x >= 0, x, x * np.float32(n.attrs.get("alpha", 0.01))),
+    "HardSigmoid": lambda x, n: np.clip(x * np.float32(n.attrs.get("alpha", 0.2))
+                                        + np.float32(n.attrs.get("beta", 0.5)), 0, 1),
+    "HardSwish": lambda x, n: x * np.clip(x / 6 + 0.5, 0, 1),
+    "Elu": lambda x, n: np.where(x > 0, x, np.float32(n.attrs.get("alpha", 1.0))
+                                 * (np.exp(x) - 1)),
+    "Exp": lambda x, n: np.exp(x),
+    "Abs": lambda x, n: np.abs(x),
+    "Neg": lambda x, n: -x,
+}
+
+
+def qdq(g: Graph, mode: str = "tflite") -> Graph:
+    g = _Rewriter(g, mode).run()
+    nodes = [n.with_(attrs={**n.attrs, "_requant": mode}) if n.op in QUANT_OPS else n
+             for n in g.nodes]
+    return g.replace(nodes=nodes)
+
+
+class _Rewriter:
+    def __init__(self, g: Graph, mode: str) -> None:
+        self.g = g
+        self.mode = mode
+        self.prod = g.producers()
+        self.cons = g.consumers()
+
+    # -------------------------------------------------------------- helpers
+    def value(self, name: str) -> Value | None:
+        return self.g.values.get(name) if name else None
+
+    def const(self, name: str) -> np.ndarray | None:
+        v = self.value(name)
+        return None if v is None or not v.is_const else np.asarray(v.const)
+
+    def only_user(self, name: str) -> bool:
+        return len(self.cons.get(name, [])) == 1 and name not in self.g.outputs
+
+    def dq(self, name: str, const_data: bool | None = None) -> Node | None:
+        """The DequantizeLinear producing ``name`` (optionally requiring constant data)."""
+        p = self.prod.get(name)
+        if p is None or p.op != "DequantizeLinear" or p.domain:
+            return None
+        if self.const(p.inputs[1]) is None or (
+                len(p.inputs) > 2 and p.inputs[2] and self.const(p.inputs[2]) is None):
+            return None
+        if const_data is not None and (self.const(p.inputs[0]) is not None) != const_data:
+            return None
+        return p
+
+    def per_tensor(self, n: Node) -> bool:
+        s = self.const(n.inputs[1])
+        z = self.const(n.inputs[2]) if len(n.inputs) > 2 and n.inputs[2] else None
+        return s is not None and s.size == 1 and (z is None or z.size == 1)
+
+    def qparams(self, n: Node) -> tuple[float, int]:
+        s = self.const(n.inputs[1])
+        z = self.const(n.inputs[2]) if len(n.inputs) > 2 and n.inputs[2] else None
+        assert s is not None
+        return float(np.float32(s.reshape(-1)[0])), int(z.reshape(-1)[0]) if z is not None else 0
+
+    def act_dq(self, name: str) -> Node | None:
+        d = self.dq(name, const_data=False)
+        if d is None or not self.per_tensor(d):
+            return None
+        v = self.value(d.inputs[0])
+        return d if v is not None and v.type.dtype.name in ("int8", "uint8") else None
+
+    @staticmethod
+    def zp_in(n: Node) -> str:
+        return n.inputs[2] if len(n.inputs) > 2 else ""
+
+    # -------------------------------------------------------------- the walk
+    def run(self) -> Graph:
+        out: list[Node] = []
+        for n in self.g.nodes:
+            if n.op == "QuantizeLinear" and not n.domain and self.per_tensor(n) \
+                    and len(n.inputs) > 2 and n.inputs[2]:
+                new = self.rewrite(n)
+                if new is not None:
+                    out.append(new)
+                    continue
+            out.append(n)
+        return self.g.replace(nodes=out)
+
+    def rewrite(self, q: Node) -> Node | None:
+        t = q.inputs[0]
+        p = self.prod.get(t)
+        if p is None or p.domain or not self.only_user(t):
+            return None
+        sy, zy = self.qparams(q)
+        yv = self.value(q.inputs[2])
+        assert yv is not None
+        lo, hi = (int(v) for v in (np.iinfo(yv.type.dtype.np).min, np.iinfo(yv.type.dtype.np).max))
+        act_attrs: dict[str, int] = {}
+        if p.op in ("Relu", "Clip") and self.prod.get(p.inputs[0]) is not None \
+                and self.prod[p.inputs[0]].op in ("Conv", "MatMul", "Add", "Gemm", "Mul") \
+                and self.only_user(p.inputs[0]):
+            bounds = self.clip_bounds(p)
+            if bounds is None:
+                return None
+            a_lo, a_hi = qmath.activation_range(lo, hi, sy, zy, "clip", *bounds)
+            act_attrs = {"_act_lo": a_lo, "_act_hi": a_hi}
+            p = self.prod[p.inputs[0]]
+        rule = getattr(self, f"r_{p.op}", None)
+        if rule is None:
+            return self.r_lut(p, q) or self.r_transparent(p, q)
+        new = rule(p, q)
+        if new is None:
+            return None
+        return new.with_(attrs={**new.attrs, **act_attrs})
+
+    def clip_bounds(self, n: Node) -> tuple[float | None, float | None] | None:
+        if n.op == "Relu":
+            return 0.0, None
+        lo = self.const(n.inputs[1]) if len(n.inputs) > 1 and n.inputs[1] else None
+        hi = self.const(n.inputs[2]) if len(n.inputs) > 2 and n.inputs[2] else None
+        if (len(n.inputs) > 1 and n.inputs[1] and lo is None) or (
+                len(n.inputs) > 2 and n.inputs[2] and hi is None):
+            return None
+        return (None if lo is None else float(lo)), (None if hi is None else float(hi))
+
+    def node(self, like: Node, op: str, inputs: list[str], q: Node, domain: str = "",
+             attrs: dict | None = None) -> Node:  # type: ignore[type-arg]
+        return Node(op, f"{like.name}_q", tuple(inputs), (q.outputs[0],),
+                    dict(attrs if attrs is not None else like.attrs), like.version, domain)
+
+    # -------------------------------------------------------------- rules
+    def r_Conv(self, p: Node, q: Node) -> Node | None:
+        x = self.act_dq(p.inputs[0])
+        w = self.dq(p.inputs[1], const_data=True)
+        b = self.dq(p.inputs[2], const_data=True) if len(p.inputs) > 2 and p.inputs[2] else None
+        if x is None or w is None or (len(p.inputs) > 2 and p.inputs[2] and b is None):
+            return None
+        if not self.per_tensor(w) and int(w.attrs.get("axis", 1)) != 0:
+            return None
+        if b is not None and self.value(b.inputs[0]).type.dtype.name != "int32":  # type: ignore
+            return None
+        ins = [x.inputs[0], x.inputs[1], self.zp_in(x), w.inputs[0], w.inputs[1],
+               self.zp_in(w), q.inputs[1], q.inputs[2]] + ([b.inputs[0]] if b else [])
+        return self.node(p, "QLinearConv", ins, q)
+
+    def _fc(self, mm: Node, bias: Node | None, q: Node, like: Node) -> Node | None:
+        x = self.act_dq(mm.inputs[0])
+        w = self.dq(mm.inputs[1], const_data=True)
+        if x is None or w is None:
+            return None
+        wv = self.value(w.inputs[0])
+        assert wv is not None
+        if len(wv.type.shape) != 2 or (not self.per_tensor(w)
+                                        and int(w.attrs.get("axis", 1)) != 1):
+            return None
+        ins = [x.inputs[0], x.inputs[1], self.zp_in(x), w.inputs[0], w.inputs[1],
+               self.zp_in(w), q.inputs[1], q.inputs[2]]
+        if bias is not None:
+            ins.append(bias.inputs[0])
+        return self.node(like, "QLinearMatMul", ins, q, attrs={})
+
+    def r_MatMul(self, p: Node, q: Node) -> Node | None:
+        return self._fc(p, None, q, p)
+
+    def r_Add(self, p: Node, q: Node) -> Node | None:
+        # MatMul + quantised int32 bias: TFLite's FULLY_CONNECTED.
+        for i in (0, 1):
+            mm = self.prod.get(p.inputs[i])
+            b = self.dq(p.inputs[1 - i], const_data=True)
+            if mm is not None and mm.op == "MatMul" and b is not None \
+                    and self.only_user(p.inputs[i]):
+                bv = self.value(b.inputs[0])
+                if bv is not None and bv.type.dtype.name == "int32" and len(bv.type.shape) == 1:
+                    return self._fc(mm, b, q, p)
+        return self._binary(p, q, "QLinearAdd")
+
+    def r_Mul(self, p: Node, q: Node) -> Node | None:
+        return self._binary(p, q, "QLinearMul")
+
+    def _binary(self, p: Node, q: Node, op: str) -> Node | None:
+        a = self.dq(p.inputs[0])
+        b = self.dq(p.inputs[1])
+        if a is None or b is None or not self.per_tensor(a) or not self.per_tensor(b):
+            return None
+        for d in (a, b):
+            if self.value(d.inputs[0]).type.dtype.name not in ("int8", "uint8"):  # type: ignore
+                return None
+        ins = [a.inputs[0], a.inputs[1], self.zp_in(a), b.inputs[0], b.inputs[1],
+               self.zp_in(b), q.inputs[1], q.inputs[2]]
+        return self.node(p, op, ins, q, "com.microsoft", attrs={})
+
+    def r_AveragePool(self, p: Node, q: Node) -> Node | None:
+        x = self.act_dq(p.inputs[0])
+        if x is None:
+            return None
+        attrs = {k: v for k, v in p.attrs.items() if k != "dilations"}
+        if any(d != 1 for d in p.attrs.get("dilations") or []):
+            return None
+        ins = [x.inputs[0], x.inputs[1], self.zp_in(x), q.inputs[1], q.inputs[2]]
+        return self.node(p, "QLinearAveragePool", ins, q, "com.microsoft", attrs)
+
+    def r_GlobalAveragePool(self, p: Node, q: Node) -> Node | None:
+        x = self.act_dq(p.inputs[0])
+        if x is None:
+            return None
+        ins = [x.inputs[0], x.inputs[1], self.zp_in(x), q.inputs[1], q.inputs[2]]
+        return self.node(p, "QLinearGlobalAveragePool", ins, q, "com.microsoft", {})
+
+    def r_Softmax(self, p: Node, q: Node) -> Node | None:
+        x = self.act_dq(p.inputs[0])
+        xv = self.value(p.inputs[0])
+        if x is None or xv is None:
+            return None
+        r = len(xv.type.shape)
+        axis = int(p.attrs.get("axis", -1 if self.g.opset >= 13 else 1))
+        if (axis + r if axis < 0 else axis) != r - 1:
+            return None
+        ins = [x.inputs[0], x.inputs[1], self.zp_in(x), q.inputs[1], q.inputs[2]]
+        return self.node(p, "QLinearSoftmax", ins, q, "com.microsoft", {"axis": -1})
+
+    def r_Concat(self, p: Node, q: Node) -> Node | None:
+        ds = [self.act_dq(i) for i in p.inputs]
+        if any(d is None for d in ds):
+            return None
+        ins = [q.inputs[1], q.inputs[2]]
+        for d in ds:
+            assert d is not None
+            ins += [d.inputs[0], d.inputs[1], self.zp_in(d)]
+        return self.node(p, "QLinearConcat", ins, q, "com.microsoft",
+                         {"axis": p.attrs["axis"]})
+
+    def r_lut(self, p: Node, q: Node) -> Node | None:
+        fn = LUT_FUNCS.get(p.op)
+        if p.op == "Clip":
+            bounds = self.clip_bounds(p)
+            if bounds is None:
+                return None
+            lo_b, hi_b = bounds
+            fn = lambda x, n: np.clip(x, -np.inf if lo_b is None else lo_b,  # noqa: E731
+                                      np.inf if hi_b is None else hi_b)
+        x = self.act_dq(p.inputs[0])
+        if fn is None or x is None or len([i for i in p.inputs if i]) != (
+                1 if p.op != "Clip" else len([i for i in p.inputs if i])):
+            return None
+        xv, yv = self.value(x.inputs[0]), self.value(q.inputs[2])
+        assert xv is not None and yv is not None
+        if xv.type.dtype != yv.type.dtype:
+            return None
+        sx, zx = self.qparams(x)
+        sy, zy = self.qparams(q)
+        table = lut_table(lambda v: fn(v, p), xv.type.dtype.np, sx, zx, sy, zy)
+        return Node("QLut", f"{p.name}_q", (x.inputs[0],), (q.outputs[0],), {"_table": table},
+                    1, "aotc")
+
+    def r_transparent(self, p: Node, q: Node) -> Node | None:
+        """An op that only moves values, between equal quantisation parameters."""
+        if p.op not in TRANSPARENT:
+            return None
+        x = self.act_dq(p.inputs[0])
+        if x is None or self.qparams(x) != self.qparams(q):
+            return None
+        xv, yv = self.value(x.inputs[0]), self.value(q.inputs[2])
+        assert xv is not None and yv is not None
+        if xv.type.dtype != yv.type.dtype or len(p.outputs) != 1:
+            return None
+        if p.op == "Pad" and len(p.inputs) > 2 and p.inputs[2]:
+            return None  # a float pad value would need quantising
+        return Node(p.op, p.name, (x.inputs[0], *p.inputs[1:]), (q.outputs[0],), dict(p.attrs),
+                    p.version, p.domain)
