@@ -29,8 +29,8 @@ from aotc.memory.buffers import Plan, check_no_overlap, lower_bound
 from aotc.memory.liveness import Liveness, analyse, io_inclusive_bound
 from aotc.memory.planner import plan
 from aotc.memory.report import ascii_timeline, plan_to_json
-from aotc.qmath import REQUANT_MODES
 from aotc.passes import PASS_NAMES, Pass, default_pipeline, run_pipeline
+from aotc.qmath import REQUANT_MODES
 from aotc.schedule import Schedule, make_schedule
 
 
