@@ -1,0 +1,106 @@
+"""The fixed-point requantisation primitives: the C inline functions of the runtime header
+against their Python twins in aotc.qmath (which build tables at compile time), and both against
+values that follow from TFLite's published definitions."""
+
+from __future__ import annotations
+
+import subprocess
+
+import cffi
+import numpy as np
+import pytest
+
+from aotc import qmath
+from aotc.paths import runtime_dir
+
+FUNCS = """
+int32_t t_srdhm(int32_t a, int32_t b);
+int32_t t_rdbpot(int32_t x, int32_t e);
+int32_t t_mbqm(int32_t x, int32_t m, int32_t s);
+int32_t t_sat_shl(int32_t x, int32_t e);
+int32_t t_recip(int32_t a);
+int32_t t_softmax_scale(int32_t s, int32_t which);
+"""
+
+
+@pytest.fixture(scope="module")
+def lib(tmp_path_factory):
+    d = tmp_path_factory.mktemp("fp")
+    src = d / "fp.c"
+    src.write_text('#include "aotc_runtime.h"\n' + "\n".join(
+        f"{line[:-1]} {{ return aotc_q_{name}({args}); }}"
+        for line, name, args in [
+            (FUNCS.splitlines()[1], "srdhm", "a, b"), (FUNCS.splitlines()[2], "rdbpot", "x, e"),
+            (FUNCS.splitlines()[3], "mbqm", "x, m, s"),
+            (FUNCS.splitlines()[4], "sat_shl", "x, e"),
+            (FUNCS.splitlines()[5], "one_over_one_plus_x", "a"),
+            (FUNCS.splitlines()[6], "softmax_scale", "s, which")]) + "\n")
+    so = d / "fp.so"
+    subprocess.run(["cc", "-std=c99", "-Wall", "-Wextra", "-Werror", "-pedantic", "-O2",
+                    "-shared", "-fPIC", "-I", str(runtime_dir()), str(src), "-o", str(so)],
+                   check=True)
+    ffi = cffi.FFI()
+    ffi.cdef(FUNCS)
+    return ffi.dlopen(str(so))
+
+
+EDGE = [0, 1, -1, 2, -2, 3, 1 << 30, -(1 << 30), qmath.INT32_MAX, qmath.INT32_MIN,
+        qmath.INT32_MAX - 1, qmath.INT32_MIN + 1, 12345, -12345]
+RNG = np.random.default_rng(0)
+RAND = [int(v) for v in RNG.integers(qmath.INT32_MIN, qmath.INT32_MAX, 300)]
+
+
+def test_quantize_multiplier_follows_tflite():
+    # real = q * 2^shift with q in [0.5, 1): significand round(q * 2^31).
+    assert qmath.quantize_multiplier(0.5) == (1 << 30, 0)
+    assert qmath.quantize_multiplier(1.0) == (1 << 30, 1)
+    assert qmath.quantize_multiplier(0.0) == (0, 0)
+    assert qmath.quantize_multiplier(2.0 ** -40) == (0, 0)  # shift < -31: flushed to zero
+    # 0.75 = 0.75 * 2^0 -> round(0.75 * 2^31)
+    assert qmath.quantize_multiplier(0.75) == (round(0.75 * 2 ** 31), 0)
+    # A significand that rounds up to 2^31 is halved and the shift grows.
+    assert qmath.quantize_multiplier(1 - 2.0 ** -40) == (1 << 30, 1)
+
+
+def test_srdhm_and_rdbpot_definitions():
+    assert qmath.srdhm(qmath.INT32_MIN, qmath.INT32_MIN) == qmath.INT32_MAX
+    assert qmath.srdhm(1 << 30, 1 << 30) == 1 << 29  # 0.5 * 0.5 in Q0.31
+    # Rounding to nearest, ties away from zero.
+    assert [qmath.rdbpot(v, 1) for v in (3, 5, -3, -5, 2, -2)] == [2, 3, -2, -3, 1, -1]
+    assert qmath.rdbpot(-7, 2) == -2 and qmath.rdbpot(6, 2) == 2 and qmath.rdbpot(-6, 2) == -2
+
+
+def test_c_primitives_match_python(lib):
+    for a in EDGE + RAND[:100]:
+        for b in EDGE + RAND[100:120]:
+            assert lib.t_srdhm(a, b) == qmath.srdhm(a, b), (a, b)
+        for e in (0, 1, 5, 12, 31):
+            assert lib.t_rdbpot(a, e) == qmath.rdbpot(a, e), (a, e)
+        for e in (1, 2, 5):
+            assert lib.t_sat_shl(a, e) == qmath.sat_shl(a, e), (a, e)
+    for real in (0.0003, 0.0123, 0.37, 0.9999, 1.5, 7.25):
+        m, s = qmath.quantize_multiplier(real)
+        for x in [v >> 8 for v in RAND[:200]] + [0, 1, -1, 1000, -1000]:
+            assert lib.t_mbqm(x, m, s) == qmath.mbqm(x, m, s), (x, real)
+            # ... and the fixed-point product is the real product within one unit.
+            assert abs(qmath.mbqm(x, m, s) - x * real) <= 1.0 + 1e-6 * abs(x * real)
+
+
+def test_reciprocal_and_softmax_scale(lib):
+    for a in [0, 1, 1 << 20, 1 << 30, qmath.INT32_MAX] + [abs(v) for v in RAND[:100]]:
+        got = lib.t_recip(a)
+        assert got == qmath.one_over_one_plus_x(a)
+        # 1 / (1 + a) in Q0.31, to within a few units of the last place.
+        assert abs(got / 2 ** 31 - 1 / (1 + a / 2 ** 31)) < 1e-8
+    for total in (1 << 19, 3 << 19, 12345678, 255 << 19):
+        bits = lib.t_softmax_scale(total, 1)
+        scale = lib.t_softmax_scale(total, 0)
+        # scale * 2^-31 * 2^-bits approximates 1 / (total * 2^-19) with 12 integer bits.
+        assert abs(scale / 2 ** 31 / 2 ** bits - 2 ** 19 / total) < 1e-6 * 2 ** 19 / total + 1e-9
+
+
+def test_exp_table_tracks_exp():
+    # exp_on_negative_values in Q5.26 -> Q0.31: gemmlowp's polynomial is good to ~2e-7.
+    for x in (0.0, -0.1, -0.25, -1.0, -3.3, -10.0, -31.0):
+        raw = int(round(x * 2 ** 26))
+        assert abs(qmath.exp_on_negative_values(raw) / 2 ** 31 - np.exp(raw / 2 ** 26)) < 5e-7
