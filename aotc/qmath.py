@@ -212,3 +212,63 @@ def requantize_np(acc: np.ndarray, real: np.ndarray, zero_point: int, lo: int, h
         sc = real.astype(np.float32).reshape(shape if real.size > 1 else ())
         v = np.rint(acc.astype(np.float32) * sc).astype(np.int64) + zero_point
     return np.clip(v, lo, hi)
+
+
+# ----------------------------------------------------------------------------- logistic / tanh
+def _frexp_multiplier(real: float) -> tuple[int, int]:
+    """TFLM's LOGISTIC/TANH prepare: frexp and round, without QuantizeMultiplier's fix-ups."""
+    q, shift = math.frexp(real)
+    return tflite_round(q * (1 << 31)), shift
+
+
+def _input_radius(integer_bits: int, left_shift: int) -> int:
+    return math.floor(((1 << integer_bits) - 1) * (1 << (31 - integer_bits)) / (1 << left_shift))
+
+
+def _one_minus_x_over_one_plus_x(a: int) -> int:
+    s = a + INT32_MAX
+    v = s + (1 if s >= 0 else -1)
+    half_den = abs(v) // 2 * (1 if v >= 0 else -1)
+    x = _wrap32(1515870810 + srdhm(half_den, -1010580540))
+    for _ in range(3):
+        one_minus = _wrap32((1 << 29) - srdhm(half_den, x))
+        x = _wrap32(x + sat_shl(srdhm(x, one_minus), 2))
+    return sat_shl(_wrap32(x - (1 << 29)), 2)
+
+
+def _logistic_q4(a: int) -> int:
+    """gemmlowp logistic of a Q4.27 value, in Q0.31."""
+    if a == 0:
+        return 1 << 30
+    pos = one_over_one_plus_x(exp_on_negative_values(-abs(a), 4))
+    return pos if a > 0 else _wrap32(INT32_MAX - pos)
+
+
+def _tanh_q4(a: int) -> int:
+    """gemmlowp tanh of a Q4.27 value, in Q0.31."""
+    if a == 0:
+        return 0
+    n = a if a < 0 else -a
+    t = _one_minus_x_over_one_plus_x(exp_on_negative_values(n, 5))  # ExactMulByPot<1>
+    return -t if a < 0 else t
+
+
+def int8_activation_table(kind: str, input_scale: float, input_zero_point: int) -> np.ndarray:
+    """TFLM's int8 LOGISTIC (output scale 1/256, zero point -128) or TANH (1/128, 0) for each of
+    the 256 inputs: table[x + 128]."""
+    multiplier, left_shift = _frexp_multiplier(float(np.float32(input_scale)) * (1 << 27))
+    radius = _input_radius(4, left_shift)
+    out = np.empty(256, np.int8)
+    for k, x in enumerate(range(-128, 128)):
+        v = x - input_zero_point
+        if v <= -radius:
+            out[k] = -128
+        elif v >= radius:
+            out[k] = 127
+        elif kind == "sigmoid":
+            q0 = _logistic_q4(mbqm(v, multiplier, left_shift))
+            out[k] = min(max(rdbpot(q0, 23) - 128, -128), 127)
+        else:
+            q0 = _tanh_q4(mbqm(v, multiplier, left_shift))
+            out[k] = min(max(rdbpot(q0, 24), -128), 127)
+    return out

@@ -456,6 +456,20 @@ def lut_table(fn: Callable[[np.ndarray], np.ndarray], dt: np.dtype, sx: float, z
     return np.clip(np.rint(y / np.float32(sy)) + zy, info.min, info.max).astype(dt)
 
 
+def tflm_table(op: str, mode: str, dt: np.dtype, sx: float, zx: int, sy: float, zy: int
+               ) -> np.ndarray | None:
+    """TFLM's int8 LOGISTIC (output 1/256, -128) / TANH (output 1/128, 0) as a table, when the
+    mode is tflite and the output parameters are TFLite's; else None (use the float formula)."""
+    if mode != "tflite" or np.dtype(dt) != np.int8:
+        return None
+    if op in ("Sigmoid", "QLinearSigmoid") and zy == -128 and np.float32(sy) == np.float32(
+            1 / 256):
+        return qmath.int8_activation_table("sigmoid", sx, zx)
+    if op == "Tanh" and zy == 0 and np.float32(sy) == np.float32(1 / 128):
+        return qmath.int8_activation_table("tanh", sx, zx)
+    return None
+
+
 @register
 class QLut(QuantOp):
     """int8/uint8 -> int8/uint8 through a 256-entry table computed at compile time (``_table``,
@@ -510,6 +524,9 @@ class _LutImport(QuantOp):
 
     def table(self, node: Node, ins: Sequence[Any], dt: np.dtype) -> np.ndarray:
         p = QLinearSoftmax.params(ins)
+        t = tflm_table(node.op, mode_of(node), dt, p["sx"], p["zx"], p["sy"], p["zy"])
+        if t is not None:
+            return t
         alpha = float(node.attrs.get("alpha", 0.01))
         return lut_table(lambda x: self.fn(x, alpha), dt, p["sx"], p["zx"], p["sy"], p["zy"])
 

@@ -18,7 +18,7 @@ import numpy as np
 
 from aotc import qmath
 from aotc.ir.graph import Graph, Node, Value
-from aotc.ops.qlinear import lut_table
+from aotc.ops.qlinear import lut_table, tflm_table
 
 QUANT_OPS = {"QLinearConv", "QLinearMatMul", "ConvInteger", "MatMulInteger", "QLinearAdd",
              "QLinearMul", "QLinearAveragePool", "QLinearGlobalAveragePool", "QLinearSoftmax",
@@ -26,8 +26,9 @@ QUANT_OPS = {"QLinearConv", "QLinearMatMul", "ConvInteger", "MatMulInteger", "QL
 TRANSPARENT = {"Reshape", "Transpose", "Flatten", "Squeeze", "Unsqueeze", "Identity",
                "MaxPool", "GlobalMaxPool", "Slice", "Gather", "Split", "DepthToSpace",
                "SpaceToDepth", "Pad"}
-# Float ops computed as a 256-entry table on int8 (onnx-mode formula; TFLM's int8 LOGISTIC and
-# TANH are table-free fixed point, see the module note in ops/qlinear.py).
+# Float ops computed as a 256-entry table on int8: the float formula quantised (onnx mode), or,
+# for Sigmoid/Tanh in tflite mode with TFLite's output parameters, TFLM's fixed-point LOGISTIC/TANH
+# evaluated for each of the 256 inputs (aotc.qmath.int8_activation_table).
 LUT_FUNCS: dict[str, Callable[[np.ndarray, Node], np.ndarray]] = {
     "Sigmoid": lambda x, n: 1 / (1 + np.exp(-x)),
     "Tanh": lambda x, n: np.tanh(x),
@@ -278,7 +279,9 @@ class _Rewriter:
             return None
         sx, zx = self.qparams(x)
         sy, zy = self.qparams(q)
-        table = lut_table(lambda v: fn(v, p), xv.type.dtype.np, sx, zx, sy, zy)
+        table = tflm_table(p.op, self.mode, xv.type.dtype.np, sx, zx, sy, zy)
+        if table is None:
+            table = lut_table(lambda v: fn(v, p), xv.type.dtype.np, sx, zx, sy, zy)
         return Node("QLut", f"{p.name}_q", (x.inputs[0],), (q.outputs[0],), {"_table": table},
                     1, "aotc")
 

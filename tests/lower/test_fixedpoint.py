@@ -104,3 +104,17 @@ def test_exp_table_tracks_exp():
     for x in (0.0, -0.1, -0.25, -1.0, -3.3, -10.0, -31.0):
         raw = int(round(x * 2 ** 26))
         assert abs(qmath.exp_on_negative_values(raw) / 2 ** 31 - np.exp(raw / 2 ** 26)) < 5e-7
+
+
+@pytest.mark.parametrize("kind", ["sigmoid", "tanh"])
+@pytest.mark.parametrize("scale,zp", [(0.05, 3), (0.1, -128), (0.0078125, 0), (0.37, 17)])
+def test_int8_activation_tables_track_the_function(kind, scale, zp):
+    """TFLM's LOGISTIC/TANH fixed point, tabulated: within 1 LSB of the exact function."""
+    x = (np.arange(-128, 128) - zp) * np.float64(np.float32(scale))
+    if kind == "sigmoid":
+        ideal = np.clip(np.rint(256 / (1 + np.exp(-x))) - 128, -128, 127)
+    else:
+        ideal = np.clip(np.rint(128 * np.tanh(x)), -128, 127)
+    table = qmath.int8_activation_table(kind, scale, zp)
+    assert np.abs(table.astype(int) - ideal).max() <= 1
+    assert np.all(np.diff(table.astype(int)) >= 0)  # monotonic
