@@ -1,4 +1,4 @@
-"""aotc command line: compile | verify | inspect | ops | run | bench.
+"""aotc command line: compile | verify | inspect | ops | run | bench | quantize.
 
 Every user error is an AotcError, printed as one line on stderr with exit status 2. Set
 AOTC_DEBUG=1 to see Python tracebacks.
@@ -210,18 +210,9 @@ def cmd_inspect(args: argparse.Namespace, argv: Sequence[str]) -> int:
 
 
 def cmd_ops(args: argparse.Namespace, argv: Sequence[str]) -> int:
-    from aotc.ops import all_ops
+    from aotc.coverage import render_text
 
-    rows = []
-    for (domain, name), versions in sorted(all_ops().items()):
-        if domain == "aotc":
-            continue
-        cls = versions[-1]
-        since = ",".join(str(v.since) for v in versions)
-        rows.append(f"{(domain + '.' if domain else '') + name:<28} since {since:<10} "
-                    f"{cls.kind:<12} {', '.join(cls.dtypes)}")
-    print("\n".join(rows))
-    print(f"{len(rows)} ops")
+    print(render_text())
     return 0
 
 
@@ -288,6 +279,20 @@ def cmd_bench(args: argparse.Namespace, argv: Sequence[str]) -> int:
     return 0
 
 
+def cmd_quantize(args: argparse.Namespace, argv: Sequence[str]) -> int:
+    from aotc.quantize import quantize
+
+    res = quantize(args.model, args.calibration, args.output, per_channel=not args.per_tensor,
+                   symmetric_activations=args.symmetric_activations)
+    floats = ", ".join(res.float_ops) or "none"
+    weights = "per-channel" if res.per_channel else "per-tensor"
+    acts = "symmetric" if res.symmetric_activations else "asymmetric"
+    print(f"aotc: wrote {res.output} (int8 QDQ, {weights} weights, {acts} activations, "
+          f"{res.samples} calibration samples); compiles to {res.kernels} kernels, integer ops "
+          f"{', '.join(res.integer_ops) or 'none'}, float ops {floats}", file=sys.stderr)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="aotc", description="ONNX -> dependency-free C for MCUs")
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -322,11 +327,22 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--inputs", default=None)
     b.add_argument("--seed", type=int, default=0)
     b.add_argument("-o", "--output", default="build/aotc_bench", help="bundle directory")
+    q = sub.add_parser("quantize", help="int8 QDQ post-training quantisation (onnxruntime "
+                       "quantize_static) calibrated on an .npz")
+    q.add_argument("model", help="the float .onnx file")
+    q.add_argument("--calibration", required=True, metavar="NPZ",
+                   help=".npz of calibration inputs: keys = graph input names, first axis = "
+                        "samples (one array for a one-input model may have any key)")
+    q.add_argument("-o", "--output", required=True, help="the quantised .onnx to write")
+    q.add_argument("--per-tensor", action="store_true",
+                   help="one weight scale per tensor (default: per output channel)")
+    q.add_argument("--symmetric-activations", action="store_true",
+                   help="activation zero point 0 (default: asymmetric, calibrated min/max)")
     return p
 
 
 COMMANDS = {"compile": cmd_compile, "verify": cmd_verify, "inspect": cmd_inspect, "ops": cmd_ops,
-            "run": cmd_run, "bench": cmd_bench}
+            "run": cmd_run, "bench": cmd_bench, "quantize": cmd_quantize}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -3,27 +3,28 @@ through aotc's generated C: compile with ``aotc.compile`` (memory plan and fusio
 model), load the library through cffi, run the test's inputs and compare with its outputs at
 ONNX's own tolerance (rtol 1e-3, atol 1e-7).
 
-``suite-1.22.0.tsv`` lists every test with its op type and whether it is in the static-numeric
-subset (../shared/research/onnx_conformance.md §4). ``exclusions.txt`` lists, with a one-line
-reason, every test that is not expected to pass; such a test must be rejected with an AotcError
-(never compiled into a "pass" with wrong numbers).
+``aotc/data/onnx_node_suite-1.22.0.tsv`` lists every test with its op type and whether it is in
+the static-numeric subset (../shared/research/onnx_conformance.md §4).
+``aotc/data/onnx_node_exclusions.txt`` lists, with a one-line reason, every test that is not
+expected to pass; such a test must be rejected with an AotcError (never compiled into a "pass"
+with wrong numbers).
 """
 
 from __future__ import annotations
 
-import fnmatch
 import hashlib
 import os
 import subprocess
 import sys
 import tempfile
 import zipfile
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import onnx
 from onnx import numpy_helper
+
+from aotc.coverage import SuiteEntry, exclusion_reason, exclusions, suite  # noqa: F401
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
@@ -36,47 +37,6 @@ GENERATORS = {"ConstantOfShape", "Range", "HannWindow", "HammingWindow", "Blackm
 # Parameter-like inputs (axes, shape, pads, scales, k, clip bounds) are frozen into
 # initializers the way an exported model holds them: not input 0, rank <= 1, <= 16 elements.
 PARAM_MAX_ELEMS = 16
-
-
-@dataclass(frozen=True)
-class SuiteEntry:
-    name: str
-    op_type: str
-    opset: int
-    static: bool
-    reasons: str  # why a test is outside the static subset ("-" when inside)
-
-
-def suite() -> list[SuiteEntry]:
-    rows = (HERE / f"suite-{ONNX_VERSION}.tsv").read_text().splitlines()[1:]
-    out = []
-    for r in rows:
-        name, op, opset, static, reasons, _ort = r.split("\t")
-        out.append(SuiteEntry(name, op, int(opset), static == "1", reasons))
-    return out
-
-
-def exclusions() -> dict[str, str]:
-    """test name (or fnmatch pattern) -> reason."""
-    out: dict[str, str] = {}
-    for line in (HERE / "exclusions.txt").read_text().splitlines():
-        line = line.strip()
-        if not line or line.startswith("#"):
-            continue
-        name, _, reason = line.partition(" ")
-        if not reason.strip():
-            raise ValueError(f"exclusions.txt: {name} has no reason")
-        out[name] = reason.strip()
-    return out
-
-
-def exclusion_reason(name: str, excl: dict[str, str]) -> str | None:
-    if name in excl:
-        return excl[name]
-    for pat, reason in excl.items():
-        if any(ch in pat for ch in "*?[") and fnmatch.fnmatchcase(name, pat):
-            return reason
-    return None
 
 
 def data_root() -> Path:

@@ -7,10 +7,10 @@ compiles is a failure either way (wrong numbers, or a pass that should leave the
 
 from __future__ import annotations
 
+import node_harness as harness
 import pytest
 
 from aotc.errors import AotcError
-import node_harness as harness
 
 SUITE = harness.suite()
 EXCLUDED = harness.exclusions()
