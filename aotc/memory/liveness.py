@@ -85,7 +85,8 @@ def analyse(s: Schedule, scratch: dict[int, list[tuple[str, int]]], align: int =
     for r in sorted(first, key=lambda r: (first[r], r)):
         if r in alias:
             continue
-        reqs.append(BufferReq(r, g.type(r).nbytes, align, first[r], last[r]))
+        # An empty tensor (e.g. a Slice that selects nothing) still gets one placeholder byte.
+        reqs.append(BufferReq(r, max(g.type(r).nbytes, 1), align, first[r], last[r]))
     for idx in sorted(scratch):
         for name, nbytes in scratch[idx]:
             reqs.append(BufferReq(name, nbytes, align, idx, idx))
