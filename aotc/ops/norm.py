@@ -1,6 +1,7 @@
-"""Normalisation ops: BatchNormalization (inference), LayerNormalization, InstanceNormalization,
+"""Normalisation ops: BatchNormalization, LayerNormalization, InstanceNormalization,
 LpNormalization. All are anchors (a following Relu/Add fuses into their store); statistics are
-computed per row in the kernel, BatchNormalization's scale and shift at compile time."""
+computed per row in the kernel, inference BatchNormalization's scale and shift at compile time
+(training_mode=1 computes the batch statistics and the running ones in the kernel)."""
 
 from __future__ import annotations
 
@@ -40,7 +41,14 @@ def _full_index(kept: Sequence[Expr], reduced: Sequence[Expr], axes: Sequence[in
 
 def _row_stats(kb: Any, X: Any, kept: Sequence[Expr], axes: Sequence[int],
                eps: float) -> tuple[Var, Var]:
-    """Mean and 1/sqrt(var + eps) over ``axes`` at the kept index, in two passes: the second
+    """Mean and 1/sqrt(var + eps) over ``axes`` at the kept index."""
+    mean, var = _row_moments(kb, X, kept, axes)
+    inv = kb.local(Const(1.0, F32) / call("sqrt", var + Const(float(eps), F32)), "inv_std", F32)
+    return mean, inv
+
+
+def _row_moments(kb: Any, X: Any, kept: Sequence[Expr], axes: Sequence[int]) -> tuple[Var, Expr]:
+    """Mean and (population) variance over ``axes`` at the kept index, in two passes: the second
     sums squared deviations, which stays accurate when the mean is large against the spread."""
     rank = len(X.shape)
     red_shape = [X.shape[a] for a in axes]
@@ -53,25 +61,20 @@ def _row_stats(kb: Any, X: Any, kept: Sequence[Expr], axes: Sequence[int],
     with kb.loops(red_shape, [f"q{k}" for k in range(len(axes))]) as q:
         d = kb.local(X[_full_index(kept, q, axes, rank)] - mean, "d", F32)
         kb.assign(sq, sq + d * d)
-    var = sq / Const(count, F32)
-    inv = kb.local(Const(1.0, F32) / call("sqrt", var + Const(float(eps), F32)), "inv_std", F32)
-    return mean, inv
+    return mean, sq / Const(count, F32)
 
 
 # ---------------------------------------------------------------------------- BatchNormalization
 class _BatchNorm(OpDef):
     name = "BatchNormalization"
     kind = "anchor"
-    onnx_tests = ("test_batchnorm_epsilon", "test_batchnorm_example")
+    onnx_tests = ("test_batchnorm_*",)
 
     def check(self, node: Node, ins: Sequence[Value | None]) -> None:
         super().check(node, ins)
-        if node.attrs.get("training_mode", 0):
-            raise AotcError("training_mode=1 is not supported (inference only: statistics come "
-                            "from the mean and var inputs)", node.name, node.op)
-        if len([o for o in node.outputs if o]) != 1:
-            raise AotcError("outputs running_mean/running_var are training-mode outputs; only "
-                            "Y is supported", node.name, node.op)
+        if not node.attrs.get("training_mode", 0) and len([o for o in node.outputs if o]) != 1:
+            raise AotcError("outputs beyond Y are training-mode outputs; only Y is supported "
+                            "without training_mode=1", node.name, node.op)
         x = ins[0]
         assert x is not None
         if len(x.type.shape) < 2:
@@ -86,7 +89,8 @@ class _BatchNorm(OpDef):
 
     def infer(self, node: Node, ins: Sequence[Value | None]) -> list[TensorType]:
         assert ins[0] is not None
-        return [ins[0].type]
+        stat = TensorType((ins[0].type.shape[1],), F32)
+        return [ins[0].type, stat, stat][:max(1, len(node.outputs))]
 
     @staticmethod
     def _scale_shift(scale: np.ndarray, B: np.ndarray, mean: np.ndarray, var: np.ndarray,
@@ -100,7 +104,23 @@ class _BatchNorm(OpDef):
         shape = (1, -1) + (1,) * (X.ndim - 2)
         return (X * s.reshape(shape) + t.reshape(shape)).astype(X.dtype)
 
+    @staticmethod
+    def _training(X: np.ndarray, scale: np.ndarray, B: np.ndarray, mean: np.ndarray,
+                  var: np.ndarray, epsilon: float, momentum: float
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Batch statistics (population variance) normalise X; the running ones are updated."""
+        axes = (0, *range(2, X.ndim))
+        x = X.astype(np.float64)
+        bmean, bvar = x.mean(axis=axes), x.var(axis=axes)
+        s, t = _BatchNorm._scale_shift(scale, B, bmean, bvar, epsilon)
+        shape = (1, -1) + (1,) * (X.ndim - 2)
+        y = (x * s.reshape(shape) + t.reshape(shape)).astype(X.dtype)
+        return (y, (mean * momentum + bmean * (1 - momentum)).astype(np.float32),
+                (var * momentum + bvar * (1 - momentum)).astype(np.float32))
+
     def prepare(self, node: Node, ins: Sequence[Value | None]) -> Node:
+        if node.attrs.get("training_mode", 0):
+            return node
         # Constant statistics: y = x * s[c] + t[c] with s, t computed here, not on the device.
         params = [v.const if v is not None else None for v in ins[1:5]]
         if any(p is None for p in params):
@@ -111,6 +131,9 @@ class _BatchNorm(OpDef):
                                  "_shift": t.astype(np.float32)})
 
     def lower(self, node: Node, kb: Any) -> None:
+        if node.attrs.get("training_mode", 0):
+            self._lower_training(node, kb)
+            return
         X = kb.inputs[0]
         spatial = X.shape[2:]
         folded = "_scale" in node.attrs
@@ -130,6 +153,26 @@ class _BatchNorm(OpDef):
             with kb.loops(spatial, [f"i{k}" for k in range(len(spatial))]) as sp:
                 kb.store_output([n, c, *sp], X[[n, c, *sp]] * s + t)
 
+    def _lower_training(self, node: Node, kb: Any) -> None:
+        X, scale, B, mean_in, var_in = kb.inputs[:5]
+        rank = len(X.shape)
+        axes = [0, *range(2, rank)]
+        eps = Const(float(node.attrs["epsilon"]), F32)
+        mom = float(node.attrs["momentum"])
+        wants = [k < len(node.outputs) and bool(node.outputs[k]) for k in range(3)]
+        with kb.loop(X.shape[1], "c") as c:
+            mean, var_e = _row_moments(kb, X, [c], axes)
+            var = kb.local(var_e, "var", F32)
+            s = kb.local(scale[c] / call("sqrt", var + eps), "s", F32)
+            t = kb.local(B[c] - mean * s, "t", F32)
+            rest = [X.shape[0], *X.shape[2:]]
+            with kb.loops(rest, ["n"] + [f"i{k}" for k in range(rank - 2)]) as (n, *sp):
+                kb.store_output([n, c, *sp], X[[n, c, *sp]] * s + t)
+            for k, (run, cur) in ((1, (mean_in, mean)), (2, (var_in, var))):
+                if wants[k]:
+                    kb.store_output([c], run[c] * Const(mom, F32)
+                                    + cur * Const(1.0 - mom, F32), out=k)
+
 
 @register
 class BatchNormalization9(_BatchNorm):
@@ -147,7 +190,9 @@ class BatchNormalization14(_BatchNorm):
 
     def reference(self, X: np.ndarray, scale: np.ndarray, B: np.ndarray, input_mean: np.ndarray,
                   input_var: np.ndarray, *, epsilon: float = 1e-5, momentum: float = 0.9,
-                  training_mode: int = 0) -> np.ndarray:
+                  training_mode: int = 0) -> Any:
+        if training_mode:
+            return self._training(X, scale, B, input_mean, input_var, epsilon, momentum)
         return self._reference(X, scale, B, input_mean, input_var, epsilon)
 
 

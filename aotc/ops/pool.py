@@ -1,9 +1,12 @@
 """Pooling: MaxPool, AveragePool, GlobalMaxPool, GlobalAveragePool over NC + 1-D/2-D/3-D spatial.
 Anchors: a fused epilogue runs per output element before the store. Window geometry, including
-ceil_mode and auto_pad, is resolved at compile time the way onnxruntime resolves it."""
+ceil_mode and auto_pad, is resolved at compile time the way onnxruntime resolves it. MaxPool's
+optional Indices output (row- or column-major per storage_order) is tracked alongside the max;
+LpPool (pool2.py) reuses the window code."""
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -11,9 +14,10 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from aotc import dtypes
 from aotc.errors import AotcError
 from aotc.ir.graph import Node, TensorType, Value
-from aotc.lower.loop_ir import INDEX, Cast, Const, Expr, bmax, cmp, land
+from aotc.lower.loop_ir import INDEX, Bin, Cast, Const, Expr, bmax, call, cmp, land
 from aotc.ops import OpDef, register
 
 
@@ -146,24 +150,29 @@ def pool_reference(X: np.ndarray, geo: PoolGeometry, mode: str, include_pad: boo
     return acc.astype(X.dtype)
 
 
-Combine = Callable[[Expr, Expr], Expr]
+Tap = Callable[[list[Expr]], None]  # called per window tap with its input spatial index
 
 
 class _Pool(OpDef):
     kind = "anchor"
-    mode: ClassVar[str] = "max"  # "max" or "avg"
+    mode: ClassVar[str] = "max"  # "max", "avg" or "lp"
     is_global: ClassVar[bool] = False
 
     def geometry(self, node: Node, in_sp: Sequence[int]) -> PoolGeometry:
         return global_geometry(in_sp) if self.is_global else pool_geometry(node, in_sp)
 
+    @staticmethod
+    def wants_indices(node: Node) -> bool:
+        return len(node.outputs) > 1 and bool(node.outputs[1])
+
     def check(self, node: Node, ins: Sequence[Value | None]) -> None:
         super().check(node, ins)
-        if len([o for o in node.outputs if o]) > 1:
-            raise AotcError("the Indices output is not supported", node.name, node.op)
-        if node.attrs.get("storage_order", 0) != 0:
-            raise AotcError(f"storage_order={node.attrs['storage_order']} is not supported "
-                            f"(only 0, row-major)", node.name, node.op)
+        if len([o for o in node.outputs if o]) > 1 and self.mode != "max":
+            raise AotcError("has only one output (Y); only MaxPool has Indices",
+                            node.name, node.op)
+        if node.attrs.get("storage_order", 0) not in (0, 1):
+            raise AotcError(f"storage_order={node.attrs['storage_order']} is not valid "
+                            f"(0: row-major, 1: column-major)", node.name, node.op)
         x = ins[0]
         assert x is not None
         if len(x.type.shape) < 3:
@@ -175,55 +184,133 @@ class _Pool(OpDef):
         x = ins[0]
         assert x is not None
         geo = self.geometry(node, x.type.shape[2:])
-        return [TensorType((*x.type.shape[:2], *geo.out), x.type.dtype)]
+        shape = (*x.type.shape[:2], *geo.out)
+        return [TensorType(shape, x.type.dtype), TensorType(shape, dtypes.int64)
+                ][:max(1, len(node.outputs))]
 
-    def _reference(self, X: np.ndarray, attrs: dict[str, Any]) -> np.ndarray:
-        geo = self.geometry(Node(self.name, "reference", (), (), attrs), X.shape[2:])
+    def _reference(self, X: np.ndarray, attrs: dict[str, Any]) -> Any:
+        node = Node(self.name, "reference", (), (), attrs)
+        geo = self.geometry(node, X.shape[2:])
+        if self.mode == "lp":
+            p = float(attrs.get("p", 2))
+            return (pool_reference(np.abs(X) ** p, geo, "sum", False) ** (1.0 / p)
+                    ).astype(X.dtype)
         return pool_reference(X, geo, self.mode, bool(attrs.get("count_include_pad", 0)))
+
+    def _argmax(self, X: np.ndarray, attrs: dict[str, Any], storage_order: int) -> np.ndarray:
+        """Indices of the window maxima (first in scan order), flat in the whole tensor."""
+        geo = self.geometry(Node(self.name, "reference", (), (), attrs), X.shape[2:])
+        nd = len(geo.kernel)
+        lowest = -np.inf if X.dtype.kind == "f" else np.iinfo(X.dtype).min
+        strides = [math.prod(geo.in_size[d + 1:]) for d in range(nd)]
+        if storage_order:
+            strides = [math.prod(geo.in_size[:d]) for d in range(nd)]
+        out = np.zeros(X.shape[:2] + geo.out, np.int64)
+        for n, c in np.ndindex(*X.shape[:2]):
+            for o in np.ndindex(*geo.out):
+                best, at = lowest, -1
+                for pos in itertools.product(*(geo.taps(d, o[d]) for d in range(nd))):
+                    if all(0 <= t < size for t, size in zip(pos, geo.in_size)):
+                        v = X[(n, c, *pos)]
+                        if v > best:
+                            best, at = v, sum(t * s for t, s in zip(pos, strides))
+                out[(n, c, *o)] = (n * X.shape[1] + c) * math.prod(geo.in_size) + at
+        return out
+
+    # ------------------------------------------------------------------ lowering
+    def _init(self, dt: Any) -> Expr:
+        if self.mode != "max":
+            return Const(0.0, dt)
+        if dt.is_float:
+            return Const(-math.inf, dt)
+        return Const(int(np.iinfo(dt.np).min), dt)
+
+    def _combine(self, node: Node, acc: Expr, x: Expr) -> Expr:
+        if self.mode == "max":
+            return bmax(acc, x)
+        if self.mode == "avg":
+            return acc + x
+        p = int(node.attrs.get("p", 2))
+        if p == 1:
+            return acc + call("abs", x)
+        if p == 2:
+            return acc + x * x
+        return acc + Bin("pow", call("abs", x), Const(float(p), x.dtype), x.dtype)
+
+    def _finish(self, node: Node, acc: Expr, count: Callable[[], Expr]) -> Expr:
+        if self.mode == "avg":
+            return acc / count()
+        if self.mode == "lp":
+            p = int(node.attrs.get("p", 2))
+            if p == 2:
+                return call("sqrt", acc)
+            if p != 1:
+                return Bin("pow", acc, Const(1.0 / p, acc.dtype), acc.dtype)
+        return acc
 
     def lower(self, node: Node, kb: Any) -> None:
         X, Y = kb.inputs[0], kb.outputs[0]
         geo = self.geometry(node, X.shape[2:])
         dt = X.dtype
-        if self.mode == "avg":
-            init = Const(0.0, dt)
-        elif dt.is_float:
-            init = Const(-math.inf, dt)
-        else:
-            init = Const(int(np.iinfo(dt.np).min), dt)
-        combine: Combine = bmax if self.mode == "max" else (lambda acc, x: acc + x)
         if self.is_global:
-            self._lower_global(kb, init, combine)
+            self._lower_global(node, kb)
             return
         nd = len(geo.kernel)
         with kb.loops(Y.shape, ["n", "c"] + [f"o{i}" for i in range(nd)]) as (n, c, *o):
-            acc = kb.local(init, "acc", dt)
-            self._window(kb, geo, X, [n, c], o, 0, [], acc, combine)
-            value: Expr = acc
-            if self.mode == "avg":
-                include = bool(node.attrs.get("count_include_pad", 0))
-                value = acc / self._divisor(kb, geo, o, include, dt)
-            kb.store_output([n, c, *o], value)
+            acc = kb.local(self._init(dt), "acc", dt)
+            indices = self.wants_indices(node) and 1 not in kb.dead_outputs
+            best = kb.local(Const(-1), "best") if indices else None
 
-    def _window(self, kb: Any, geo: PoolGeometry, X: Any, nc: list[Expr], o: list[Expr],
-                dim: int, pos: list[Expr], acc: Any, combine: Combine) -> None:
+            def tap(pos: list[Expr]) -> None:
+                x = X[[n, c, *pos]]
+                if best is None:
+                    kb.assign(acc, self._combine(node, acc, x))
+                    return
+                # Indices: the first maximum in scan order wins (strict >, onnxruntime's).
+                xv = kb.local(x, "x", dt)
+                with kb.if_(cmp("gt", xv, acc)):
+                    kb.assign(acc, xv)
+                    kb.assign(best, self._spatial_flat(node, geo, pos))
+
+            self._window(kb, geo, o, 0, [], tap)
+            include = bool(node.attrs.get("count_include_pad", 0))
+            kb.store_output([n, c, *o], self._finish(
+                node, acc, lambda: self._divisor(kb, geo, o, include, dt)))
+            if best is not None:
+                plane = (n * X.shape[1] + c) * math.prod(geo.in_size)
+                kb.store_output([n, c, *o], Cast(plane + best, dtypes.int64), out=1)
+
+    @staticmethod
+    def _spatial_flat(node: Node, geo: PoolGeometry, pos: list[Expr]) -> Expr:
+        """Flat index of a tap in its (n, c) plane: row-major, or column-major with
+        storage_order=1."""
+        dims = range(len(pos))
+        order = reversed(dims) if node.attrs.get("storage_order", 0) else dims
+        flat: Expr = Const(0)
+        for d in order:
+            flat = flat * geo.in_size[d] + pos[d]
+        return flat
+
+    def _window(self, kb: Any, geo: PoolGeometry, o: list[Expr], dim: int, pos: list[Expr],
+                tap: Tap) -> None:
         if dim == len(geo.kernel):
-            kb.assign(acc, combine(acc, X[[*nc, *pos]]))
+            tap(pos)
             return
         with kb.loop(geo.kernel[dim], f"k{dim}", unroll=True) as j:
-            # Constant part grouped so an unrolled tap folds to one offset.
+            # Constant part grouped so an unrolled tap folds to one offset. No local for the
+            # position: once unrolled, a guard that is always false is dropped with its body and
+            # would leave the local unused (-Werror).
             p = o[dim] * geo.strides[dim] + (j * geo.dilations[dim] - geo.pads_begin[dim])
             conds = []
             if geo.needs_low_check(dim):
-                conds.append(("ge", 0))
+                conds.append(cmp("ge", p, 0))
             if geo.needs_high_check(dim):
-                conds.append(("lt", geo.in_size[dim]))
+                conds.append(cmp("lt", p, geo.in_size[dim]))
             if conds:
-                iv = kb.local(p, f"i{dim}")
-                with kb.if_(land(*(cmp(op, iv, bound) for op, bound in conds))):
-                    self._window(kb, geo, X, nc, o, dim + 1, pos + [iv], acc, combine)
+                with kb.if_(land(*conds)):
+                    self._window(kb, geo, o, dim + 1, pos + [p], tap)
             else:
-                self._window(kb, geo, X, nc, o, dim + 1, pos + [p], acc, combine)
+                self._window(kb, geo, o, dim + 1, pos + [p], tap)
 
     @staticmethod
     def _divisor(kb: Any, geo: PoolGeometry, o: list[Expr], include_pad: bool, dt: Any) -> Expr:
@@ -247,18 +334,16 @@ class _Pool(OpDef):
             total = total * fixed
         return Cast(total, dt)
 
-    def _lower_global(self, kb: Any, init: Expr, combine: Combine) -> None:
+    def _lower_global(self, node: Node, kb: Any) -> None:
         # Each (n, c) plane is contiguous: one flat loop over it.
         X = kb.inputs[0]
         size = math.prod(X.shape[2:])
         with kb.loops(X.shape[:2], ["n", "c"]) as (n, c):
-            acc = kb.local(init, "acc", X.dtype)
+            acc = kb.local(self._init(X.dtype), "acc", X.dtype)
             base = (n * X.shape[1] + c) * size
             with kb.loop(size, "i") as i:
-                kb.assign(acc, combine(acc, X.flat(base + i)))
-            value: Expr = acc
-            if self.mode == "avg":
-                value = acc / Const(float(size), X.dtype)
+                kb.assign(acc, self._combine(node, acc, X.flat(base + i)))
+            value = self._finish(node, acc, lambda: Const(float(size), X.dtype))
             kb.store_output([n, c, *([Const(0)] * (len(X.shape) - 2))], value)
 
 
@@ -270,15 +355,23 @@ class MaxPool(_Pool):
     since = 1
     mode = "max"
     dtypes = ("float32", "int8", "uint8")  # the 8-bit types since opset 12
-    onnx_tests = ("test_maxpool_1d_*", "test_maxpool_2d_*", "test_maxpool_3d_*")
+    onnx_tests = ("test_maxpool_*",)
 
     def reference(self, X: np.ndarray, *, auto_pad: str = "NOTSET", ceil_mode: int = 0,
                   dilations: Sequence[int] = (), kernel_shape: Sequence[int],
                   pads: Sequence[int] = (), storage_order: int = 0,
-                  strides: Sequence[int] = ()) -> np.ndarray:
-        return self._reference(X, dict(auto_pad=auto_pad, ceil_mode=ceil_mode,
-                                       dilations=dilations, kernel_shape=kernel_shape,
-                                       pads=pads, strides=strides))
+                  strides: Sequence[int] = ()) -> Any:
+        attrs = dict(auto_pad=auto_pad, ceil_mode=ceil_mode, dilations=dilations,
+                     kernel_shape=kernel_shape, pads=pads, strides=strides)
+        y = self._reference(X, attrs)
+        return (y, self._argmax(X, attrs, storage_order))
+
+    def run_reference(self, node: Node, args: Sequence[np.ndarray | None]) -> list[np.ndarray]:
+        if self.wants_indices(node):
+            return super().run_reference(node, args)
+        # Folding Y alone: skip the (slow, per-window) argmax.
+        attrs = {k: v for k, v in node.attrs.items() if not k.startswith("_")}
+        return [np.asarray(self._reference(args[0], attrs))]  # type: ignore[arg-type]
 
 
 @register

@@ -22,7 +22,8 @@ def fold_batchnorm(g: Graph) -> Graph:
     removed: set[str] = set()
     replaced: dict[str, Node] = {}
     for bn in g.nodes:
-        if bn.op != "BatchNormalization" or len([o for o in bn.outputs if o]) != 1:
+        if (bn.op != "BatchNormalization" or len([o for o in bn.outputs if o]) != 1
+                or bn.attrs.get("training_mode", 0)):
             continue
         x = bn.inputs[0]
         anchor = producers.get(x)

@@ -1,6 +1,7 @@
-"""Normalisation ops (aotc/ops/norm.py) against onnxruntime: standalone and folded
-BatchNormalization, LayerNormalization (axis, bias, Mean/InvStdDev), InstanceNormalization,
-LpNormalization, their fusion with a following elementwise op, and the errors."""
+"""Normalisation ops (aotc/ops/norm.py, norm2.py) against onnxruntime: standalone, folded and
+training-mode BatchNormalization, LayerNormalization (axis, bias, Mean/InvStdDev),
+InstanceNormalization, LpNormalization, RMSNormalization, GroupNormalization (opsets 18, 21),
+MeanVarianceNormalization, LRN, their fusion with a following elementwise op, and the errors."""
 
 from __future__ import annotations
 
@@ -128,11 +129,29 @@ def test_conv_with_runtime_weights_then_batchnorm():
     assert len(bundle.kernels) == 1
 
 
-def test_batchnorm_training_mode_rejected(tmp_path):
-    node = helper.make_node("BatchNormalization", ["x", *BN_PARAMS], ["y"], training_mode=1)
-    m = make_model([node], {"x": rand(1, 2, 3)}, {"y": (np.float32, [1, 2, 3])}, bn_params(2),
-                   opset=15)
-    compile_error(m, tmp_path, "training_mode=1")
+@pytest.mark.parametrize("opset", [14, 15])
+@pytest.mark.parametrize("shape", [(2, 3), (2, 3, 4, 5), (3, 2, 2, 3, 2)])
+def test_batchnorm_training_mode(shape, opset):
+    # Batch statistics normalise X; running_mean/running_var blend in the batch's.
+    x = rand(*shape, seed=35)
+    node = helper.make_node("BatchNormalization", ["x", *BN_PARAMS], ["y", "rm", "rv"],
+                            training_mode=1, momentum=0.8, epsilon=1e-3)
+    c = shape[1]
+    m = make_model([node], {"x": x}, {"y": (np.float32, list(shape)), "rm": (np.float32, [c]),
+                                      "rv": (np.float32, [c])}, bn_params(c, seed=36),
+                   opset=opset)
+    check(m, {"x": x}, **TOL)
+
+
+def test_batchnorm_training_mode_after_conv_is_not_folded():
+    x = rand(2, 2, 5, 5, seed=37)
+    nodes = [helper.make_node("Conv", ["x", "w"], ["t"]),
+             helper.make_node("BatchNormalization", ["t", *BN_PARAMS], ["y", "rm", "rv"],
+                              training_mode=1)]
+    m = make_model(nodes, {"x": x}, {"y": (np.float32, [2, 3, 3, 3]), "rm": (np.float32, [3]),
+                                     "rv": (np.float32, [3])},
+                   {"w": rand(3, 2, 3, 3, seed=38), **bn_params(3, seed=39)}, opset=15)
+    check(m, {"x": x}, atol=1e-4, rtol=1e-4)
 
 
 def test_batchnorm_extra_outputs_rejected(tmp_path):
@@ -141,7 +160,7 @@ def test_batchnorm_extra_outputs_rejected(tmp_path):
     m = make_model([node], {"x": rand(1, 2, 3)},
                    {"y": (np.float32, [1, 2, 3]), "rm": (np.float32, [2]),
                     "rv": (np.float32, [2])}, bn_params(2), opset=15)
-    compile_error(m, tmp_path, "running_mean")
+    compile_error(m, tmp_path, "training-mode outputs")
 
 
 def test_batchnorm_trailing_empty_outputs():
@@ -289,3 +308,67 @@ def test_batchnorm_param_shape_mismatch_rejected(tmp_path):
     params = {**bn_params(3), "var": rand(2, lo=0.1, hi=1)}
     m = make_model([node], {"x": rand(1, 3, 2)}, {"y": (np.float32, [1, 3, 2])}, params)
     compile_error(m, tmp_path, r"input 4 must have shape \(3,\)")
+
+
+# ------------------------------------------------------------------------------ RMSNormalization
+@pytest.mark.parametrize("shape,axis", [((2, 3, 8), -1), ((2, 3, 8), 1), ((2, 3, 4, 5), -2),
+                                        ((4, 6), 0)])
+def test_rmsnorm(shape, axis):
+    a = axis + len(shape) if axis < 0 else axis
+    check_node("RMSNormalization", {"x": rand(*shape, seed=70)}, {"axis": axis},
+               initializers={"scale": rand(*shape[a:], seed=71)}, opset=23, **TOL)
+
+
+def test_rmsnorm_broadcast_runtime_scale_and_relu_fused():
+    x = rand(2, 3, 4, seed=72, lo=-0.05, hi=0.05)  # small values: epsilon matters
+    nodes = [helper.make_node("RMSNormalization", ["x", "s"], ["n"], axis=1, epsilon=1e-3),
+             helper.make_node("Relu", ["n"], ["y"])]
+    m = make_model(nodes, {"x": x, "s": rand(1, 4, seed=73)}, {"y": (np.float32, [2, 3, 4])},
+                   opset=23)
+    bundle = check(m, {"x": x, "s": rand(1, 4, seed=73)}, **TOL)
+    assert len(bundle.kernels) == 1
+
+
+# ---------------------------------------------------------------------------- GroupNormalization
+@pytest.mark.parametrize("opset", [18, 21])
+@pytest.mark.parametrize("shape,groups", [((2, 4, 5), 2), ((1, 6, 3, 4), 3), ((1, 4, 2, 2), 4),
+                                          ((2, 3, 5), 1)])
+def test_groupnorm(opset, shape, groups):
+    n = groups if opset == 18 else shape[1]
+    x = rand(*shape, seed=74)
+    node = helper.make_node("GroupNormalization", ["x", "s", "b"], ["y"], num_groups=groups,
+                            epsilon=1e-3)
+    m = make_model([node], {"x": x}, {"y": (np.float32, list(shape))},
+                   {"s": rand(n, seed=75), "b": rand(n, seed=76)}, opset=opset)
+    if opset == 21:
+        check(m, {"x": x}, **TOL)
+        return
+    # onnx's checker calls the per-group opset 18 version deprecated; onnxruntime runs it.
+    got, _ = compile_and_run(m, {"x": x})
+    np.testing.assert_allclose(got["y"], ort_run(m, {"x": x})["y"], **TOL)
+
+
+def test_groupnorm_groups_must_divide_channels(tmp_path):
+    node = helper.make_node("GroupNormalization", ["x", "s", "b"], ["y"], num_groups=3)
+    m = make_model([node], {"x": rand(1, 4, 2)}, {"y": (np.float32, [1, 4, 2])},
+                   {"s": rand(4), "b": rand(4)}, opset=21)
+    compile_error(m, tmp_path, "num_groups=3 must divide")
+
+
+# --------------------------------------------------------------------- MeanVarianceNormalization
+# (onnx's shape inference cannot expand MVN without an explicit axes attribute.)
+@pytest.mark.parametrize("shape,axes", [((2, 3, 4, 5), [0, 2, 3]), ((2, 3, 4, 5), [2, 3]),
+                                        ((3, 4, 5), [-1]), ((2, 6), [0, 1])])
+def test_mvn(shape, axes):
+    check_node("MeanVarianceNormalization", {"x": rand(*shape, seed=77)}, {"axes": axes},
+               opset=13,
+               atol=1e-4, rtol=1e-4)
+
+
+# ------------------------------------------------------------------------------------------ LRN
+# onnxruntime takes only 4-D inputs and odd sizes.
+@pytest.mark.parametrize("attrs", [dict(size=3), dict(size=3, alpha=0.01, beta=0.5, bias=2.0),
+                                   dict(size=5, alpha=0.1, beta=1.0), dict(size=1)])
+@pytest.mark.parametrize("shape", [(2, 5, 3, 3), (1, 4, 1, 6)])
+def test_lrn(shape, attrs):
+    check_node("LRN", {"x": rand(*shape, seed=78)}, attrs, opset=13, **TOL)

@@ -1,8 +1,10 @@
 """MaxPool, AveragePool, GlobalMaxPool, GlobalAveragePool against onnxruntime: 1-D/2-D/3-D,
 pads, strides, dilations, ceil_mode (incl. windows that start in the padding), auto_pad,
-count_include_pad, opsets 11/13/18/19, epilogue fusion and the unsupported cases."""
+count_include_pad, opsets 11/13/18/19, epilogue fusion and the unsupported cases; MaxPool's
+Indices output, LpPool, GlobalLpPool and MaxUnpool."""
 
 import numpy as np
+import onnx
 import pytest
 from onnx import helper
 from opcheck import check, check_node, make_model, ort_run, rand
@@ -169,16 +171,6 @@ def _compile(tmp_path, op, shape, attrs, opset=13, n_out=1):
     return aotc.compile(m, tmp_path, name="m")
 
 
-def test_maxpool_indices_output_is_rejected(tmp_path):
-    with pytest.raises(AotcError, match="Indices output is not supported"):
-        _compile(tmp_path, "MaxPool", (1, 1, 4, 4), dict(kernel_shape=[2, 2]), n_out=2)
-
-
-def test_maxpool_storage_order_is_rejected(tmp_path):
-    with pytest.raises(AotcError, match="storage_order=1 is not supported"):
-        _compile(tmp_path, "MaxPool", (1, 1, 4, 4), dict(kernel_shape=[2, 2], storage_order=1))
-
-
 def test_same_padding_with_dilation_is_rejected(tmp_path):
     with pytest.raises(AotcError, match="auto_pad=SAME_UPPER with dilations"):
         _compile(tmp_path, "MaxPool", (1, 1, 7, 7),
@@ -205,3 +197,116 @@ def test_missing_kernel_shape_is_rejected(tmp_path):
 def test_pool_rank2_input_is_rejected(tmp_path):
     with pytest.raises(AotcError, match="rank >= 3"):
         _compile(tmp_path, "GlobalMaxPool", (3, 4), {})
+
+
+# ------------------------------------------------------------------------- MaxPool with Indices
+def _check_inferred(nodes, inputs, outputs, inits=None, opset=13, **tol):
+    """check() a model whose output shapes onnx infers (multi-output models)."""
+    m = make_model(nodes, inputs, {o: (dt, None) for o, dt in outputs.items()}, inits, opset)
+    inferred = onnx.shape_inference.infer_shapes(m, strict_mode=True)
+    del m.graph.output[:]
+    m.graph.output.extend(inferred.graph.output)
+    return check(m, {k: v for k, v in inputs.items()}, **tol)
+
+
+ARGMAX = [
+    ((1, 2, 9), dict(kernel_shape=[3], strides=[2], pads=[1, 1])),
+    ((2, 2, 7, 6), dict(kernel_shape=[3, 2], strides=[2, 2], pads=[1, 1, 1, 0], ceil_mode=1)),
+    ((1, 2, 6, 6), dict(kernel_shape=[2, 2], dilations=[2, 2])),
+    ((1, 2, 5, 4, 6), dict(kernel_shape=[2, 2, 3], strides=[2, 1, 2])),
+]
+
+
+@pytest.mark.parametrize("storage_order", [0, 1])
+@pytest.mark.parametrize("shape,attrs", ARGMAX, ids=_ids(ARGMAX))
+def test_maxpool_indices(shape, attrs, storage_order):
+    x = rand(*shape, seed=12)
+    node = helper.make_node("MaxPool", ["x"], ["y", "idx"], storage_order=storage_order, **attrs)
+    _check_inferred([node], {"x": x}, {"y": np.float32, "idx": np.int64}, **TOL)
+
+
+def test_maxpool_indices_ties_and_int8():
+    # Repeated values: the first maximum in scan order wins.
+    x = np.repeat(np.arange(4, dtype=np.int8), 8).reshape(1, 2, 4, 4)
+    node = helper.make_node("MaxPool", ["x"], ["y", "idx"], kernel_shape=[2, 2], strides=[1, 1])
+    _check_inferred([node], {"x": x}, {"y": np.int8, "idx": np.int64})
+
+
+# --------------------------------------------------------------------------- LpPool, GlobalLpPool
+LP_WINDOWS = [
+    ((1, 2, 9), dict(kernel_shape=[3], strides=[2], pads=[1, 1])),
+    ((1, 3, 6, 7), dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])),
+    ((1, 2, 6, 6), dict(kernel_shape=[2, 2], auto_pad="SAME_UPPER", strides=[2, 2])),
+    ((1, 2, 4, 5, 4), dict(kernel_shape=[2, 2, 2])),
+]
+
+
+@pytest.mark.parametrize("p", [1, 2, 3])
+@pytest.mark.parametrize("shape,attrs", LP_WINDOWS, ids=_ids(LP_WINDOWS))
+def test_lppool(shape, attrs, p):
+    check_node("LpPool", {"x": rand(*shape, seed=13)}, {**attrs, "p": p}, opset=13, atol=1e-4,
+               rtol=1e-4)
+
+
+@pytest.mark.parametrize("attrs", [dict(kernel_shape=[3, 3], dilations=[2, 2], strides=[1, 2]),
+                                   dict(kernel_shape=[2, 2], strides=[2, 2], ceil_mode=1)])
+def test_lppool_opset18(attrs):
+    check_node("LpPool", {"x": rand(1, 2, 7, 7, seed=14)}, attrs, opset=18, atol=1e-4,
+               rtol=1e-4)
+
+
+@pytest.mark.parametrize("p", [1, 2, 3])
+def test_global_lppool(p):
+    check_node("GlobalLpPool", {"x": rand(2, 3, 4, 5, seed=15)}, {"p": p}, opset=13, atol=1e-4,
+               rtol=1e-4)
+
+
+# ------------------------------------------------------------------------------------ MaxUnpool
+@pytest.mark.parametrize("shape,attrs", [
+    ((1, 2, 6, 6), dict(kernel_shape=[2, 2], strides=[2, 2])),
+    ((2, 2, 7, 5), dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])),
+    ((1, 3, 8), dict(kernel_shape=[2], strides=[2])),
+])
+def test_maxpool_then_maxunpool(shape, attrs):
+    x = rand(*shape, seed=16)
+    nodes = [helper.make_node("MaxPool", ["x"], ["p", "idx"], **attrs),
+             helper.make_node("MaxUnpool", ["p", "idx"], ["y"], **attrs)]
+    _check_inferred(nodes, {"x": x}, {"y": np.float32}, **TOL)
+
+
+def test_maxunpool_output_shape_equal_to_inferred():
+    x = rand(1, 1, 4, 4, seed=17)
+    nodes = [helper.make_node("MaxPool", ["x"], ["p", "idx"], kernel_shape=[2, 2],
+                              strides=[2, 2]),
+             helper.make_node("MaxUnpool", ["p", "idx", "shape"], ["y"], kernel_shape=[2, 2],
+                              strides=[2, 2])]
+    m = make_model(nodes, {"x": x}, {"y": (np.float32, [1, 1, 4, 4])},
+                   {"shape": np.array([1, 1, 4, 4], np.int64)}, opset=13)
+    check(m, {"x": x}, **TOL)
+
+
+def test_maxunpool_other_output_shape_is_rejected(tmp_path):
+    # ONNX pads the inferred result at the end of each dim; onnxruntime scatters into the given
+    # shape directly: no single answer.
+    x = rand(1, 1, 2, 2)
+    node = helper.make_node("MaxUnpool", ["x", "i", "shape"], ["y"], kernel_shape=[2, 2],
+                            strides=[2, 2])
+    m = make_model([node], {"x": x, "i": np.zeros((1, 1, 2, 2), np.int64)},
+                   {"y": (np.float32, None)}, {"shape": np.array([1, 1, 5, 5], np.int64)},
+                   opset=13)
+    with pytest.raises(AotcError, match="output_shape"):
+        aotc.compile(m, tmp_path, name="m")
+
+
+@pytest.mark.parametrize("storage_order", [0, 1])
+def test_maxpool_indices_of_a_constant_fold(storage_order):
+    # The numpy reference's argmax (constant folding) against onnxruntime.
+    c = rand(2, 2, 5, 6, seed=18)
+    x = rand(2, 2, 3, 3, seed=19)
+    nodes = [helper.make_node("MaxPool", ["c"], ["p", "idx"], kernel_shape=[3, 2],
+                              strides=[2, 2], pads=[1, 0, 1, 0], storage_order=storage_order),
+             helper.make_node("Add", ["p", "x"], ["y"])]
+    m = make_model(nodes, {"x": x}, {"y": (np.float32, [2, 2, 3, 3]),
+                                     "idx": (np.int64, [2, 2, 3, 3])}, {"c": c}, opset=13)
+    bundle = check(m, {"x": x}, **TOL)
+    assert [k.split("_", 1)[1] for k in bundle.kernels if "maxpool" in k] == []
