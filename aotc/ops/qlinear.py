@@ -235,12 +235,19 @@ class _QPool(QuantOp):
     def prepare(self, node: Node, ins: Sequence[Value | None]) -> Node:
         return node.with_(inputs=node.inputs[:1], attrs={**node.attrs, "_p": self.params(ins)})
 
-    def _counts(self, node: Node, geo: Any) -> np.ndarray:
-        include = bool(node.attrs.get("count_include_pad", 0))
+    def _counts(self, node: Node, geo: Any, include: bool | None = None) -> np.ndarray:
+        """Per output position: the divisor (taps in the padded input with count_include_pad,
+        else taps inside the input)."""
+        if include is None:
+            include = bool(node.attrs.get("count_include_pad", 0))
         per_dim = [geo.padded_counts(d) if include else geo.valid_counts(d)
                    for d in range(len(geo.out))]
         return np.array([math.prod(c) for c in itertools.product(*per_dim)],
                         np.int32).reshape(geo.out)
+
+    def _pad_sum(self, node: Node, geo: Any, zx: int) -> np.ndarray:
+        """What the padded taps add to a window's sum: the zero point (real 0) each."""
+        return (self._counts(node, geo) - self._counts(node, geo, False)).astype(np.int64) * zx
 
     def compute(self, args: list[np.ndarray | None], attrs: dict[str, Any], node: Node) -> Any:
         from aotc.ops.pool import pool_reference
@@ -253,6 +260,7 @@ class _QPool(QuantOp):
         cnt = self._counts(node, geo).astype(np.int64)
         total = np.rint(pool_reference(x.astype(np.float64), geo, "avg", bool(
             node.attrs.get("count_include_pad", 0))) * cnt).astype(np.int64)
+        total = total + self._pad_sum(node, geo, p["zx"])
         if mode_of(node) == "tflite" and (p["sx"], p["zx"]) == (p["sy"], p["zy"]):
             half = cnt // 2
             num = np.where(total > 0, total + half, total - half)
@@ -271,17 +279,18 @@ class _QPool(QuantOp):
         cnts = self._counts(node, geo)
         uniform = bool((cnts == cnts.ravel()[0]).all())
         ctab = None if uniform else kb.const("cnt", cnts.ravel(), I32)
+        pad = self._pad_sum(node, geo, p["zx"])
+        ptab = None if not pad.any() or (pad == pad.ravel()[0]).all() else kb.const(
+            "padsum", pad.ravel().astype(np.int32), I32)
         nd = len(geo.out)
         with kb.loops(Y.shape, ["n", "c"] + [f"o{k}" for k in range(nd)]) as (n, c, *o):
-            acc = kb.local(Const(0, I32), "acc", I32)
+            flat: Expr = Const(0)
+            for k in range(nd):
+                flat = flat * geo.out[k] + o[k]
+            init: Expr = ptab[[flat]] if ptab is not None else Const(int(pad.ravel()[0]), I32)
+            acc = kb.local(init, "acc", I32)
             self._window(kb, X, geo, n, c, o, 0, [], acc)
-            if uniform:
-                cnt: Expr = Const(int(cnts.ravel()[0]), I32)
-            else:
-                flat: Expr = Const(0)
-                for k in range(nd):
-                    flat = flat * geo.out[k] + o[k]
-                cnt = ctab[[flat]]  # type: ignore[index]
+            cnt: Expr = Const(int(cnts.ravel()[0]), I32) if uniform else ctab[[flat]]  # type: ignore[index]
             if mode_of(node) == "tflite" and (p["sx"], p["zx"]) == (p["sy"], p["zy"]):
                 half = cnt // 2
                 from aotc.lower.loop_ir import Select
@@ -417,18 +426,26 @@ class QLinearSoftmax(QuantOp):
             with kb.loop(depth, "i") as i:
                 kb.assign(mx, bmax(mx, Cast(X.flat(base + i), I32)))
             if self.fixed_point(node, p, X.dtype.np):
-                exp, sums = qmath.softmax_tables(p["sx"])
-                texp = kb.const("exp", exp, I32)
-                tsum = kb.const("sum", sums, I32)
+                exp, _ = qmath.softmax_tables(p["sx"])
+                # Past diff_min the table is zero: keep it up to its first zero and clamp.
+                zeros = np.flatnonzero(exp == 0)
+                size = int(zeros[0]) + 1 if zeros.size else 256
+                texp = kb.const("exp", exp[:size], I32)
+
+                def e_at(i: Expr) -> Expr:
+                    d = mx - Cast(X.flat(base + i), I32)
+                    return texp[[bmin(d, Const(size - 1, I32)) if size < 256 else d]]
+
                 total = kb.local(Const(0, I32), "sum", I32)
-                with kb.loop(depth, "i") as i:
-                    kb.assign(total, total + tsum[[mx - Cast(X.flat(base + i), I32)]])
+                with kb.loop(depth, "i") as i:  # Rescale<12>: the Q12.19 sum of exps
+                    kb.assign(total, total + call("q_rdbpot", e_at(i), Const(12, I32),
+                                                  dtype=I32))
                 scale = kb.local(call("q_softmax_scale", total, Const(0, I32), dtype=I32),
                                  "scale", I32)
                 bits = kb.local(call("q_softmax_scale", total, Const(1, I32), dtype=I32)
                                 + Const(31 - 8, I32), "bits", I32)
                 with kb.loop(depth, "i") as i:
-                    e = texp[[mx - Cast(X.flat(base + i), I32)]]
+                    e = e_at(i)
                     v = call("q_rdbpot", call("q_srdhm", scale, e, dtype=I32), bits, dtype=I32)
                     kb.store_output([], Cast(_clamp_i32(v - Const(128, I32), lo, hi), Y.dtype),
                                     flat=base + i)

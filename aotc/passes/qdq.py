@@ -16,8 +16,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from aotc import qmath
-from aotc.ir.graph import Graph, Node, Value
+from aotc import dtypes, qmath
+from aotc.ir.graph import Graph, Node, TensorType, Value
 from aotc.ops.qlinear import lut_table, tflm_table
 
 QUANT_OPS = {"QLinearConv", "QLinearMatMul", "ConvInteger", "MatMulInteger", "QLinearAdd",
@@ -26,6 +26,8 @@ QUANT_OPS = {"QLinearConv", "QLinearMatMul", "ConvInteger", "MatMulInteger", "QL
 TRANSPARENT = {"Reshape", "Transpose", "Flatten", "Squeeze", "Unsqueeze", "Identity",
                "MaxPool", "GlobalMaxPool", "Slice", "Gather", "Split", "DepthToSpace",
                "SpaceToDepth", "Pad"}
+# Shape-only ops a DequantizeLinear is moved below (hoist).
+MOVES = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose"}
 # Float ops computed as a 256-entry table on int8: the float formula quantised (onnx mode), or,
 # for Sigmoid/Tanh in tflite mode with TFLite's output parameters, TFLM's fixed-point LOGISTIC/TANH
 # evaluated for each of the 256 inputs (aotc.qmath.int8_activation_table).
@@ -105,7 +107,47 @@ class _Rewriter:
         return n.inputs[2] if len(n.inputs) > 2 else ""
 
     # -------------------------------------------------------------- the walk
+    def hoist(self) -> None:
+        """Move per-tensor activation DequantizeLinear below the shape-only ops that follow it
+        (DQ -> Reshape becomes Reshape on the integers -> DQ), so DQ sits right before the op
+        it feeds: the patterns below then see the integer tensor."""
+        values = dict(self.g.values)
+        nodes: list[Node] = []
+        for n in self.g.nodes:
+            d = self.act_dq(n.inputs[0]) if n.inputs and n.op in MOVES and not n.domain else None
+            if d is None or len(n.outputs) != 1 or not self.only_user(n.inputs[0]):
+                nodes.append(n)
+                continue
+            iv, ov = values[d.inputs[0]], values[n.outputs[0]]
+            moved = f"{n.outputs[0]}__int"
+            values[moved] = Value(moved, TensorType(ov.type.shape, iv.type.dtype))
+            nodes.append(n.with_(inputs=(d.inputs[0], *n.inputs[1:]), outputs=(moved,)))
+            nodes.append(Node("DequantizeLinear", f"{n.name}__dq", (moved, *d.inputs[1:]),
+                              n.outputs, dict(d.attrs), d.version, d.domain))
+        self.g = self.g.replace(nodes=nodes, values=values)
+        self.prod = self.g.producers()
+        self.cons = self.g.consumers()
+
+    def bias_input(self, b: Node, x: Node, w: Node, like: Node) -> str:
+        """The int32 bias as the kernel wants it: scaled by x_scale * w_scale. TFLite's biases
+        are; any other bias scale is rescaled at compile time (rounded)."""
+        bs = self.const(b.inputs[1])
+        ws = self.const(w.inputs[1])
+        data = self.const(b.inputs[0])
+        assert bs is not None and ws is not None and data is not None
+        sx, _ = self.qparams(x)
+        want = np.float64(sx) * ws.astype(np.float64).reshape(-1)
+        have = np.broadcast_to(bs.astype(np.float64).reshape(-1), want.shape if want.size > 1
+                               else bs.reshape(-1).shape)
+        if np.allclose(have, want, rtol=1e-6, atol=0):
+            return b.inputs[0]
+        scaled = np.rint(data.astype(np.float64) * have / want).astype(np.int32)
+        name = f"{b.inputs[0]}__for_{like.name}"
+        self.g.values[name] = Value(name, TensorType(scaled.shape, dtypes.int32), scaled)
+        return name
+
     def run(self) -> Graph:
+        self.hoist()
         out: list[Node] = []
         for n in self.g.nodes:
             if n.op == "QuantizeLinear" and not n.domain and self.per_tensor(n) \
@@ -171,7 +213,9 @@ class _Rewriter:
         if b is not None and self.value(b.inputs[0]).type.dtype.name != "int32":  # type: ignore
             return None
         ins = [x.inputs[0], x.inputs[1], self.zp_in(x), w.inputs[0], w.inputs[1],
-               self.zp_in(w), q.inputs[1], q.inputs[2]] + ([b.inputs[0]] if b else [])
+               self.zp_in(w), q.inputs[1], q.inputs[2]]
+        if b is not None:
+            ins.append(self.bias_input(b, x, w, p))
         return self.node(p, "QLinearConv", ins, q)
 
     def _fc(self, mm: Node, bias: Node | None, q: Node, like: Node) -> Node | None:
@@ -187,7 +231,7 @@ class _Rewriter:
         ins = [x.inputs[0], x.inputs[1], self.zp_in(x), w.inputs[0], w.inputs[1],
                self.zp_in(w), q.inputs[1], q.inputs[2]]
         if bias is not None:
-            ins.append(bias.inputs[0])
+            ins.append(self.bias_input(bias, x, w, like))
         return self.node(like, "QLinearMatMul", ins, q, attrs={})
 
     def r_MatMul(self, p: Node, q: Node) -> Node | None:
@@ -259,6 +303,15 @@ class _Rewriter:
             ins += [d.inputs[0], d.inputs[1], self.zp_in(d)]
         return self.node(p, "QLinearConcat", ins, q, "com.microsoft",
                          {"axis": p.attrs["axis"]})
+
+    def r_DequantizeLinear(self, p: Node, q: Node) -> Node | None:
+        """Q(DQ(x)) with the same parameters is x."""
+        x = self.act_dq(p.outputs[0])
+        xv, yv = (self.value(x.inputs[0]), self.value(q.inputs[2])) if x else (None, None)
+        if x is None or xv is None or yv is None or xv.type.dtype != yv.type.dtype \
+                or self.qparams(x) != self.qparams(q):
+            return None
+        return Node("Identity", f"{p.name}_q", (x.inputs[0],), (q.outputs[0],), {}, 1, "")
 
     def r_lut(self, p: Node, q: Node) -> Node | None:
         fn = LUT_FUNCS.get(p.op)
