@@ -12,6 +12,7 @@ with wrong numbers).
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import subprocess
@@ -51,6 +52,14 @@ def data_root() -> Path:
     if (root / "complete").exists():
         return node
     root.mkdir(parents=True, exist_ok=True)
+    with open(root / ".lock", "w") as lock:  # xdist workers: one fetches, the others wait
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (root / "complete").exists():
+            _fetch(root)
+    return node
+
+
+def _fetch(root: Path) -> None:
     with tempfile.TemporaryDirectory(dir=root) as tmp:
         subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps",
                         f"onnx=={ONNX_VERSION}", "--python-version", "3.11",
@@ -61,7 +70,6 @@ def data_root() -> Path:
             names = [n for n in z.namelist() if n.startswith("onnx/backend/test/data/node/")]
             z.extractall(root, names)
     (root / "complete").write_text(ONNX_VERSION)
-    return node
 
 
 # ----------------------------------------------------------------------------- one test
