@@ -1,7 +1,8 @@
 """Data-movement kernels (Transpose, Concat, Split, Slice, Gather, Pad): each output element is
-one input element (or Pad's constant) at an index fixed at compile time. Constant inputs (split
-sizes, starts/ends, indices, pads) are folded into '_' attributes in prepare, so they cost no
-flash; dims that move together are merged first so the loop nests stay shallow."""
+one input element (or Pad's constant) at an index fixed at compile time, except Gather's
+run-time indices (runtime_index, shared with index.py). Constant inputs (split sizes,
+starts/ends, indices, pads) are folded into '_' attributes in prepare, so they cost no flash;
+dims that move together are merged first so the loop nests stay shallow."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import numpy as np
 from aotc.errors import AotcError
 from aotc.ir.graph import Node, Value
 from aotc.lower.builder import strides_of
-from aotc.lower.loop_ir import INDEX, Const, Expr, bmax, bmin, cmp, land, select
+from aotc.lower.loop_ir import INDEX, Cast, Const, Expr, Var, bmax, bmin, cmp, land, select
 from aotc.ops import OpDef, register
 from aotc.ops.shape import ANY
 
@@ -336,49 +337,89 @@ class Slice(OpDef):
 
 
 # --------------------------------------------------------------------------------------- Gather
-@register
-class Gather(OpDef):
-    name = "Gather"
-    since = 11
-    dtypes = ANY
-    const_inputs = (1,)
-    onnx_tests = ("test_gather_0", "test_gather_1", "test_gather_2d*", "test_gather_negative*")
+def runtime_index(raw: Expr, n: int, kb: Any = None) -> Expr:
+    """A loaded int32/int64 index as an INDEX in [0, n): a negative one counts from the end,
+    and one still outside the dim is clamped to its nearest end, so a bad run-time index can
+    never address memory outside the tensor (ONNX leaves out-of-range indices undefined).
+    With ``kb`` the raw index is first read into a local (it is used several times)."""
+    if kb is not None and not isinstance(raw, (Var, Const)):
+        raw = kb.local(raw, "ix", raw.dtype)
+    wrapped = select(cmp("lt", raw, 0), raw + n, raw, raw.dtype)
+    return Cast(bmin(bmax(wrapped, 0), max(n - 1, 0)), INDEX)
 
-    def _indices(self, node: Node, ins: Sequence[Value | None]) -> np.ndarray:
-        """The indices made non-negative; out-of-range ones rejected at compile time."""
-        shape, idx = _shape(ins), ins[1]
-        assert idx is not None and idx.const is not None
-        axis = _axis(node, node.attrs["axis"], len(shape))
-        n = shape[axis]
-        raw = np.asarray(idx.const).astype(np.int64)
+
+def clamp_indices(indices: np.ndarray, n: int) -> np.ndarray:
+    """numpy twin of runtime_index (for references)."""
+    raw = np.asarray(indices).astype(np.int64)
+    return np.clip(np.where(raw < 0, raw + n, raw), 0, max(n - 1, 0))
+
+
+def check_indices(node: Node, v: Value | None, n: int, axis: int) -> None:
+    """Indices must be int32/int64; constant ones must be inside [-n, n) (the spec's range),
+    and a non-empty index set cannot address an empty dim."""
+    if v is None:
+        return
+    if v.type.dtype.name not in ("int32", "int64"):
+        raise AotcError(f"indices have dtype {v.type.dtype.name}; supported: int32, int64",
+                        node.name, node.op)
+    if v.type.numel and n == 0:
+        raise AotcError(f"indices address the empty dim {axis}", node.name, node.op)
+    if v.is_const:
+        raw = np.asarray(v.const).astype(np.int64)
         bad = raw[(raw < -n) | (raw >= n)]
         if bad.size:
             raise AotcError(f"index {int(bad[0])} is out of range for dim {n} (axis {axis})",
                             node.name, node.op)
-        return np.where(raw < 0, raw + n, raw)
+
+
+@register
+class Gather(OpDef):
+    """Constant indices are folded into the kernel (an affine index, or a table in flash).
+    Run-time indices are loaded and wrapped per element: a negative index counts from the end
+    and an out-of-range one is CLAMPED to the nearest valid index (never read out of bounds)."""
+
+    name = "Gather"
+    since = 11
+    dtypes = ANY
+    onnx_tests = ("test_gather_0", "test_gather_1", "test_gather_2d*", "test_gather_negative*")
 
     def check(self, node: Node, ins: Sequence[Value | None]) -> None:
-        super().check(node, ins)
-        idx = ins[1]
-        assert idx is not None
-        if idx.type.dtype.name not in ("int32", "int64"):
-            raise AotcError(f"indices have dtype {idx.type.dtype.name}; supported: int32, int64",
-                            node.name, node.op)
-        self._indices(node, ins)
+        super().check(node, ins[:1])
+        shape = _shape(ins)
+        axis = _axis(node, node.attrs["axis"], len(shape))
+        check_indices(node, ins[1], shape[axis], axis)
 
     def reference(self, data: np.ndarray, indices: np.ndarray, *, axis: int = 0) -> np.ndarray:
-        return np.take(data, indices.astype(np.int64), axis=axis)
+        n = data.shape[axis if axis >= 0 else axis + data.ndim]
+        return np.take(data, clamp_indices(indices, n), axis=axis)
 
     def prepare(self, node: Node, ins: Sequence[Value | None]) -> Node:
+        idx = ins[1]
+        assert idx is not None
+        if not idx.is_const:
+            return node
+        shape = _shape(ins)
+        n = shape[_axis(node, node.attrs["axis"], len(shape))]
         return node.with_(inputs=node.inputs[:1],
-                          attrs={**node.attrs, "_indices": self._indices(node, ins)})
+                          attrs={**node.attrs, "_indices": clamp_indices(idx.const, n)})
 
     def lower(self, node: Node, kb: Any) -> None:
         X = kb.inputs[0]
         axis = _axis(node, node.attrs["axis"], len(X.shape))
-        flat = node.attrs["_indices"].reshape(-1)
         outer, inner = _outer_inner(X.shape, axis)
-        n, m = X.shape[axis], int(flat.size)
+        n = X.shape[axis]
+        if "_indices" not in node.attrs:  # run-time indices
+            ind = kb.inputs[1]
+            if 0 in (outer, inner, ind.numel):
+                return
+            with _nest(kb, [outer, ind.numel], "g") as (o, j):
+                pos = kb.local(runtime_index(ind.flat(j), n, kb), "pos")
+                with _nest(kb, [inner], "k") as (k,):
+                    kb.store_output([], X.flat((o * n + pos) * inner + k),
+                                    flat=(o * ind.numel + j) * inner + k)
+            return
+        flat = node.attrs["_indices"].reshape(-1)
+        m = int(flat.size)
         if 0 in (outer, inner, m):
             return
         step = int(flat[1] - flat[0]) if m > 1 else 0
@@ -391,6 +432,13 @@ class Gather(OpDef):
             with _nest(kb, [inner], "k") as (k,):
                 kb.store_output([], X.flat((o * n + pos) * inner + k),
                                 flat=(o * m + j) * inner + k)
+
+
+@register
+class Gather1(Gather):
+    """Opset 1 leaves negative indices undefined; wrapping them is a valid choice."""
+
+    since = 1
 
 
 # ------------------------------------------------------------------------------------------ Pad
