@@ -3,7 +3,7 @@ per inference (QEMU TCG plugin, exact; from entering <name>_run to its return, l
 and per MAC, flash (.text + .rodata + .data) and RAM (.data + .bss, of which the arena, plus the
 stack and heap link.ld reserves) from the ELF, the deepest kernel frame and recursion.
 
-    python bench/boards.py [--board cortex-m4f] [--models DIR] [--verbose]
+    python bench/boards.py [--board cortex-m4f] [--models DIR] [--verbose] [--int8] [--only kws]
 
 --verbose adds a per-kernel instruction table for each model. Needs the board's toolchain and
 QEMU (see boards/README.md).
@@ -25,6 +25,8 @@ from aotc.api import macs_of
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_MODELS = ROOT.parent / "shared" / "models" / "mlperf_tiny"
 FLOAT_MODELS = ["kws_ref_model_float", "vww_96_float", "pretrainedResnet_float", "ad01_float"]
+INT8_MODELS = ["kws_ref_model_int8_qdq", "vww_96_int8_qdq", "pretrainedResnet_int8_qdq",
+               "ad01_int8_qdq", "str_ww_ref_model_int8_qdq"]
 
 
 def measure(model_dir: Path, stem: str, board: str, out: Path) -> dict:
@@ -77,13 +79,18 @@ def main() -> int:
     p.add_argument("--board", default="cortex-m4f")
     p.add_argument("--models", type=Path, default=DEFAULT_MODELS)
     p.add_argument("--verbose", action="store_true", help="per-kernel instruction tables")
+    p.add_argument("--int8", action="store_true", help="the int8 QDQ models (tflite requant)")
+    p.add_argument("--only", default=None, help="comma-separated model stems")
     args = p.parse_args()
     if not args.models.is_dir():
         sys.exit(f"no models at {args.models}")
     b = boards.load_board(args.board)
     rows = []
     with tempfile.TemporaryDirectory(prefix="aotc_bench_boards_") as tmp:
-        for stem in FLOAT_MODELS:
+        stems = INT8_MODELS if args.int8 else FLOAT_MODELS
+        if args.only:
+            stems = [m for m in stems if any(o in m for o in args.only.split(","))]
+        for stem in stems:
             rows.append(measure(args.models, stem, args.board, Path(tmp) / stem))
     print(f"board {b.name} ({b.description}; QEMU {b.machine}; part {b.part}: "
           f"{b.flash_bytes:,} B flash, {b.ram_bytes:,} B RAM, link.ld reserves stack "

@@ -46,10 +46,12 @@ const char *aotc_status_str(int status);
 #if defined(__GNUC__) || defined(__clang__)
 #define AOTC_ALIGNED(n) __attribute__((aligned(n)))
 #define AOTC_NOINLINE __attribute__((noinline))
+#define AOTC_INLINE static inline __attribute__((always_inline))
 #define AOTC_SECTION(s) __attribute__((section(s)))
 #else
 #define AOTC_ALIGNED(n)
 #define AOTC_NOINLINE
+#define AOTC_INLINE static inline
 #define AOTC_SECTION(s)
 #endif
 
@@ -64,10 +66,24 @@ const char *aotc_status_str(int status);
 static inline float aotc_minf(float a, float b) { return a < b ? a : b; }
 static inline float aotc_maxf(float a, float b) { return a > b ? a : b; }
 
+/* BitCast: a float's bits and back (a union is C99's defined way to reinterpret them). */
+static inline uint32_t aotc_f32_bits(float f)
+{
+    union { float f; uint32_t u; } v;
+    v.f = f;
+    return v.u;
+}
+static inline float aotc_bits_f32(uint32_t u)
+{
+    union { float f; uint32_t u; } v;
+    v.u = u;
+    return v.f;
+}
+
 /* Fixed-point primitives of integer requantisation (gemmlowp/TFLite semantics; aotc/qmath.py
  * holds the Python twins). Right shifts of negative values are arithmetic on every supported
  * compiler (gcc, clang, arm-none-eabi, riscv). Inline: they cost no flash unless used. */
-static inline int32_t aotc_q_srdhm(int32_t a, int32_t b)
+AOTC_INLINE int32_t aotc_q_srdhm(int32_t a, int32_t b)
 {
     int64_t ab = (int64_t)a * (int64_t)b;
     int32_t nudge = ab >= 0 ? (1 << 30) : (1 - (1 << 30));
@@ -76,7 +92,7 @@ static inline int32_t aotc_q_srdhm(int32_t a, int32_t b)
     }
     return (int32_t)((ab + nudge) / ((int64_t)1 << 31));
 }
-static inline int32_t aotc_q_rdbpot(int32_t x, int32_t exponent)
+AOTC_INLINE int32_t aotc_q_rdbpot(int32_t x, int32_t exponent)
 {
     int32_t mask = (int32_t)(((int64_t)1 << exponent) - 1);
     int32_t remainder = x & mask;
@@ -143,6 +159,25 @@ static inline int32_t aotc_q_softmax_scale(int32_t sum, int32_t which)
 #define AOTC_MIN(a, b) ((a) < (b) ? (a) : (b))
 #define AOTC_MAX(a, b) ((a) > (b) ? (a) : (b))
 #define AOTC_ABS(a) ((a) < 0 ? -(a) : (a))
+
+/* Integer power by squaring (Pow on integer tensors), wrapping on overflow like unsigned
+ * arithmetic instead of undefined signed overflow. A negative exponent truncates the real
+ * result: 0 unless |b| == 1. */
+static inline int64_t aotc_ipow(int64_t b, int64_t e)
+{
+    uint64_t r = 1u, x = (uint64_t)b;
+    if (e < 0) {
+        return b == 1 ? 1 : (b == -1 ? ((e & 1) ? -1 : 1) : 0);
+    }
+    while (e > 0) {
+        if (e & 1) {
+            r *= x;
+        }
+        x *= x;
+        e >>= 1;
+    }
+    return (int64_t)r;
+}
 
 /*
  * Optional per-kernel profiling: build with -DAOTC_ENABLE_PROFILING and provide these two

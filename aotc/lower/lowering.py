@@ -91,6 +91,7 @@ def lower_step(s: Schedule, step: Step, unroll_max: int = 8,
         raise AotcError("has no lowering", n.name, n.op) from None
     kernel = kb.build()
     kernel = ranges.prune_guards(transforms.unroll_hinted(kernel, unroll_max))
+    kernel = transforms.scalarize_locals(kernel)
     # Drop inputs the lowering replaced (e.g. a weight it re-laid out at compile time).
     used = used_buffers(kernel.body)
     kernel = replace(kernel, params=tuple(b for b in kernel.params

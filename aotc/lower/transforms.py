@@ -11,15 +11,22 @@ from dataclasses import replace
 
 from aotc.lower.loop_ir import (
     INDEX,
+    Assign,
     Block,
     Const,
+    Decl,
+    DeclArray,
     Expr,
     If,
     Kernel,
+    Load,
     Loop,
     Stmt,
+    Store,
     Var,
     bmin,
+    map_expr,
+    map_stmts,
     substitute,
 )
 from aotc.lower.simplify import simplify_body
@@ -208,3 +215,90 @@ def _hinted(body: tuple[Stmt, ...], max_extent: int) -> list[str]:
         elif isinstance(s, Block):
             out.extend(_hinted(s.body, max_extent))
     return out
+
+
+# ----------------------------------------------------------------------------- scalar replacement
+def scalarize_locals(k: Kernel) -> Kernel:
+    """Replace a local array whose every access has a constant index (an unrolled accumulator
+    tile) by one scalar local per element: compilers keep scalars in registers, while a local
+    array may live on the stack (gcc -Os spills an int32 ``acc[4]`` on Cortex-M)."""
+    return replace(k, body=_scalarize(k.body))
+
+
+def _scalarize(body: tuple[Stmt, ...]) -> tuple[Stmt, ...]:
+    body = tuple(_scalarize_children(s) for s in body)
+    for s in body:
+        if isinstance(s, DeclArray) and _const_accesses(body, s.buf.name):
+            body = _replace_array(body, s)
+    return body
+
+
+def _scalarize_children(s: Stmt) -> Stmt:
+    if isinstance(s, Loop):
+        return replace(s, body=_scalarize(s.body))
+    if isinstance(s, Block):
+        return Block(_scalarize(s.body))
+    if isinstance(s, If):
+        return If(s.cond, _scalarize(s.then), _scalarize(s.orelse))
+    return s
+
+
+def _const_accesses(body: tuple[Stmt, ...], name: str) -> bool:
+    ok = True
+
+    def fe(e: Expr) -> Expr:
+        nonlocal ok
+        if isinstance(e, Load) and e.buf.name == name and not isinstance(e.index, Const):
+            ok = False
+        return e
+
+    def walk(b: tuple[Stmt, ...]) -> None:
+        nonlocal ok
+        for s in b:
+            if isinstance(s, Store) and s.buf.name == name and not isinstance(s.index, Const):
+                ok = False
+            if isinstance(s, Loop):
+                walk(s.body)
+            elif isinstance(s, Block):
+                walk(s.body)
+            elif isinstance(s, If):
+                walk(s.then)
+                walk(s.orelse)
+
+    map_stmts(body, fe)
+    walk(body)
+    return ok
+
+
+def _replace_array(body: tuple[Stmt, ...], decl: DeclArray) -> tuple[Stmt, ...]:
+    buf = decl.buf
+
+    def var(i: Expr) -> str:
+        assert isinstance(i, Const)
+        return f"{buf.name}_{int(i.value)}"
+
+    def fe(e: Expr) -> Expr:
+        if isinstance(e, Load) and e.buf.name == buf.name:
+            return Var(var(e.index), buf.dtype)
+        return e
+
+    def rw(b: tuple[Stmt, ...]) -> tuple[Stmt, ...]:
+        out: list[Stmt] = []
+        for s in b:
+            if s is decl:
+                zero = Const(0.0 if buf.dtype.is_float else 0, buf.dtype)
+                out += [Decl(f"{buf.name}_{i}", buf.dtype, zero) for i in range(buf.size)]
+            elif isinstance(s, Store) and s.buf.name == buf.name:
+                out.append(Assign(var(s.index), map_expr(s.value, fe)))
+            elif isinstance(s, Loop):
+                out.append(replace(s, start=map_expr(s.start, fe), stop=map_expr(s.stop, fe),
+                                   body=rw(s.body)))
+            elif isinstance(s, Block):
+                out.append(Block(rw(s.body)))
+            elif isinstance(s, If):
+                out.append(If(map_expr(s.cond, fe), rw(s.then), rw(s.orelse)))
+            else:
+                out.extend(map_stmts((s,), fe))
+        return tuple(out)
+
+    return rw(body)

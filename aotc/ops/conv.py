@@ -65,6 +65,12 @@ class ConvArith:
     """Float arithmetic of a convolution: loads as they are, the bias starts the accumulator,
     the accumulator is the output. Integer kernels subclass it (aotc/ops/quant.py)."""
 
+    # Output channels per register tile: 8 float accumulators fit the FPU's registers; integer
+    # kernels use 4 so accumulators, pointers and counters fit the 13 core registers of a
+    # Cortex-M (8 spill to the stack at -Os).
+    tile = TILE_M
+    rolled_finish = False  # requantise a tile in a rolled loop after the sum (calls inside)
+
     def __init__(self, acc: DType) -> None:
         self.acc = acc
 
@@ -180,7 +186,7 @@ class Conv(OpDef):
 
     def _lower_tiled(self, node: Node, kb: Any, X: Any, W: Any, B: Any,
                      arith: ConvArith) -> None:
-        """Output channels in tiles of TILE_M accumulators sharing each input load. Weights are
+        """Output channels in tiles of ``arith.tile`` accumulators sharing each input load. Weights are
         packed at compile time to [tile, c, k..., j] so a tile's weights are contiguous. Each
         output still sums over (c, k...) in the plain loop's order: bit-identical results."""
         Y = kb.outputs[0]
@@ -192,16 +198,17 @@ class Conv(OpDef):
         mg, cg = Y.shape[1] // group, W.shape[1]
         kprod = int(np.prod(k_sp, dtype=np.int64))
         w = arith.packed_weights(kb.input_const(1))
-        full, rest = divmod(mg, TILE_M)
-        # Packed layout per group: full tiles [full, cg, K, TILE_M], then the rest [cg, K, rest].
+        tile = arith.tile
+        full, rest = divmod(mg, tile)
+        # Packed layout per group: full tiles [full, cg, K, tile], then the rest [cg, K, rest].
         parts = []
         for gi in range(group):
             wg = w[gi * mg:(gi + 1) * mg].reshape(mg, cg, kprod)
             if full:
-                t = wg[:full * TILE_M].reshape(full, TILE_M, cg, kprod).transpose(0, 2, 3, 1)
+                t = wg[:full * tile].reshape(full, tile, cg, kprod).transpose(0, 2, 3, 1)
                 parts.append(t.reshape(-1))
             if rest:
-                parts.append(wg[full * TILE_M:].transpose(1, 2, 0).reshape(-1))
+                parts.append(wg[full * tile:].transpose(1, 2, 0).reshape(-1))
         packed = kb.const("wpack", np.concatenate(parts), arith.wdtype(W.dtype, w))
         per_group = mg * cg * kprod
         kstrides = [int(np.prod(k_sp[i + 1:], dtype=np.int64)) for i in range(nd)]
@@ -227,8 +234,17 @@ class Conv(OpDef):
 
                     self._window(kb, 0, nd, X, tap, n, ic, o, [], [], pb, pe, s, d, None,
                                  in_sp, k_sp)
-                with kb.loop(width, "j", unroll=kb.unroll_tiles) as j:
-                    kb.store_output([n, m0 + j, *o], arith.finish(kb, acc[[j]], m0 + j))
+                if arith.rolled_finish and kb.unroll_tiles:
+                    # Copy the tile out, then requantise in a rolled loop: the accumulators
+                    # are dead before any call, so they stay in registers during the sum.
+                    res = kb.local_array(width, "res", acc_t)
+                    with kb.loop(width, "j", unroll=True) as j:
+                        kb.store(res, [j], acc[[j]])
+                    with kb.loop(width, "j") as j:
+                        kb.store_output([n, m0 + j, *o], arith.finish(kb, res[[j]], m0 + j))
+                else:
+                    with kb.loop(width, "j", unroll=kb.unroll_tiles) as j:
+                        kb.store_output([n, m0 + j, *o], arith.finish(kb, acc[[j]], m0 + j))
 
         with kb.loop(Y.shape[0], "n") as n:
             with kb.loop(group, "g") as gi:
@@ -236,12 +252,12 @@ class Conv(OpDef):
                 if full:
                     with kb.loop(full, "mt") as mt:
                         with kb.block():
-                            block(n, gi, gi * mg + mt * TILE_M,
-                                  gbase + mt * (TILE_M * cg * kprod), TILE_M)
+                            block(n, gi, gi * mg + mt * tile,
+                                  gbase + mt * (tile * cg * kprod), tile)
                 if rest:
                     with kb.block():
-                        block(n, gi, gi * mg + full * TILE_M,
-                              gbase + full * TILE_M * cg * kprod, rest)
+                        block(n, gi, gi * mg + full * tile,
+                              gbase + full * tile * cg * kprod, rest)
 
     def _window(self, kb: Any, dim: int, nd: int, X: Any, wget: Any, n: Expr, ic: Expr,
                 o: list[Expr], ii: list[Expr], kk: list[Expr], pb: list[int], pe: list[int],

@@ -111,12 +111,16 @@ class IntArith(ConvArith):
     """Integer convolution / matmul arithmetic: (x - x_zp) * (w - w_zp) summed in int32 from
     the int32 bias, then ``requant`` (None: the int32 accumulator is the output)."""
 
+    tile = 4
+    rolled_finish = True
+
     def __init__(self, x_zp: int, w_zp: np.ndarray, requant: Requant | None) -> None:
         super().__init__(I32)
         self.x_zp = int(x_zp)
         self.w_zp = np.atleast_1d(np.asarray(w_zp, np.int64))
         self.requant = requant
         self._wtab: dict[int, Any] = {}
+        self.folded_bias: Any = None
 
     def x(self, e: Expr) -> Expr:
         v = Cast(e, I32)
@@ -145,7 +149,26 @@ class IntArith(ConvArith):
         return dtypes.from_numpy(w.dtype)
 
     def init(self, B: Any, m: Expr) -> Expr:
+        if self.folded_bias is not None:
+            return self.folded_bias[[m]]
         return Cast(B[[m]], I32) if B is not None else Const(0, I32)
+
+    def fold_input_zero_point(self, kb: Any, w: np.ndarray, bias: np.ndarray | None,
+                              axis: int) -> None:
+        """sum (x - zx)(w - zw) = sum x (w - zw) - zx sum (w - zw): the second term is a
+        per-channel constant, folded into the bias at compile time, so the inner loop reads x
+        as it is (CMSIS-NN's trick). Valid when every tap reads the input (no padding)."""
+        if not self.x_zp:
+            return
+        wz = self.w_zp.reshape([-1 if k == axis else 1 for k in range(w.ndim)]) \
+            if self.w_zp.size > 1 else self.w_zp[0]
+        sums = (w.astype(np.int64) - wz).sum(axis=tuple(k for k in range(w.ndim) if k != axis))
+        b = (np.zeros(sums.shape, np.int64) if bias is None else bias.astype(np.int64))
+        folded = b - self.x_zp * sums
+        if np.abs(folded).max(initial=0) >= 2 ** 31:
+            return
+        self.folded_bias = kb.const("bias", folded.astype(np.int32), I32)
+        self.x_zp = 0
 
     def finish(self, kb: Any, acc: Expr, m: Expr) -> Expr:
         return self.requant(kb, acc, m) if self.requant is not None else acc
@@ -526,7 +549,21 @@ class QLinearConv(QuantOp):
         out = dtypes.BY_NAME[node.attrs["_out"]]
         lo, hi = act_range(node, out)
         rq = Requant(node.attrs["_real"], node.attrs["_yz"], lo, hi, mode_of(node), out)
-        Conv().lower(node, kb, IntArith(node.attrs["_xz"], node.attrs["_wz"], rq))
+        arith = IntArith(node.attrs["_xz"], node.attrs["_wz"], rq)
+        _fold_zp_if_unpadded(node, kb, arith)
+        Conv().lower(node, kb, arith)
+
+
+def _fold_zp_if_unpadded(node: Node, kb: Any, arith: IntArith) -> None:
+    from aotc.ops.conv import conv_pads
+
+    X, w = kb.inputs[0], kb.input_const(1)
+    if w is None or (len(kb.inputs) > 2 and kb.input_const(2) is None):
+        return
+    pb, pe = conv_pads(node, X.shape[2:], w.shape[2:])
+    if any(pb) or any(pe):
+        return
+    arith.fold_input_zero_point(kb, w, kb.input_const(2) if len(kb.inputs) > 2 else None, 0)
 
 
 def _check_conv(node: Node, x: Value | None, w: Value | None) -> None:
@@ -669,7 +706,11 @@ class QLinearMatMul(_MatMulQ):
         lo, hi = act_range(node, out)
         rq = Requant(node.attrs["_real"], node.attrs["_yz"], lo, hi, mode_of(node), out)
         bias = kb.inputs[2] if len(kb.inputs) > 2 else None
-        MatMul().lower(node, kb, IntArith(node.attrs["_xz"], node.attrs["_wz"], rq), bias)
+        arith = IntArith(node.attrs["_xz"], node.attrs["_wz"], rq)
+        w = kb.input_const(1)
+        if w is not None and w.ndim == 2 and (bias is None or kb.input_const(2) is not None):
+            arith.fold_input_zero_point(kb, w, kb.input_const(2) if bias is not None else None, 1)
+        MatMul().lower(node, kb, arith, bias)
 
 
 register(type("QLinearMatMul", (QLinearMatMul,), {"since": 21}))
