@@ -69,8 +69,11 @@ FLOAT_CALLS = {
     "tan": "tanf", "asin": "asinf", "acos": "acosf", "atan": "atanf", "sinh": "sinhf",
     "cosh": "coshf", "asinh": "asinhf", "acosh": "acoshf", "atanh": "atanhf",
     "rint": "nearbyintf", "log1p": "log1pf", "expm1": "expm1f",
+    "bits": "aotc_f32_bits",  # BitCast (runtime_c/aotc_runtime.h)
+    "isnan": "isnan", "isinf": "isinf",  # C99 <math.h> classification macros
 }
-INT_CALLS = {"abs": "AOTC_ABS",
+INT_CALLS = {"abs": "AOTC_ABS", "float_from_bits": "aotc_bits_f32",  # BitCast
+             "ipow": "aotc_ipow",  # Pow on integers (runtime_c/aotc_runtime.h)
              # fixed-point requantisation primitives (runtime_c/aotc_runtime.h)
              "q_srdhm": "aotc_q_srdhm", "q_rdbpot": "aotc_q_rdbpot", "q_mbqm": "aotc_q_mbqm",
              "q_sat_shl": "aotc_q_sat_shl", "q_softmax_scale": "aotc_q_softmax_scale"}

@@ -1,4 +1,5 @@
-"""Softmax and LogSoftmax, numerically stable (the row maximum is subtracted before exp).
+"""Softmax, LogSoftmax and Hardmax. Softmax is numerically stable (the row maximum is subtracted
+before exp).
 
 Opset < 13 coerces the input to 2-D at ``axis`` (default 1) and normalises each row of the
 flattened tail; opset >= 13 normalises along the single dimension ``axis`` (default -1).
@@ -16,7 +17,7 @@ import numpy as np
 from aotc.errors import AotcError
 from aotc.ir.graph import Node, Value
 from aotc.lower.builder import BufRef
-from aotc.lower.loop_ir import Const, Expr, bmax, call
+from aotc.lower.loop_ir import Const, Expr, Select, bmax, call, cmp
 from aotc.ops import OpDef, register
 
 
@@ -146,3 +147,52 @@ class LogSoftmax13(_Single):
     since = 13
     log = True
     onnx_tests = ("test_logsoftmax_*",)
+
+
+# ------------------------------------------------------------------------------ Hardmax
+class _Hardmax(_Softmax):
+    """1 at the first maximum of each row, 0 elsewhere (rows as in Softmax of the same opset)."""
+
+    def _reference(self, x: np.ndarray, axis: int) -> np.ndarray:
+        ax = axis + x.ndim if axis < 0 else axis
+        outer, n, inner = softmax_split(x.shape, ax, self.coerce_2d)
+        v = x.reshape(outer, n, inner)
+        hot = np.arange(n).reshape(1, n, 1) == v.argmax(axis=1)[:, None, :]
+        return hot.astype(x.dtype).reshape(x.shape)
+
+    def lower(self, node: Node, kb: Any) -> None:
+        X: BufRef = kb.inputs[0]
+        f32 = X.dtype
+        outer, n, inner = softmax_split(X.shape, _axis(node, len(X.shape)), self.coerce_2d)
+        with _loop_unless_one(kb, outer, "o") as o, _loop_unless_one(kb, inner, "j") as j:
+            base = o * (n * inner) + j
+            m = kb.local(X.flat(base), "m", f32)
+            arg = kb.local(Const(0), "arg")
+            with kb.loop(n, "k", start=1) as k:
+                x = X.flat(base + k * inner)
+                kb.assign(arg, Select(cmp("gt", x, m), k, arg))
+                kb.assign(m, bmax(m, x))
+            with kb.loop(n, "k") as k:
+                one = Select(cmp("eq", k, arg), Const(1.0, f32), Const(0.0, f32))
+                kb.store_output([], one, flat=base + k * inner)
+
+
+@register
+class Hardmax(_Hardmax):
+    name = "Hardmax"
+    since = 1
+    coerce_2d = True
+    onnx_tests = ("test_hardmax_*",)
+
+    def reference(self, input: np.ndarray, *, axis: int = 1) -> np.ndarray:  # noqa: A002
+        return self._reference(input, axis)
+
+
+@register
+class Hardmax13(_Hardmax):
+    name = "Hardmax"
+    since = 13
+    onnx_tests = ("test_hardmax_*",)
+
+    def reference(self, input: np.ndarray, *, axis: int = -1) -> np.ndarray:  # noqa: A002
+        return self._reference(input, axis)

@@ -318,3 +318,127 @@ def test_unfusable_consumer_stays_separate():
     m = make_model(nodes, {"x": x}, {"y": (np.float32, [2, 5])})
     bundle = check(m, {"x": x}, **F32)
     assert len(bundle.kernels) == 2  # Relu alone; Neg+Add fused (t0 is read by both)
+
+
+# ------------------------------------------------------------------------------ math (float)
+MATH = [
+    ("Reciprocal", 0.5, 4.0, 7), ("Floor", -4.0, 4.0, 7), ("Ceil", -4.0, 4.0, 7),
+    ("Sin", -4.0, 4.0, 7), ("Cos", -4.0, 4.0, 7), ("Tan", -1.2, 1.2, 7),
+    ("Asin", -0.99, 0.99, 7), ("Acos", -0.99, 0.99, 7), ("Atan", -5.0, 5.0, 7),
+    ("Sinh", -3.0, 3.0, 9), ("Cosh", -3.0, 3.0, 9), ("Asinh", -5.0, 5.0, 9),
+    ("Acosh", 1.0, 6.0, 9), ("Atanh", -0.95, 0.95, 9),
+    ("Softplus", -30.0, 30.0, 1), ("Softsign", -5.0, 5.0, 1), ("Mish", -6.0, 6.0, 18),
+]
+
+
+@pytest.mark.parametrize("op,lo,hi,opset", MATH, ids=[m[0] for m in MATH])
+def test_math_unary(op, lo, hi, opset):
+    check_node(op, {"x": rand(2, 3, 5, seed=40, lo=lo, hi=hi)}, opset=max(opset, 13),
+               **TRANSCENDENTAL)
+
+
+def test_softplus_large_inputs_do_not_overflow():
+    # log(1 + exp(x)) computed naively overflows to inf above x ~ 88.
+    x = np.array([-200.0, -90.0, -1.0, 0.0, 1.0, 90.0, 200.0], np.float32)
+    check_node("Softplus", {"x": x}, **TRANSCENDENTAL)
+
+
+def test_round_half_to_even():
+    x = np.array([0.5, 1.5, 2.5, -0.5, -1.5, -2.5, 0.49999997, 2.6, -2.6, 0.0], np.float32)
+    check_node("Round", {"x": x})
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int8, np.int32, np.int64, np.uint8,
+                                   np.uint32])
+def test_sign(dtype):
+    lo = 0 if np.dtype(dtype).kind == "u" else -5
+    x = rand(3, 4, seed=41, dtype=dtype, lo=lo, hi=5)
+    x.flat[:2] = 0
+    check_node("Sign", {"x": x})
+
+
+@pytest.mark.parametrize("dtype", [np.uint16, np.uint32, np.uint64])
+def test_abs_wider_unsigned(dtype):
+    # Unsigned Abs is the identity: no "x < 0" test, which -Wextra rejects on unsigned types.
+    check_node("Abs", {"x": rand(6, seed=42, dtype=dtype, lo=0, hi=60000)})
+
+
+ACTIVATIONS = [
+    ("Selu", {}, 13), ("Selu", {"alpha": 2.0, "gamma": 3.0}, 13),
+    ("Celu", {}, 13), ("Celu", {"alpha": 2.0}, 13),
+    ("ThresholdedRelu", {}, 13), ("ThresholdedRelu", {"alpha": 0.5}, 13),
+    ("Shrink", {}, 13), ("Shrink", {"lambd": 1.0, "bias": 0.5}, 13),
+    ("Swish", {}, 24), ("Swish", {"alpha": 0.5}, 24),
+]
+
+
+@pytest.mark.parametrize("op,attrs,opset", ACTIVATIONS,
+                         ids=[f"{a[0]}-{len(a[1])}" for a in ACTIVATIONS])
+def test_activation_attrs(op, attrs, opset):
+    check_node(op, {"x": rand(4, 6, seed=43, lo=-4, hi=4)}, attrs, opset=opset,
+               **TRANSCENDENTAL)
+
+
+@pytest.mark.parametrize("act", ["Selu", "Softplus", "Mish", "ThresholdedRelu"])
+def test_new_activation_fuses_as_epilogue(act):
+    x = rand(2, 8, seed=44)
+    nodes = [helper.make_node("Mul", ["x", "s"], ["t"]), helper.make_node(act, ["t"], ["y"])]
+    m = make_model(nodes, {"x": x}, {"y": (np.float32, [2, 8])}, {"s": np.float32(3.0)},
+                   opset=18)
+    bundle = check(m, {"x": x}, **TRANSCENDENTAL)
+    assert len(bundle.kernels) == 1
+
+
+# ------------------------------------------------------------------------------ Mod
+@pytest.mark.parametrize("dtype", [np.int8, np.int16, np.int32, np.int64])
+def test_mod_integer_takes_divisor_sign(dtype):
+    a = np.array([7, -7, 7, -7, 6, -6, 0, 5], dtype)
+    b = np.array([3, 3, -3, -3, 3, -3, 4, 7], dtype)
+    check_node("Mod", {"a": a, "b": b})
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+def test_mod_integer_fmod_truncates(dtype):
+    a = np.array([7, -7, 7, -7, 6], dtype)
+    b = np.array([3, 3, -3, -3, 3], dtype)
+    check_node("Mod", {"a": a, "b": b}, {"fmod": 1})
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.uint32, np.uint64])
+def test_mod_unsigned_broadcast(dtype):
+    a = rand(3, 4, seed=45, dtype=dtype, lo=0, hi=200)
+    check_node("Mod", {"a": a}, initializers={"b": np.array([3, 5, 7, 11], dtype)})
+
+
+def test_mod_float_fmod():
+    a = rand(3, 4, seed=46, lo=-10, hi=10)
+    b = rand(4, seed=47, lo=0.5, hi=3) * np.array([1, -1, 1, -1], np.float32)
+    check_node("Mod", {"a": a, "b": b}, {"fmod": 1}, **F32)
+
+
+def test_mod_float_without_fmod_rejected(tmp_path):
+    node = helper.make_node("Mod", ["a", "b"], ["y"])
+    m = make_model([node], {"a": rand(3), "b": rand(3)}, {"y": (np.float32, [3])})
+    compile_error(m, tmp_path, "fmod=0")
+
+
+# ------------------------------------------------------------------------------ Pow (integer)
+@pytest.mark.parametrize("xt,yt", [(np.int32, np.int32), (np.int64, np.int64),
+                                   (np.int32, np.int64), (np.int64, np.float32)])
+def test_pow_integer_base(xt, yt):
+    x = np.array([[1, 2, 3, -2], [5, -3, 0, 7]], xt)
+    y = np.array([4, 5, 3, 3], yt)
+    check_node("Pow", {"x": x, "y": y})
+
+
+def test_pow_integer_exact_beyond_float_precision():
+    # 3**19 and 7**11 need more than float32's 24-bit mantissa: computed by integer squaring.
+    x = np.array([3, 7, -3, 2, 1, -1], np.int64)
+    y = np.array([19, 11, 5, 40, 9, 7], np.int64)
+    check_node("Pow", {"x": x, "y": y})
+
+
+@pytest.mark.parametrize("attrs", [{"min": 0.0, "max": 6.0}, {"min": -0.5}, {"max": 0.5}, {}])
+def test_clip_opset6_attributes(attrs):
+    # Older exports (opset < 11) carry the bounds as attributes, e.g. ReLU6.
+    check_node("Clip", {"x": rand(3, 4, seed=48, lo=-8, hi=8)}, attrs, opset=10, **F32)
