@@ -336,8 +336,9 @@ def _convert_node(pn: onnx.NodeProto, node_name: str, opset: int, values: dict[s
 
 # Shape arithmetic (Shape -> Gather -> Concat -> Reshape, ...) must be known while importing,
 # because the ops downstream need the values to check and infer. The nodes stay in the graph
-# (fold_constants turns them into constants); only small integer results are tracked, small
-# enough (<= 4 KB) that fold_constants always folds them.
+# (fold_constants turns them into constants); only small results are tracked (integer shape
+# arithmetic, or float parameter chains such as an expanded window's Cast(size) feeding Range),
+# small enough (<= 4 KB) that fold_constants always folds them.
 _KNOWN_MAX = 512
 _SHAPE_ONLY = ("Shape", "Size")
 
@@ -352,7 +353,7 @@ def _propagate_known(opdef: Any, node: Node, ins: list[Value | None], types: lis
         return
     if node.op not in _SHAPE_ONLY and not all(v is None or v.is_const for v in ins):
         return
-    if not all(not t.dtype.is_float and t.numel <= _KNOWN_MAX for t in types):
+    if not all(t.numel <= _KNOWN_MAX for t in types):
         return
     args = [None if v is None else v.const if v.const is not None
             else np.broadcast_to(np.zeros((), v.type.dtype.np), v.type.shape) for v in ins]
