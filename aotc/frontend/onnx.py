@@ -351,7 +351,9 @@ def _propagate_known(opdef: Any, node: Node, ins: list[Value | None], types: lis
                      known: dict[str, np.ndarray]) -> None:
     if node.domain:
         return
-    if node.op not in _SHAPE_ONLY and not all(v is None or v.is_const for v in ins):
+    type_only = 1 if node.op == "CastLike" and not node.domain else None  # target: its dtype
+    if node.op not in _SHAPE_ONLY and not all(v is None or v.is_const or k == type_only
+                                              for k, v in enumerate(ins)):
         return
     if not all(t.numel <= _KNOWN_MAX for t in types):
         return
