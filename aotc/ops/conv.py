@@ -186,9 +186,10 @@ class Conv(OpDef):
 
     def _lower_tiled(self, node: Node, kb: Any, X: Any, W: Any, B: Any,
                      arith: ConvArith) -> None:
-        """Output channels in tiles of ``arith.tile`` accumulators sharing each input load. Weights are
-        packed at compile time to [tile, c, k..., j] so a tile's weights are contiguous. Each
-        output still sums over (c, k...) in the plain loop's order: bit-identical results."""
+        """Output channels in tiles of ``arith.tile`` accumulators sharing each input load.
+        Weights are packed at compile time to [tile, c, k..., j] so a tile's weights are
+        contiguous. Each output still sums over (c, k...) in the plain loop's order:
+        bit-identical results."""
         Y = kb.outputs[0]
         nd = len(X.shape) - 2
         in_sp, k_sp = X.shape[2:], W.shape[2:]

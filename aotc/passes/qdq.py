@@ -18,7 +18,7 @@ import numpy as np
 
 from aotc import dtypes, qmath
 from aotc.ir.graph import Graph, Node, TensorType, Value
-from aotc.ops.qlinear import lut_table, tflm_table
+from aotc.ops.qtable import lut_table, tflm_table
 
 QUANT_OPS = {"QLinearConv", "QLinearMatMul", "ConvInteger", "MatMulInteger", "QLinearAdd",
              "QLinearMul", "QLinearAveragePool", "QLinearGlobalAveragePool", "QLinearSoftmax",
