@@ -2,7 +2,9 @@
 
 The Reduce ops differ only in a row of REDUCTIONS (init, per-element map, combine, finalise).
 Axes are an attribute before ReduceSum-13 / the others' opset 18 and a constant input after it
-(folded into ``_axes`` in Prepare). Each output element loops over the reduced dims.
+(folded into ``_axes`` in Prepare). Each output element loops over the reduced dims; over an
+empty set it is the reduction's identity (0, 1, -inf / the type's minimum for Max, ...), which
+constant folding computes at compile time when the input is zero-size.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from aotc import dtypes
 from aotc.errors import AotcError
 from aotc.ir.graph import Node, TensorType, Value
 from aotc.lower.builder import BufRef
-from aotc.lower.loop_ir import Const, Expr, bmax, bmin, call, cmp
+from aotc.lower.loop_ir import Cast, Const, Expr, bmax, bmin, call, cmp
 from aotc.ops import OpDef, register
 
 
@@ -31,6 +33,10 @@ def _square(x: Expr) -> Expr:
     return x * x
 
 
+def _abs(x: Expr) -> Expr:
+    return call("abs", x) if x.dtype.is_signed else x
+
+
 def _add(acc: Expr, x: Expr) -> Expr:
     return acc + x
 
@@ -39,44 +45,82 @@ def _as_is(acc: Expr, n: int) -> Expr:
     return acc
 
 
+def identity(kind: str, dt: np.dtype) -> Any:
+    """The value of a reduction over the empty set: "zero", "one", "lowest" (Max's: -inf, or the
+    type's minimum) or "highest" (Min's)."""
+    if kind in ("zero", "one"):
+        return dt.type(kind == "one")
+    if dt.kind == "b":
+        return np.bool_(kind == "highest")
+    if dt.kind == "f":
+        return dt.type(-np.inf if kind == "lowest" else np.inf)
+    info = np.iinfo(dt)
+    return dt.type(info.min if kind == "lowest" else info.max)
+
+
+def _np_max(x: np.ndarray, **kw: Any) -> np.ndarray:
+    return np.max(x, initial=identity("lowest", x.dtype), **kw)
+
+
+def _np_min(x: np.ndarray, **kw: Any) -> np.ndarray:
+    return np.min(x, initial=identity("highest", x.dtype), **kw)
+
+
+def _np_mean(x: np.ndarray, axis: tuple[int, ...], keepdims: bool) -> np.ndarray:
+    n = math.prod(x.shape[a] for a in axis)
+    s = np.sum(x, axis=axis, keepdims=keepdims)
+    if x.dtype.kind == "f":
+        return s / n if n else s * np.nan
+    return np.sign(s) * (np.abs(s) // n) if n else s  # C integer division truncates
+
+
 def _np_logsumexp(x: np.ndarray, axis: tuple[int, ...], keepdims: bool) -> np.ndarray:
-    m = np.max(x, axis=axis, keepdims=True)
+    m = _np_max(x, axis=axis, keepdims=True)
     out = np.log(np.sum(np.exp(x - m), axis=axis, keepdims=True)) + m
     return out if keepdims else np.squeeze(out, axis=axis)
 
 
 @dataclass(frozen=True)
 class Reduction:
-    """acc = init; acc = combine(acc, pre(x)) over the reduced elements; out = finalise(acc, n).
-    With ``shift_by_max`` the elements are first shifted by their maximum m, which is added
-    back to the result (a stable log-sum-exp)."""
+    """acc = identity; acc = combine(acc, pre(x)) over the reduced elements;
+    out = finalise(acc, n). With ``shift_by_max`` the elements are first shifted by their
+    maximum m, which is added back to the result (a stable log-sum-exp)."""
 
-    init: float
+    init: str  # the identity: see identity()
     combine: Callable[[Expr, Expr], Expr]
     numpy: Callable[..., np.ndarray]  # numpy(x, axis=, keepdims=), for the reference
     pre: Callable[[Expr], Expr] = _same
     finalise: Callable[[Expr, int], Expr] = _as_is
     shift_by_max: bool = False
+    dtypes: tuple[str, ...] = ("float32",)
 
 
+# Integer reductions wrap like C integer arithmetic: 32- and 64-bit ones accumulate in their own
+# type, 8- and 16-bit ones in int32 (narrowed when stored).
+NUMERIC = ("float32", "int32", "int64", "int8", "uint8", "int16", "uint16", "uint32", "uint64")
 REDUCTIONS: dict[str, Reduction] = {
-    "ReduceSum": Reduction(0.0, _add, np.sum),
-    "ReduceMean": Reduction(0.0, _add, np.mean, finalise=lambda acc, n: acc / float(n)),
-    "ReduceMax": Reduction(-math.inf, bmax, np.max),
-    "ReduceMin": Reduction(math.inf, bmin, np.min),
-    "ReduceProd": Reduction(1.0, lambda acc, x: acc * x, np.prod),
-    "ReduceL1": Reduction(0.0, _add, lambda x, **kw: np.sum(np.abs(x), **kw),
-                          pre=lambda x: call("abs", x)),
-    "ReduceL2": Reduction(0.0, _add, lambda x, **kw: np.sqrt(np.sum(x * x, **kw)),
+    "ReduceSum": Reduction("zero", _add, np.sum, dtypes=NUMERIC),
+    "ReduceMean": Reduction("zero", _add, _np_mean, dtypes=NUMERIC,
+                            finalise=lambda acc, n: acc / (float(n) if acc.dtype.is_float
+                                                           else max(n, 1))),
+    "ReduceMax": Reduction("lowest", bmax, _np_max, dtypes=NUMERIC),
+    "ReduceMin": Reduction("highest", bmin, _np_min, dtypes=NUMERIC),
+    "ReduceProd": Reduction("one", lambda acc, x: acc * x, np.prod, dtypes=NUMERIC),
+    "ReduceL1": Reduction("zero", _add, lambda x, **kw: np.sum(np.abs(x), **kw), pre=_abs,
+                          dtypes=NUMERIC),
+    "ReduceL2": Reduction("zero", _add, lambda x, **kw: np.sqrt(np.sum(x * x, **kw)),
                           pre=_square, finalise=lambda acc, n: call("sqrt", acc)),
-    "ReduceSumSquare": Reduction(0.0, _add, lambda x, **kw: np.sum(x * x, **kw), pre=_square),
-    "ReduceLogSum": Reduction(0.0, _add, lambda x, **kw: np.log(np.sum(x, **kw)),
+    "ReduceSumSquare": Reduction("zero", _add, lambda x, **kw: np.sum(x * x, **kw),
+                                 pre=_square, dtypes=NUMERIC),
+    "ReduceLogSum": Reduction("zero", _add, lambda x, **kw: np.log(np.sum(x, **kw)),
                               finalise=lambda acc, n: call("log", acc)),
-    "ReduceLogSumExp": Reduction(0.0, _add, _np_logsumexp, pre=lambda x: call("exp", x),
+    "ReduceLogSumExp": Reduction("zero", _add, _np_logsumexp, pre=lambda x: call("exp", x),
                                  finalise=lambda acc, n: call("log", acc), shift_by_max=True),
 }
 # The opset where the axes attribute became an input.
 AXES_INPUT_SINCE = {name: 13 if name == "ReduceSum" else 18 for name in REDUCTIONS}
+# ReduceMax and ReduceMin accept bool from opset 20 (False < True).
+BOOL_SINCE = {"ReduceMax": 20, "ReduceMin": 20}
 
 
 def resolve_axes(node: Node, raw: Sequence[int] | np.ndarray | None, rank: int,
@@ -128,7 +172,12 @@ class _Reduce(OpDef):
     def _reference(self, data: np.ndarray, raw: Any, keepdims: int, noop: int) -> np.ndarray:
         node = Node(self.name, "reference", (), ())
         axes = resolve_axes(node, raw, data.ndim, bool(noop))
-        out = self.reduction.numpy(data.astype(np.float64), axis=axes, keepdims=bool(keepdims))
+        # Floats in double; integers exactly (64-bit, wrapping back into the input type).
+        x = data.astype(np.float64 if data.dtype.kind == "f" else
+                        data.dtype if data.dtype.kind == "b" or data.dtype.itemsize == 8 else
+                        np.int64)
+        with np.errstate(all="ignore"):  # log(0) and 0/0 of empty sets are the right answer
+            out = self.reduction.numpy(x, axis=axes, keepdims=bool(keepdims))
         return np.asarray(out).astype(data.dtype)
 
     def lower(self, node: Node, kb: Any) -> None:
@@ -137,17 +186,22 @@ class _Reduce(OpDef):
         axes = self.axes(node, [None], rank)
         kept = [d for d in range(rank) if d not in axes]
         r = self.reduction
-        f32 = X.dtype
+        # 8- and 16-bit integers accumulate in int32 (a mean of int8 needs the exact sum).
+        dt = X.dtype
+        if not dt.is_float and dt.name != "bool" and dt.itemsize < 4:
+            dt = dtypes.int32
         n = math.prod(X.shape[d] for d in axes)
         with kb.loops([X.shape[d] for d in kept], [f"i{d}" for d in kept]) as ovars:
             idx: dict[int, Expr] = dict(zip(kept, ovars))
             m = None
             if r.shift_by_max:
-                m = kb.local(Const(-math.inf, f32), "m", f32)
+                m = kb.local(Const(-math.inf, dt), "m", dt)
                 with _reduced_loops(kb, X, axes, idx) as x:
                     kb.assign(m, bmax(m, x))
-            acc = kb.local(Const(r.init, f32), "acc", f32)
+            init = identity(r.init, X.dtype.np).item()
+            acc = kb.local(Const(init, dt), "acc", dt)
             with _reduced_loops(kb, X, axes, idx) as x:
+                x = x if x.dtype == dt else Cast(x, dt)
                 kb.assign(acc, r.combine(acc, r.pre(x if m is None else x - m)))
             value = r.finalise(acc, n)
             if m is not None:
@@ -208,10 +262,14 @@ class _InputAxes(_Reduce):
 
 
 def _register_reduction(name: str, tests: tuple[str, ...]) -> None:
-    for base, since in ((_AttrAxes, 1), (_InputAxes, AXES_INPUT_SINCE[name])):
+    r = REDUCTIONS[name]
+    versions = [(_AttrAxes, 1, r.dtypes), (_InputAxes, AXES_INPUT_SINCE[name], r.dtypes)]
+    if name in BOOL_SINCE:
+        versions.append((_InputAxes, BOOL_SINCE[name], (*r.dtypes, "bool")))
+    for base, since, dts in versions:
         cls_name = name if since == 1 else f"{name}{since}"
         cls = type(cls_name, (base,), {"name": name, "since": since, "onnx_tests": tests,
-                                        "reduction": REDUCTIONS[name], "__module__": __name__})
+                                        "reduction": r, "dtypes": dts, "__module__": __name__})
         register(cls)
 
 

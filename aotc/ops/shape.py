@@ -1,6 +1,8 @@
-"""View ops (Reshape, Flatten, Squeeze, Unsqueeze, Identity, Dropout) reinterpret their input's
-storage and get no kernel (a flat Copy only when a graph output needs its own buffer). The
-data-movement kernels (Transpose, Concat, Split, Slice, Gather, Pad) live in movement.py."""
+"""Shape ops. View ops (Reshape, Flatten, Squeeze, Unsqueeze, Identity, Dropout) reinterpret
+their input's storage and get no kernel (a flat Copy only when a graph output needs its own
+buffer); Shape and Size fold away. The re-layout kernels here (Expand, Tile, DepthToSpace,
+SpaceToDepth, ReverseSequence) reuse movement.py's strided copy; BitCast reinterprets bits
+element by element. Transpose, Concat, Split, Slice, Gather and Pad live in movement.py."""
 
 from __future__ import annotations
 
@@ -9,9 +11,13 @@ from typing import Any
 
 import numpy as np
 
+from aotc import dtypes
 from aotc.errors import AotcError
 from aotc.ir.graph import Node, TensorType, Value
+from aotc.lower.builder import strides_of
+from aotc.lower.loop_ir import INDEX, Cast, bmax, bmin, call, cmp, select
 from aotc.ops import OpDef, register
+from aotc.ops.elementwise import Elementwise
 
 ANY = ("float32", "uint8", "int8", "uint16", "int16", "int32", "uint32", "int64", "uint64", "bool")
 
@@ -122,14 +128,11 @@ class Identity(View):
 
 class _Dropout(View):
     name = "Dropout"
-    # The *_mask tests ask for the mask output, which inference does not produce.
-    onnx_tests = ("test_dropout_default", "test_dropout_default_ratio", "test_dropout_*_old")
+    # The mask output of inference Dropout is all true; the views pass makes it a constant.
+    onnx_tests = ("test_dropout_*",)
 
     def check(self, node: Node, ins: Sequence[Value | None]) -> None:
         super().check(node, ins[:1])
-        if len([o for o in node.outputs if o]) > 1:
-            raise AotcError("the mask output is not supported (inference only)",
-                            node.name, node.op)
 
 
 @register
@@ -138,8 +141,15 @@ class Dropout10(_Dropout):
 
     since = 10
 
-    def reference(self, data: np.ndarray, *, ratio: float = 0.5) -> np.ndarray:
-        return data
+    def check(self, node: Node, ins: Sequence[Value | None]) -> None:
+        super().check(node, ins)
+        if len(node.outputs) > 1 and node.outputs[1]:
+            raise AotcError("the mask output before opset 12 is not supported (onnxruntime "
+                            "makes it all false, the ONNX reference all true)",
+                            node.name, node.op)
+
+    def reference(self, data: np.ndarray, *, ratio: float = 0.5) -> Any:
+        return data, np.ones(data.shape, np.bool_)
 
 
 @register
@@ -153,8 +163,8 @@ class Dropout12(_Dropout):
                 raise AotcError("training_mode must be a constant false", node.name, node.op)
 
     def reference(self, data: np.ndarray, ratio: Any = None, training_mode: Any = None, *,
-                  seed: int = 0) -> np.ndarray:
-        return data
+                  seed: int = 0) -> Any:
+        return data, np.ones(data.shape, np.bool_)
 
 
 @register
@@ -186,8 +196,6 @@ class _StaticShapeOp(OpDef):
         x = kb.inputs[0]
         attrs = {k: v for k, v in node.attrs.items() if not k.startswith("_")}
         value = np.asarray(self.reference(np.zeros(x.shape, np.uint8), **attrs))
-        from aotc import dtypes
-
         table = kb.const("value", value.reshape(-1), dtypes.int64)
         with kb.loop(max(value.size, 1), "i") as i:
             kb.store_output([], table.flat(i), flat=i)
@@ -222,3 +230,291 @@ class Size(_StaticShapeOp):
 
     def reference(self, data: np.ndarray) -> np.ndarray:
         return np.array(data.size, dtype=np.int64)
+
+
+# ------------------------------------------------------------------ broadcasting and re-layout
+# Expand, Tile, DepthToSpace, SpaceToDepth and ReverseSequence move data without arithmetic:
+# each output element is one input element at an index fixed at compile time (ReverseSequence:
+# chosen by a length read at run time).
+def _ints(arr: np.ndarray | Sequence[int] | None) -> list[int]:
+    return [] if arr is None else [int(x) for x in np.asarray(arr).reshape(-1)]
+
+
+def _in(ins: Sequence[Value | None], k: int = 0) -> Value:
+    v = ins[k] if k < len(ins) else None
+    assert v is not None
+    return v
+
+
+def _bcast_strides(in_shape: Sequence[int], out_shape: Sequence[int]) -> list[int]:
+    """Input element strides per output dim (right-aligned; 0 where the input broadcasts)."""
+    pad = len(out_shape) - len(in_shape)
+    strides = strides_of(in_shape)
+    return [0 if d < pad or in_shape[d - pad] == 1 else strides[d - pad]
+            for d in range(len(out_shape))]
+
+
+@register
+class Expand(OpDef):
+    name = "Expand"
+    since = 8
+    dtypes = ANY
+    const_inputs = (1,)
+    onnx_tests = ("test_expand_*",)
+
+    def check(self, node: Node, ins: Sequence[Value | None]) -> None:
+        super().check(node, ins)
+        shape = _ints(_in(ins, 1).const)
+        try:
+            np.broadcast_shapes(_in(ins).type.shape, tuple(shape))
+        except ValueError:
+            raise AotcError(f"shape {shape} does not broadcast with the input shape "
+                            f"{list(_in(ins).type.shape)}", node.name, node.op) from None
+        if any(d < 0 for d in shape):
+            raise AotcError(f"shape {shape} has a negative dim", node.name, node.op)
+
+    def reference(self, input: np.ndarray, shape: np.ndarray) -> np.ndarray:  # noqa: A002
+        out = np.broadcast_shapes(input.shape, tuple(_ints(shape)))
+        return np.array(np.broadcast_to(input, out))
+
+    def lower(self, node: Node, kb: Any) -> None:
+        from aotc.ops.movement import _strided_copy
+
+        X, Y = kb.inputs[0], kb.outputs[0]
+        _strided_copy(kb, X, Y.shape, _bcast_strides(X.shape, Y.shape), 0, "e")
+
+
+@register
+class Tile(OpDef):
+    name = "Tile"
+    since = 6
+    dtypes = ANY
+    const_inputs = (1,)
+    onnx_tests = ("test_tile*",)
+
+    def check(self, node: Node, ins: Sequence[Value | None]) -> None:
+        super().check(node, ins)
+        reps = _ints(_in(ins, 1).const)
+        rank = len(_in(ins).type.shape)
+        if len(reps) != rank or any(r < 0 for r in reps):
+            raise AotcError(f"repeats {reps} must be {rank} non-negative counts (one per dim)",
+                            node.name, node.op)
+
+    def reference(self, input: np.ndarray, repeats: np.ndarray) -> np.ndarray:  # noqa: A002
+        return np.tile(input, _ints(repeats)) if input.ndim else input.copy()
+
+    def lower(self, node: Node, kb: Any) -> None:
+        """Output dim d of size r*n is the index pair (copy, i): read x[i] at stride s_d."""
+        from aotc.ops.movement import _strided_copy
+
+        X, Y = kb.inputs[0], kb.outputs[0]
+        reps = [y // x if x else 0 for x, y in zip(X.shape, Y.shape)]
+        counts: list[int] = []
+        coeffs: list[int] = []
+        for r, n, s in zip(reps, X.shape, strides_of(X.shape)):
+            counts += [r, n]
+            coeffs += [0, s]
+        _strided_copy(kb, X, counts, coeffs, 0, "t")
+
+
+class _Blocks(OpDef):
+    """DepthToSpace and SpaceToDepth: a reshape to 6-D, a transpose, a reshape to 4-D."""
+
+    dtypes = ANY
+
+    def plan(self, node: Node, shape: Sequence[int]
+             ) -> tuple[list[int], list[int], list[int]]:
+        """(the 6-D view of the input, the permutation, the output shape)."""
+        raise NotImplementedError
+
+    def check(self, node: Node, ins: Sequence[Value | None]) -> None:
+        super().check(node, ins)
+        shape = _in(ins).type.shape
+        b = int(node.attrs["blocksize"])
+        if len(shape) != 4:
+            raise AotcError(f"the input must be 4-D (NCHW), got shape {list(shape)}", node.name,
+                            node.op)
+        if b < 1:
+            raise AotcError(f"blocksize={b} must be positive", node.name, node.op)
+        self.plan(node, shape)
+
+    def blocks(self, x: np.ndarray, node: Node) -> np.ndarray:
+        view, perm, out = self.plan(node, x.shape)
+        return np.transpose(x.reshape(view), perm).reshape(out)
+
+    def lower(self, node: Node, kb: Any) -> None:
+        from aotc.ops.movement import _merged_perm, _strided_copy
+
+        X = kb.inputs[0]
+        view, perm, _ = self.plan(node, X.shape)
+        shape, mperm = _merged_perm(view, perm)
+        strides = strides_of(shape)
+        _strided_copy(kb, X, [shape[p] for p in mperm], [strides[p] for p in mperm], 0, "b")
+
+
+def _ref_node(op: str, **attrs: Any) -> Node:
+    return Node(op, "reference", (), (), attrs)
+
+
+class _DepthToSpace(_Blocks):
+    name = "DepthToSpace"
+    onnx_tests = ("test_depthtospace_*",)
+
+    def plan(self, node: Node, shape: Sequence[int]
+             ) -> tuple[list[int], list[int], list[int]]:
+        n, c, h, w = shape
+        b = int(node.attrs["blocksize"])
+        mode = node.attrs.get("mode", "DCR")
+        if c % (b * b):
+            raise AotcError(f"channels {c} are not a multiple of blocksize^2 = {b * b}",
+                            node.name, node.op)
+        out = [n, c // (b * b), h * b, w * b]
+        if mode == "DCR":
+            return [n, b, b, c // (b * b), h, w], [0, 3, 4, 1, 5, 2], out
+        if mode == "CRD":
+            return [n, c // (b * b), b, b, h, w], [0, 1, 4, 2, 5, 3], out
+        raise AotcError(f"mode={mode!r} is not supported; supported: DCR, CRD", node.name,
+                        node.op)
+
+
+@register
+class DepthToSpace(_DepthToSpace):
+    since = 1
+
+    def reference(self, input: np.ndarray, *, blocksize: int) -> np.ndarray:  # noqa: A002
+        return self.blocks(input, _ref_node(self.name, blocksize=blocksize))
+
+
+@register
+class DepthToSpace11(_DepthToSpace):
+    """Opset 11 adds mode (DCR, the old behaviour, or CRD)."""
+
+    since = 11
+
+    def reference(self, input: np.ndarray, *, blocksize: int,  # noqa: A002
+                  mode: str = "DCR") -> np.ndarray:
+        return self.blocks(input, _ref_node(self.name, blocksize=blocksize, mode=mode))
+
+
+@register
+class SpaceToDepth(_Blocks):
+    name = "SpaceToDepth"
+    since = 1
+    onnx_tests = ("test_spacetodepth*",)
+
+    def plan(self, node: Node, shape: Sequence[int]
+             ) -> tuple[list[int], list[int], list[int]]:
+        n, c, h, w = shape
+        b = int(node.attrs["blocksize"])
+        if h % b or w % b:
+            raise AotcError(f"spatial dims {h}x{w} are not multiples of blocksize {b}",
+                            node.name, node.op)
+        return ([n, c, h // b, b, w // b, b], [0, 3, 5, 1, 2, 4],
+                [n, c * b * b, h // b, w // b])
+
+    def reference(self, input: np.ndarray, *, blocksize: int) -> np.ndarray:  # noqa: A002
+        return self.blocks(input, _ref_node(self.name, blocksize=blocksize))
+
+
+@register
+class ReverseSequence(OpDef):
+    """Reverses the first lens[b] steps along the time axis of each batch entry b. The lengths
+    may be read at run time; there they are clamped to [0, T] so no read leaves the tensor."""
+
+    name = "ReverseSequence"
+    since = 10
+    dtypes = ANY
+    onnx_tests = ("test_reversesequence_*",)
+
+    def _axes(self, node: Node, rank: int) -> tuple[int, int]:
+        b, t = int(node.attrs["batch_axis"]), int(node.attrs["time_axis"])
+        if rank < 2 or {b, t} != {0, 1}:
+            raise AotcError(f"batch_axis={b} and time_axis={t} must be 0 and 1 (in either order) "
+                            f"of an input of rank >= 2", node.name, node.op)
+        return b, t
+
+    def check(self, node: Node, ins: Sequence[Value | None]) -> None:
+        super().check(node, ins[:1])
+        shape = _in(ins).type.shape
+        b, t = self._axes(node, len(shape))
+        lens = _in(ins, 1)
+        if lens.type.dtype.name != "int64" or lens.type.shape != (shape[b],):
+            raise AotcError(f"sequence_lens must be int64 of shape [{shape[b]}], got "
+                            f"{lens.type}", node.name, node.op)
+        if lens.is_const:
+            bad = [int(v) for v in lens.const.reshape(-1) if not 0 <= v <= shape[t]]
+            if bad:
+                raise AotcError(f"sequence length {bad[0]} is outside [0, {shape[t]}]",
+                                node.name, node.op)
+
+    def reference(self, input: np.ndarray, sequence_lens: np.ndarray, *,  # noqa: A002
+                  batch_axis: int = 1, time_axis: int = 0) -> np.ndarray:
+        out = np.array(input)
+        for k, n in enumerate(_ints(sequence_lens)):
+            idx: list[Any] = [slice(None)] * input.ndim
+            idx[batch_axis], idx[time_axis] = k, slice(0, n)
+            src = list(idx)
+            src[time_axis] = slice(n - 1, None, -1) if n else slice(0, 0)
+            out[tuple(idx)] = input[tuple(src)]
+        return out
+
+    def lower(self, node: Node, kb: Any) -> None:
+        X, L = kb.inputs[0], kb.inputs[1]
+        if X.numel == 0:
+            return
+        b_ax, t_ax = self._axes(node, len(X.shape))
+        inner = int(np.prod(X.shape[2:], dtype=np.int64))
+        nb, nt = X.shape[b_ax], X.shape[t_ax]
+        with kb.loop(nb, "b") as b:
+            n = kb.local(bmin(bmax(Cast(L.flat(b), INDEX), 0), nt), "n")
+            with kb.loop(nt, "t") as t:
+                src = kb.local(select(cmp("lt", t, n), n - 1 - t, t, INDEX), "src")
+                with kb.loop(inner, "k") as k:
+                    def at(tt: Any) -> Any:
+                        pair = (b, tt) if b_ax == 0 else (tt, b)
+                        return (pair[0] * X.shape[1] + pair[1]) * inner + k
+
+                    kb.store_output([], X.flat(at(src)), flat=at(t))
+
+
+# ---------------------------------------------------------------------------------------- BitCast
+def _bitcast_target(node: Node, src: Any) -> Any:
+    to = int(node.attrs["to"])
+    if to not in dtypes.BY_ONNX:
+        raise AotcError(f"to={to} (ONNX TensorProto enum) is not supported", node.name, node.op)
+    dst = dtypes.BY_ONNX[to]
+    if dst.itemsize != src.itemsize:
+        raise AotcError(f"to={dst.name} has {dst.itemsize} bytes per element, the input "
+                        f"({src.name}) {src.itemsize}: BitCast needs equal sizes",
+                        node.name, node.op)
+    return dst
+
+
+@register
+class BitCast(Elementwise):
+    """Reinterprets each element's bits as another type of the same size. Integers of one size
+    convert by a C cast (two's complement on every supported compiler); float32 goes through
+    the runtime's union helpers (C99's defined way to reinterpret a float)."""
+
+    name = "BitCast"
+    since = 26
+    dtypes = ANY
+    onnx_tests = ("test_bitcast_*",)
+
+    def check(self, node: Node, ins: Sequence[Value | None]) -> None:
+        super().check(node, ins)
+        _bitcast_target(node, _in(ins).type.dtype)
+
+    def reference(self, input: np.ndarray, *, to: int) -> np.ndarray:  # noqa: A002
+        return np.asarray(input, order="C").view(dtypes.BY_ONNX[int(to)].np)
+
+    def scalar(self, args: list[Any], node: Node) -> Any:
+        x = args[0]
+        dst = _bitcast_target(node, x.dtype)
+        if x.dtype == dst:
+            return x
+        if x.dtype.is_float:
+            x = call("bits", x, dtype=dtypes.BY_NAME["uint32"])
+        if dst.is_float:
+            return call("float_from_bits", Cast(x, dtypes.BY_NAME["uint32"]), dtype=dst)
+        return Cast(x, dst)

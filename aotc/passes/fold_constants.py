@@ -1,7 +1,9 @@
 """Constant folding: every node whose inputs are all constants is evaluated at compile time with
 its numpy reference (weight transposes, reshapes, Dequantize of constants, shape arithmetic).
 
-Shape and Size fold even on run-time inputs (shapes are static).
+Shape and Size fold even on run-time inputs (shapes are static). A zero-size tensor has no data,
+so it is a constant too: a node whose outputs are all empty needs no kernel, and an empty
+run-time input folds like a constant (a reduction over it yields the reduction's identity).
 
 Post: no node has only constant inputs, except those whose result would be much larger than
 their inputs (Expand/Tile of a constant): folding those would bloat flash, so they stay kernels.
@@ -21,6 +23,8 @@ _SMALL = 4096
 # Ops whose result depends only on the (static) shapes of their inputs, never on the data:
 # they fold even when their input is computed at run time.
 _SHAPE_ONLY = ("Shape", "Size")
+# Inputs read only for their type, never their values (CastLike's target).
+_TYPE_ONLY = {"CastLike": 1}
 
 
 def _fold_arg(v: Value) -> np.ndarray:
@@ -30,14 +34,27 @@ def _fold_arg(v: Value) -> np.ndarray:
     return np.broadcast_to(np.zeros((), v.type.dtype.np), v.type.shape)
 
 
+def _empty(v: Value) -> bool:
+    return v.type.numel == 0
+
+
 def fold_constants(g: Graph) -> Graph:
     values = dict(g.values)
     nodes: list[Node] = []
     for n in g.nodes:
         ins = [values[i] if i else None for i in n.inputs]
+        outs_ = [values[o] for o in n.outputs if o]
+        if not n.epilogue and outs_ and all(_empty(v) for v in outs_):
+            for v in outs_:
+                arr = np.zeros(v.type.shape, v.type.dtype.np)
+                arr.setflags(write=False)
+                values[v.name] = Value(v.name, v.type, arr)
+            continue
         shape_only = n.op in _SHAPE_ONLY and n.domain == ""
         if n.epilogue or not n.inputs or not (
-                shape_only or all(v is None or v.is_const for v in ins)):
+                shape_only or all(v is None or v.is_const or _empty(v)
+                                  or (n.domain == "" and _TYPE_ONLY.get(n.op) == k)
+                                  for k, v in enumerate(ins))):
             nodes.append(n)
             continue
         opdef = resolve(n.op, g.opset, n.domain)

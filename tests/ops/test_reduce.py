@@ -178,7 +178,74 @@ def test_argmax_axis_out_of_range_is_rejected(tmp_path):
         _compile(tmp_path, node, rand(2, 3), 13)
 
 
-def test_reduce_integer_input_is_rejected(tmp_path):
-    node = helper.make_node("ReduceSum", ["x"], ["y"], name="rs")
+def test_reduce_float_only_ops_reject_integers(tmp_path):
+    node = helper.make_node("ReduceL2", ["x"], ["y"], name="rl2")
     with pytest.raises(AotcError, match="dtype int32"):
         _compile(tmp_path, node, np.zeros((2, 3), np.int32), 11)
+
+
+def test_reduce_bool_needs_opset_20(tmp_path):
+    node = helper.make_node("ReduceMax", ["x"], ["y"], name="rm")
+    with pytest.raises(AotcError, match="dtype bool"):
+        _compile(tmp_path, node, np.zeros((2, 3), np.bool_), 18)
+
+
+# ------------------------------------------------------------------------------ dtypes, empty
+INT_CASES = [  # (op, dtype) pairs onnxruntime implements
+    ("ReduceSum", np.int32), ("ReduceSum", np.int64), ("ReduceMax", np.int32),
+    ("ReduceMax", np.int64), ("ReduceMax", np.int8), ("ReduceMax", np.uint8),
+    ("ReduceMin", np.int32), ("ReduceMin", np.int8), ("ReduceMin", np.uint8),
+    ("ReduceProd", np.int32), ("ReduceProd", np.int64), ("ReduceMean", np.int32),
+    ("ReduceL1", np.int32), ("ReduceL1", np.int64), ("ReduceSumSquare", np.int32),
+    ("ReduceSumSquare", np.int64),
+]
+
+
+@pytest.mark.parametrize("op,dtype", INT_CASES, ids=[f"{o}-{np.dtype(d).name}"
+                                                      for o, d in INT_CASES])
+def test_reduce_integer_dtypes(op, dtype):
+    lo = 0 if np.dtype(dtype).kind == "u" else -7
+    x = rand(2, 3, 4, seed=10, dtype=dtype, lo=lo, hi=7)
+    _check_typed(op, x, {"keepdims": 0}, [1], AXES_INPUT_SINCE[op], [2, 4])
+
+
+@pytest.mark.parametrize("keepdims", [0, 1])
+@pytest.mark.parametrize("op", ["ReduceMax", "ReduceMin"])
+def test_reduce_max_min_bool(op, keepdims):
+    x = rand(3, 4, seed=11, dtype=np.int32, lo=0, hi=1).astype(np.bool_)
+    x[0] = True
+    x[1] = False
+    _check_typed(op, x, {"keepdims": keepdims}, [-1], 20, [3, 1] if keepdims else [3])
+
+
+def _check_typed(op, x, attrs, axes, opset, out_shape):
+    """check_node declares float outputs: integer and bool reductions declare their own."""
+    node = helper.make_node(op, ["x", "axes"], ["y"], **attrs)
+    m = make_model([node], {"x": x}, {"y": (x.dtype, out_shape)},
+                   {"axes": np.array(axes, np.int64)}, opset=opset)
+    check(m, {"x": x})
+
+
+@pytest.mark.parametrize("op", [op for op in OPS if op != "ReduceMean"])  # mean: undefined
+def test_reduce_over_empty_set_is_the_identity(op):
+    # Reducing a zero-size axis: no kernel, the identity (0, 1, -inf, inf, log 0) as a constant.
+    x = np.zeros((2, 0, 3), np.float32)
+    bundle = check_node(op, {"x": x}, {"keepdims": 1}, initializers={"axes": np.array([1])},
+                        opset=AXES_INPUT_SINCE[op])
+    assert all(k.startswith("copy") or "copy" in k for k in bundle.kernels), bundle.kernels
+
+
+def test_reduce_of_a_zero_size_intermediate():
+    # Square of an empty input is empty (no kernel, no arena bytes); the sum is zeros.
+    x = np.zeros((2, 0, 3), np.float32)
+    nodes = [helper.make_node("Mul", ["x", "x"], ["sq"]),
+             helper.make_node("ReduceSum", ["sq", "axes"], ["y"], keepdims=0)]
+    m = make_model(nodes, {"x": x}, {"y": (np.float32, [2, 3])}, {"axes": np.array([1])},
+                   opset=13)
+    check(m, {"x": x})
+
+
+def test_reduce_with_zero_size_output():
+    x = np.zeros((0, 3), np.float32)
+    check_node("ReduceSum", {"x": x}, {"keepdims": 0}, initializers={"axes": np.array([1])},
+               opset=13)
