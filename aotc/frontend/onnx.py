@@ -340,7 +340,7 @@ def _convert_node(pn: onnx.NodeProto, node_name: str, opset: int, values: dict[s
 # arithmetic, or float parameter chains such as an expanded window's Cast(size) feeding Range),
 # small enough (<= 4 KB) that fold_constants always folds them.
 _KNOWN_MAX = 512
-_SHAPE_ONLY = ("Shape", "Size")
+_SHAPE_ONLY = ("Shape", "Size", "OptionalHasElement")
 
 
 def _with_known(v: Value, known: Mapping[str, np.ndarray]) -> Value:

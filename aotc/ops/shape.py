@@ -126,6 +126,35 @@ class Identity(View):
         return input
 
 
+@register
+class OptionalGetElement(View):
+    """On a plain tensor (aotc has no optional or sequence types) the identity."""
+
+    name = "OptionalGetElement"
+    since = 18
+    onnx_tests = ("test_optional_get_element_tensor",)
+
+    def reference(self, input: np.ndarray) -> np.ndarray:  # noqa: A002
+        return input
+
+
+@register
+class OptionalHasElement(OpDef):
+    """Known at compile time: true for a tensor input, false when the input is absent (aotc
+    has no optional type, so an input is always a present tensor). Folds like Shape."""
+
+    name = "OptionalHasElement"
+    since = 18
+    dtypes = ANY
+    onnx_tests = ("test_optional_has_element_empty_no_input*",)
+
+    def reference(self, input: np.ndarray | None = None) -> np.ndarray:  # noqa: A002
+        return np.array(input is not None)
+
+    def infer(self, node: Node, ins: Sequence[Value | None]) -> list[TensorType]:
+        return [TensorType((), dtypes.bool_)]
+
+
 class _Dropout(View):
     name = "Dropout"
     # The mask output of inference Dropout is all true; the views pass makes it a constant.

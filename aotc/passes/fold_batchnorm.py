@@ -71,6 +71,9 @@ def _bn_to_affine(g: Graph) -> Graph:
     values = dict(g.values)
     nodes: list[Node] = []
     for bn in g.nodes:
+        if bn.op != "BatchNormalization" or bn.domain:
+            nodes.append(bn)
+            continue
         outs = [o for o in bn.outputs if o]
         params = [values.get(i) for i in bn.inputs[1:5]]
         x = values[bn.inputs[0]]

@@ -22,7 +22,7 @@ _MAX_GROWTH = 4  # fold only if output bytes <= 4x input bytes (or tiny)
 _SMALL = 4096
 # Ops whose result depends only on the (static) shapes of their inputs, never on the data:
 # they fold even when their input is computed at run time.
-_SHAPE_ONLY = ("Shape", "Size")
+_SHAPE_ONLY = ("Shape", "Size", "OptionalHasElement")
 # Inputs read only for their type, never their values (CastLike's target).
 _TYPE_ONLY = {"CastLike": 1}
 
@@ -51,7 +51,7 @@ def fold_constants(g: Graph) -> Graph:
                 values[v.name] = Value(v.name, v.type, arr)
             continue
         shape_only = n.op in _SHAPE_ONLY and n.domain == ""
-        if n.epilogue or not n.inputs or not (
+        if n.epilogue or not (
                 shape_only or all(v is None or v.is_const or _empty(v)
                                   or (n.domain == "" and _TYPE_ONLY.get(n.op) == k)
                                   for k, v in enumerate(ins))):

@@ -14,7 +14,7 @@ import numpy as np
 
 from aotc.ir.graph import Graph, Node, Value
 
-_NOOPS = ("Identity", "Dropout")
+_NOOPS = ("Identity", "Dropout", "OptionalGetElement")
 
 
 def views(g: Graph) -> Graph:
