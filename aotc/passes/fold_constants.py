@@ -65,7 +65,8 @@ def fold_constants(g: Graph) -> Graph:
             nodes.append(n)
             continue
         try:
-            outs = opdef.run_reference(n, [None if v is None else _fold_arg(v) for v in ins])
+            with np.errstate(all="ignore"):  # IEEE results (log(0) = -inf) are what C gives
+                outs = opdef.run_reference(n, [None if v is None else _fold_arg(v) for v in ins])
         except Exception as e:
             raise AotcError(f"constant folding failed: {type(e).__name__}: {e}",
                             n.name, n.op) from None
