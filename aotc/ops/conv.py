@@ -199,7 +199,7 @@ class Conv(OpDef):
         mg, cg = Y.shape[1] // group, W.shape[1]
         kprod = int(np.prod(k_sp, dtype=np.int64))
         w = arith.packed_weights(kb.input_const(1))
-        tile = arith.tile
+        tile = arith.tile if kb.unroll_tiles else TILE_M  # host: vector-width tiles
         full, rest = divmod(mg, tile)
         # Packed layout per group: full tiles [full, cg, K, tile], then the rest [cg, K, rest].
         parts = []
