@@ -18,3 +18,34 @@ def mlperf_dir() -> Path:
     if not SHARED_MODELS.is_dir():
         pytest.fail(f"MLPerf Tiny models not found at {SHARED_MODELS} (../shared/models)")
     return SHARED_MODELS
+
+
+# --- the ONNX node-suite tally, printed at the end of any run that includes tests/onnx_node:
+# `onnx-node: N passed, M failed, K excluded` over the static-numeric subset (excluded = listed
+# in aotc/data/onnx_node_exclusions.txt). Here, not in tests/onnx_node/conftest.py: pytest only
+# calls a sub-directory conftest's terminal-summary hook when run from inside that directory.
+def _onnx_node_tally(terminalreporter):  # type: ignore[no-untyped-def]
+    passed = failed = excluded = 0
+    for key in ("passed", "failed", "error"):
+        for rep in terminalreporter.stats.get(key, []):
+            props = dict(getattr(rep, "user_properties", []))
+            if "onnx_node" not in props or not props.get("onnx_node_static"):
+                continue
+            if getattr(rep, "when", "call") != "call" and key == "passed":
+                continue
+            if props["onnx_node"] == "excluded":
+                excluded += 1
+            elif key == "passed":
+                passed += 1
+            else:
+                failed += 1
+    return passed, failed, excluded
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):  # type: ignore[no-untyped-def]
+    passed, failed, excluded = _onnx_node_tally(terminalreporter)
+    if passed or failed or excluded:
+        total = passed + failed + excluded
+        terminalreporter.write_line(
+            f"onnx-node: {passed} passed, {failed} failed, {excluded} excluded "
+            f"(static-numeric subset of onnx 1.22.0: {total} tests)")
