@@ -19,7 +19,7 @@ from onnx import numpy_helper
 from aotc import dtypes
 from aotc.errors import AotcError
 from aotc.ir.graph import Graph, Node, TensorType, Value
-from aotc.ops import REQUIRED, resolve
+from aotc.ops import REQUIRED, resolve, values_known
 
 MIN_OPSET = 1
 _DEFAULT_DOMAINS = ("", "ai.onnx")
@@ -340,7 +340,6 @@ def _convert_node(pn: onnx.NodeProto, node_name: str, opset: int, values: dict[s
 # arithmetic, or float parameter chains such as an expanded window's Cast(size) feeding Range),
 # small enough (<= 4 KB) that fold_constants always folds them.
 _KNOWN_MAX = 512
-_SHAPE_ONLY = ("Shape", "Size", "OptionalHasElement")
 
 
 def _with_known(v: Value, known: Mapping[str, np.ndarray]) -> Value:
@@ -351,9 +350,7 @@ def _propagate_known(opdef: Any, node: Node, ins: list[Value | None], types: lis
                      known: dict[str, np.ndarray]) -> None:
     if node.domain:
         return
-    type_only = 1 if node.op == "CastLike" and not node.domain else None  # target: its dtype
-    if node.op not in _SHAPE_ONLY and not all(v is None or v.is_const or k == type_only
-                                              for k, v in enumerate(ins)):
+    if not values_known(opdef, ins):
         return
     if not all(t.numel <= _KNOWN_MAX for t in types):
         return

@@ -31,6 +31,9 @@ class OpDef:
     # Inputs that must be compile-time constants (shape, axes, pads, ...).
     const_inputs: ClassVar[tuple[int, ...]] = ()
     onnx_tests: ClassVar[tuple[str, ...]] = ()
+    # Inputs whose values the op never reads, only their type and shape (Shape, Size, CastLike's
+    # target): the result is known at compile time once the other inputs are constants.
+    type_only_inputs: ClassVar[tuple[int, ...]] = ()
 
     # ------------------------------------------------------------------ schema
     @classmethod
@@ -85,6 +88,12 @@ class OpDef:
     def scalar(self, args: list[Any], node: Node) -> Any:
         """Elementwise ops: the output element as an expression of the input elements."""
         raise NotImplementedError
+
+
+def values_known(opdef: OpDef, ins: Sequence[Value | None]) -> bool:
+    """Every input the op reads the values of is a compile-time constant."""
+    return all(v is None or v.is_const or k in opdef.type_only_inputs
+               for k, v in enumerate(ins))
 
 
 _REGISTRY: dict[tuple[str, str], list[type[OpDef]]] = {}

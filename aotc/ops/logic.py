@@ -186,6 +186,7 @@ class CastLike(Elementwise):
     name = "CastLike"
     since = 15
     dtypes = ALL
+    type_only_inputs = (1,)
     onnx_tests = ("test_castlike_*",)
 
     def check(self, node: Node, ins: Any) -> None:

@@ -146,6 +146,7 @@ class OptionalHasElement(OpDef):
     name = "OptionalHasElement"
     since = 18
     dtypes = ANY
+    type_only_inputs = (0,)
     onnx_tests = ("test_optional_has_element_empty_no_input*",)
 
     def reference(self, input: np.ndarray | None = None) -> np.ndarray:  # noqa: A002
@@ -220,6 +221,7 @@ class _StaticShapeOp(OpDef):
     lowering (used only if folding is switched off) writes the values from a flash table."""
 
     dtypes = ANY
+    type_only_inputs = (0,)
 
     def lower(self, node: Node, kb: Any) -> None:
         x = kb.inputs[0]

@@ -1,9 +1,10 @@
 """Constant folding: every node whose inputs are all constants is evaluated at compile time with
 its numpy reference (weight transposes, reshapes, Dequantize of constants, shape arithmetic).
 
-Shape and Size fold even on run-time inputs (shapes are static). A zero-size tensor has no data,
-so it is a constant too: a node whose outputs are all empty needs no kernel, and an empty
-run-time input folds like a constant (a reduction over it yields the reduction's identity).
+Inputs an op reads only for their type (OpDef.type_only_inputs: Shape, Size, CastLike's
+target) need not be constant. A zero-size tensor has no data, so it is a constant too: a node
+whose outputs are all empty needs no kernel, and an empty run-time input folds like a constant
+(a reduction over it yields the reduction's identity).
 
 Post: no node has only constant inputs, except those whose result would be much larger than
 their inputs (Expand/Tile of a constant): folding those would bloat flash, so they stay kernels.
@@ -16,15 +17,12 @@ import numpy as np
 from aotc import dtypes
 from aotc.errors import AotcError
 from aotc.ir.graph import Graph, Node, TensorType, Value
-from aotc.ops import resolve
+from aotc.ops import resolve, values_known
 
 _MAX_GROWTH = 4  # fold only if output bytes <= 4x input bytes (or tiny)
 _SMALL = 4096
 # Ops whose result depends only on the (static) shapes of their inputs, never on the data:
 # they fold even when their input is computed at run time.
-_SHAPE_ONLY = ("Shape", "Size", "OptionalHasElement")
-# Inputs read only for their type, never their values (CastLike's target).
-_TYPE_ONLY = {"CastLike": 1}
 
 
 def _fold_arg(v: Value) -> np.ndarray:
@@ -50,15 +48,13 @@ def fold_constants(g: Graph) -> Graph:
                 arr.setflags(write=False)
                 values[v.name] = Value(v.name, v.type, arr)
             continue
-        shape_only = n.op in _SHAPE_ONLY and n.domain == ""
-        if n.epilogue or not (
-                shape_only or all(v is None or v.is_const or _empty(v)
-                                  or (n.domain == "" and _TYPE_ONLY.get(n.op) == k)
-                                  for k, v in enumerate(ins))):
-            nodes.append(n)
-            continue
         opdef = resolve(n.op, g.opset, n.domain)
         assert opdef is not None
+        # An empty tensor has no data to read: it counts as known.
+        if n.epilogue or not values_known(opdef, [None if v is not None and _empty(v) else v
+                                                  for v in ins]):
+            nodes.append(n)
+            continue
         out_bytes = sum(values[o].type.nbytes for o in n.outputs if o)
         in_bytes = sum(v.type.nbytes for v in ins if v is not None)
         if out_bytes > max(_MAX_GROWTH * in_bytes, _SMALL) and _has_lowering(opdef):
