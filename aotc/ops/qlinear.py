@@ -39,6 +39,21 @@ def _scalar(node: Node, v: Value | None, what: str, default: float | int = 0) ->
     return a.reshape(-1)[0].item()
 
 
+def qparam(ins: Sequence[Any], i: int, default: float | int) -> Any:
+    """The scalar scale or zero point at input ``i`` (a constant Value, or an array when the
+    reference runs); ``default`` when the input is absent."""
+    v = ins[i] if i < len(ins) else None
+    if v is None:
+        return default
+    return np.asarray(v.const if isinstance(v, Value) else v).reshape(-1)[0].item()
+
+
+def unary_params(ins: Sequence[Any]) -> dict[str, Any]:
+    """(X, x_scale, x_zero_point, y_scale, y_zero_point) -> sx, zx, sy, zy."""
+    return dict(sx=float(np.float32(qparam(ins, 1, 1.0))), zx=int(qparam(ins, 2, 0)),
+                sy=float(np.float32(qparam(ins, 3, 1.0))), zy=int(qparam(ins, 4, 0)))
+
+
 def _clamp_i32(v: Expr, lo: int, hi: int) -> Expr:
     return bmin(bmax(v, Const(lo, I32)), Const(hi, I32))
 
@@ -90,16 +105,11 @@ class _Binary(QuantOp):
         return [TensorType(tuple(shape), a.type.dtype)]
 
     def params(self, node: Node, ins: Sequence[Any]) -> dict[str, Any]:
-        def get(i: int, d: float | int) -> Any:
-            v = ins[i] if i < len(ins) else None
-            if v is None:
-                return d
-            a = np.asarray(v.const if isinstance(v, Value) else v)
-            return a.reshape(-1)[0].item()
+        def scale(i: int) -> float:
+            return float(np.float32(qparam(ins, i, 1.0)))
 
-        return dict(sa=float(np.float32(get(1, 1.0))), za=int(get(2, 0)),
-                    sb=float(np.float32(get(4, 1.0))), zb=int(get(5, 0)),
-                    sy=float(np.float32(get(6, 1.0))), zy=int(get(7, 0)))
+        return dict(sa=scale(1), za=int(qparam(ins, 2, 0)), sb=scale(4),
+                    zb=int(qparam(ins, 5, 0)), sy=scale(6), zy=int(qparam(ins, 7, 0)))
 
     def prepare(self, node: Node, ins: Sequence[Value | None]) -> Node:
         return node.with_(inputs=(node.inputs[0], node.inputs[3]),
@@ -222,18 +232,8 @@ class _QPool(QuantOp):
         geo = self._geo(node, x.type.shape)
         return [TensorType((*x.type.shape[:2], *geo.out), x.type.dtype)]
 
-    def params(self, ins: Sequence[Any]) -> dict[str, Any]:
-        def get(i: int, d: float | int) -> Any:
-            v = ins[i] if i < len(ins) else None
-            if v is None:
-                return d
-            return np.asarray(v.const if isinstance(v, Value) else v).reshape(-1)[0].item()
-
-        return dict(sx=float(np.float32(get(1, 1.0))), zx=int(get(2, 0)),
-                    sy=float(np.float32(get(3, 1.0))), zy=int(get(4, 0)))
-
     def prepare(self, node: Node, ins: Sequence[Value | None]) -> Node:
-        return node.with_(inputs=node.inputs[:1], attrs={**node.attrs, "_p": self.params(ins)})
+        return node.with_(inputs=node.inputs[:1], attrs={**node.attrs, "_p": unary_params(ins)})
 
     def _counts(self, node: Node, geo: Any, include: bool | None = None) -> np.ndarray:
         """Per output position: the divisor (taps in the padded input with count_include_pad,
@@ -254,7 +254,7 @@ class _QPool(QuantOp):
 
         x = args[0]
         assert x is not None
-        p = self.params(args)
+        p = unary_params(args)
         geo = self._geo(node, x.shape)
         lo, hi = act_range(node, dtypes.from_numpy(x.dtype))
         cnt = self._counts(node, geo).astype(np.int64)
@@ -364,17 +364,12 @@ class QLinearConcat(QuantOp):
 
     def _groups(self, node: Node, ins: Sequence[Any]
                 ) -> tuple[float, int, list[tuple[int, float, int]]]:
-        def val(v: Any) -> Any:
-            if v is None:
-                return 0
-            return np.asarray(v.const if isinstance(v, Value) else v).reshape(-1)[0].item()
-
         if (len(ins) - 2) % 3:
             raise AotcError("expects Y_scale, Y_zero_point and (X, scale, zero point) triples",
                             node.name, node.op)
-        groups = [(2 + 3 * k, float(np.float32(val(ins[3 + 3 * k]))), int(val(ins[4 + 3 * k])))
-                  for k in range((len(ins) - 2) // 3)]
-        return float(np.float32(val(ins[0]))), int(val(ins[1])), groups
+        groups = [(2 + 3 * k, float(np.float32(qparam(ins, 3 + 3 * k, 0))),
+                   int(qparam(ins, 4 + 3 * k, 0))) for k in range((len(ins) - 2) // 3)]
+        return float(np.float32(qparam(ins, 0, 0))), int(qparam(ins, 1, 0)), groups
 
     def check(self, node: Node, ins: Sequence[Value | None]) -> None:
         _, _, groups = self._groups(node, ins)

@@ -15,7 +15,7 @@ from aotc.errors import AotcError
 from aotc.ir.graph import Node, TensorType, Value
 from aotc.lower.loop_ir import Cast, Const, Expr, bmax, bmin, call
 from aotc.ops import register
-from aotc.ops.qlinear import MS, _clamp_i32, _quantize_f32, _scalar
+from aotc.ops.qlinear import MS, _clamp_i32, _quantize_f32, _scalar, unary_params
 from aotc.ops.quant import F32, I32, QT, QuantOp, mode_of, qrange
 
 
@@ -51,28 +51,17 @@ class QLinearSoftmax(QuantOp):
         return [TensorType(x.type.shape, x.type.dtype)]
 
     @staticmethod
-    def params(ins: Sequence[Any]) -> dict[str, Any]:
-        def get(i: int, d: float | int) -> Any:
-            v = ins[i] if i < len(ins) else None
-            if v is None:
-                return d
-            return np.asarray(v.const if isinstance(v, Value) else v).reshape(-1)[0].item()
-
-        return dict(sx=float(np.float32(get(1, 1.0))), zx=int(get(2, 0)),
-                    sy=float(np.float32(get(3, 1.0))), zy=int(get(4, 0)))
-
-    @staticmethod
     def fixed_point(node: Node, p: dict[str, Any], dt: np.dtype) -> bool:
         return (mode_of(node) == "tflite" and np.dtype(dt) == np.int8 and p["zy"] == -128
                 and np.float32(p["sy"]) == np.float32(1 / 256))
 
     def prepare(self, node: Node, ins: Sequence[Value | None]) -> Node:
-        return node.with_(inputs=node.inputs[:1], attrs={**node.attrs, "_p": self.params(ins)})
+        return node.with_(inputs=node.inputs[:1], attrs={**node.attrs, "_p": unary_params(ins)})
 
     def compute(self, args: list[np.ndarray | None], attrs: dict[str, Any], node: Node) -> Any:
         x = args[0]
         assert x is not None
-        p = self.params(args)
+        p = unary_params(args)
         rows = x.reshape(-1, x.shape[-1])
         if self.fixed_point(node, p, x.dtype):
             exp, sums = qmath.softmax_tables(p["sx"])
@@ -211,7 +200,7 @@ class _LutImport(QuantOp):
                 _scalar(node, ins[i], "scales and zero points")
 
     def table(self, node: Node, ins: Sequence[Any], dt: np.dtype) -> np.ndarray:
-        p = QLinearSoftmax.params(ins)
+        p = unary_params(ins)
         t = tflm_table(node.op, mode_of(node), dt, p["sx"], p["zx"], p["sy"], p["zy"])
         if t is not None:
             return t

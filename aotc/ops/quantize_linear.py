@@ -61,6 +61,20 @@ def _expand(p: np.ndarray, x_shape: Sequence[int], p_shape: Sequence[int], axis:
     return np.broadcast_to(p, x_shape)
 
 
+def _elementwise_params(node: Node, x: np.ndarray, scale: np.ndarray, zp: np.ndarray,
+                        attrs: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
+    """Scale and zero point broadcast to each element of ``x`` (per-tensor, per-axis or
+    blocked), for the references."""
+    axis, block = int(attrs.get("axis", 1)), int(attrs.get("block_size", 0) or 0)
+    if x.ndim == 0 or (scale.size == 1 and not block):
+        return scale.reshape(()), np.asarray(zp).reshape(-1)[0]
+    axis = axis + x.ndim if axis < 0 else axis
+    pshape = _param_shape(node, x.shape, scale, axis, block)
+    z = np.broadcast_to(zp, scale.shape) if zp.size == 1 else zp
+    return (_expand(scale, x.shape, pshape, axis, block),
+            _expand(z, x.shape, pshape, axis, block))
+
+
 class _QDQBase(QuantOp):
     """Scale and zero point: compile-time constants (any layout), or run-time scalars (as in
     DynamicQuantizeLinear's expansion)."""
@@ -137,15 +151,7 @@ class DequantizeLinear(_QDQBase):
         x, scale = args[0], args[1]
         assert x is not None and scale is not None
         zp = args[2] if len(args) > 2 and args[2] is not None else np.zeros(1, np.int64)
-        axis, block = int(attrs.get("axis", 1)), int(attrs.get("block_size", 0) or 0)
-        if x.ndim == 0 or (scale.size == 1 and not block):
-            s, z = scale.reshape(()), np.asarray(zp).reshape(-1)[0]
-        else:
-            axis = axis + x.ndim if axis < 0 else axis
-            pshape = _param_shape(node, x.shape, scale, axis, block)
-            s = _expand(scale, x.shape, pshape, axis, block)
-            z = _expand(np.broadcast_to(zp, scale.shape) if zp.size == 1 else zp, x.shape,
-                        pshape, axis, block)
+        s, z = _elementwise_params(node, x, scale, zp, attrs)
         return ((x.astype(np.int64) - np.asarray(z, np.int64)).astype(np.float32)
                 * s.astype(np.float32)).astype(np.float32)
 
@@ -200,15 +206,7 @@ class QuantizeLinear(_QDQBase):
         dt = (zpa.dtype if zpa is not None else
               np.dtype(ONNX_DTYPES[od]) if od else np.dtype(np.uint8))
         zp = zpa if zpa is not None else np.zeros(1, dt)
-        axis, block = int(attrs.get("axis", 1)), int(attrs.get("block_size", 0) or 0)
-        if x.ndim == 0 or (scale.size == 1 and not block):
-            s, z = scale.reshape(()), np.asarray(zp).reshape(-1)[0]
-        else:
-            axis = axis + x.ndim if axis < 0 else axis
-            pshape = _param_shape(node, x.shape, scale, axis, block)
-            s = _expand(scale, x.shape, pshape, axis, block)
-            z = _expand(np.broadcast_to(zp, scale.shape) if zp.size == 1 else zp, x.shape,
-                        pshape, axis, block)
+        s, z = _elementwise_params(node, x, scale, zp, attrs)
         info = np.iinfo(dt)
         y = np.rint(x.astype(np.float32) / s.astype(np.float32)) + np.asarray(z, np.float32)
         return np.clip(y, info.min, info.max).astype(dt)
