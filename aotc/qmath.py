@@ -117,36 +117,43 @@ def exp_on_negative_values(a: int, integer_bits: int = 5) -> int:
     return result
 
 
-def softmax_tables(input_scale: float, beta: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
-    """TFLM's int8 softmax with the per-element exp taken from tables indexed by
+def _input_radius(integer_bits: int, left_shift: int) -> int:
+    return math.floor(((1 << integer_bits) - 1) * (1 << (31 - integer_bits)) / (1 << left_shift))
+
+
+def softmax_table(input_scale: float, beta: float = 1.0) -> np.ndarray:
+    """TFLM's int8 softmax with the per-element exp taken from a table indexed by
     d = max_in_row - x (0..255): exp[d] in Q0.31 (0 when d is beyond diff_min, which TFLM
-    skips; a zero entry gives the same result) and sum[d] = exp[d] rescaled to Q12.19."""
+    skips; a zero entry gives the same result)."""
     real = min(beta * input_scale * (1 << (31 - 5)), (1 << 31) - 1.0)
     multiplier, left_shift = quantize_multiplier(real)
     assert left_shift >= 0
-    radius = math.floor(1.0 * ((1 << 5) - 1) * (1 << (31 - 5)) / (1 << left_shift))
-    diff_min = -radius
+    diff_min = -_input_radius(5, left_shift)
     exp = np.zeros(256, np.int32)
     for d in range(256):
         diff = -d
         if diff >= diff_min:
             rescaled = srdhm(_wrap32(diff * (1 << left_shift)), multiplier)
             exp[d] = exp_on_negative_values(rescaled)
-    sums = np.array([rdbpot(int(e), 12) for e in exp], np.int32)
-    return exp, sums
+    return exp
 
 
-def one_over_one_plus_x(a: int) -> int:
-    """gemmlowp one_over_one_plus_x_for_x_in_0_1 (Q0.31 in and out)."""
+def _newton_two_over_one_plus_x(a: int) -> int:
+    """gemmlowp's Newton-Raphson division shared by one_over_one_plus_x and
+    one_minus_x_over_one_plus_x: 2 / (1 + a) in Q2.29 for a in [0, 1) in Q0.31."""
     s = a + INT32_MAX  # RoundingHalfSum(a, One): (sum + sign) / 2, truncating
     v = s + (1 if s >= 0 else -1)
     half_den = abs(v) // 2 * (1 if v >= 0 else -1)
     x = _wrap32(1515870810 + srdhm(half_den, -1010580540))
     for _ in range(3):
-        hdx = srdhm(half_den, x)
-        one_minus = _wrap32((1 << 29) - hdx)
+        one_minus = _wrap32((1 << 29) - srdhm(half_den, x))
         x = _wrap32(x + sat_shl(srdhm(x, one_minus), 2))
-    return sat_shl(x, 1)
+    return x
+
+
+def one_over_one_plus_x(a: int) -> int:
+    """gemmlowp one_over_one_plus_x_for_x_in_0_1 (Q0.31 in and out)."""
+    return sat_shl(_newton_two_over_one_plus_x(a), 1)
 
 
 def clz32(x: int) -> int:
@@ -154,10 +161,10 @@ def clz32(x: int) -> int:
     return 32 - x.bit_length()
 
 
-def softmax_int8_row(row: np.ndarray, exp: np.ndarray, sums: np.ndarray) -> np.ndarray:
-    """One row of TFLM's int8 softmax (output scale 1/256, zero point -128), from the tables."""
+def softmax_int8_row(row: np.ndarray, exp: np.ndarray) -> np.ndarray:
+    """One row of TFLM's int8 softmax (output scale 1/256, zero point -128), from the table."""
     d = int(row.max()) - row.astype(np.int64)
-    total = int(sums[d].astype(np.int64).sum())
+    total = sum(rdbpot(int(exp[k]), 12) for k in d)  # Rescale<12>: Q12.19
     headroom = clz32(total)
     nbou = 12 - headroom
     shifted = _wrap32(((total << headroom) & 0xFFFFFFFF) - (1 << 31))
@@ -221,19 +228,8 @@ def _frexp_multiplier(real: float) -> tuple[int, int]:
     return tflite_round(q * (1 << 31)), shift
 
 
-def _input_radius(integer_bits: int, left_shift: int) -> int:
-    return math.floor(((1 << integer_bits) - 1) * (1 << (31 - integer_bits)) / (1 << left_shift))
-
-
 def _one_minus_x_over_one_plus_x(a: int) -> int:
-    s = a + INT32_MAX
-    v = s + (1 if s >= 0 else -1)
-    half_den = abs(v) // 2 * (1 if v >= 0 else -1)
-    x = _wrap32(1515870810 + srdhm(half_den, -1010580540))
-    for _ in range(3):
-        one_minus = _wrap32((1 << 29) - srdhm(half_den, x))
-        x = _wrap32(x + sat_shl(srdhm(x, one_minus), 2))
-    return sat_shl(_wrap32(x - (1 << 29)), 2)
+    return sat_shl(_wrap32(_newton_two_over_one_plus_x(a) - (1 << 29)), 2)
 
 
 def _logistic_q4(a: int) -> int:

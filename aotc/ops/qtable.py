@@ -64,8 +64,8 @@ class QLinearSoftmax(QuantOp):
         p = unary_params(args)
         rows = x.reshape(-1, x.shape[-1])
         if self.fixed_point(node, p, x.dtype):
-            exp, sums = qmath.softmax_tables(p["sx"])
-            return np.stack([qmath.softmax_int8_row(r, exp, sums) for r in rows]).reshape(
+            exp = qmath.softmax_table(p["sx"])
+            return np.stack([qmath.softmax_int8_row(r, exp) for r in rows]).reshape(
                 x.shape)
         f = (rows.astype(np.int64) - p["zx"]).astype(np.float32) * np.float32(p["sx"])
         e = np.exp(f - f.max(axis=1, keepdims=True))
@@ -86,7 +86,7 @@ class QLinearSoftmax(QuantOp):
             with kb.loop(depth, "i") as i:
                 kb.assign(mx, bmax(mx, Cast(X.flat(base + i), I32)))
             if self.fixed_point(node, p, X.dtype.np):
-                exp, _ = qmath.softmax_tables(p["sx"])
+                exp = qmath.softmax_table(p["sx"])
                 # Past diff_min the table is zero: keep it up to its first zero and clamp.
                 zeros = np.flatnonzero(exp == 0)
                 size = int(zeros[0]) + 1 if zeros.size else 256
