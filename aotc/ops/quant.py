@@ -143,8 +143,7 @@ class IntArith(ConvArith):
     def packed_weights(self, w: np.ndarray) -> np.ndarray:
         if not self.w_zp.any():
             return w
-        zp = self.w_zp.reshape((-1,) + (1,) * (w.ndim - 1)) if self.w_zp.size > 1 else self.w_zp[0]
-        return (w.astype(np.int32) - zp).astype(np.int16)
+        return minus_zp(w, self.w_zp, 0).astype(np.int16)
 
     def wdtype(self, dt: DType, w: np.ndarray) -> DType:
         return dtypes.from_numpy(w.dtype)
@@ -161,9 +160,7 @@ class IntArith(ConvArith):
         as it is (CMSIS-NN's trick). Valid when every tap reads the input (no padding)."""
         if not self.x_zp:
             return
-        wz = self.w_zp.reshape([-1 if k == axis else 1 for k in range(w.ndim)]) \
-            if self.w_zp.size > 1 else self.w_zp[0]
-        sums = (w.astype(np.int64) - wz).sum(axis=tuple(k for k in range(w.ndim) if k != axis))
+        sums = minus_zp(w, self.w_zp, axis).sum(axis=tuple(k for k in range(w.ndim) if k != axis))
         b = (np.zeros(sums.shape, np.int64) if bias is None else bias.astype(np.int64))
         folded = b - self.x_zp * sums
         if np.abs(folded).max(initial=0) >= 2 ** 31:
@@ -173,6 +170,23 @@ class IntArith(ConvArith):
 
     def finish(self, kb: Any, acc: Expr, m: Expr) -> Expr:
         return self.requant(kb, acc, m) if self.requant is not None else acc
+
+
+def minus_zp(w: np.ndarray, zp: np.ndarray | None, axis: int) -> np.ndarray:
+    """w - zero point (int64): the zero point is per-tensor, or per-channel along ``axis``."""
+    z = np.asarray(0 if zp is None else zp, np.int64).reshape(-1)
+    if z.size == 1:
+        return w.astype(np.int64) - z[0]
+    return w.astype(np.int64) - z.reshape([-1 if k == axis else 1 for k in range(w.ndim)])
+
+
+def int_conv(x: np.ndarray, xz: np.ndarray | None, w: np.ndarray, wz: np.ndarray | None,
+             attrs: dict[str, Any]) -> np.ndarray:
+    """The int64 accumulators of sum (x - x_zp)(w - w_zp) over each window (exact: float64
+    holds the sums of int8 products)."""
+    acc = Conv().reference(minus_zp(x, xz, 1).astype(np.float64),
+                           minus_zp(w, wz, 0).astype(np.float64), **attrs)
+    return np.rint(acc).astype(np.int64)
 
 
 def _per_channel(a: np.ndarray | None, n: int, node: Node, what: str) -> np.ndarray:
@@ -229,15 +243,12 @@ class QLinearConv(QuantOp):
         b = args[8] if len(args) > 8 else None
         assert x is not None and w is not None and yz is not None
         m = w.shape[0]
-        wzp = np.asarray(wz if wz is not None else 0, np.int64).reshape(-1)
-        wi = w.astype(np.int64) - (wzp.reshape((-1,) + (1,) * (w.ndim - 1)) if wzp.size > 1
-                                   else wzp[0])
-        xi = x.astype(np.int64) - int(np.asarray(xz).reshape(-1)[0])
-        acc = Conv().reference(xi.astype(np.float64), wi.astype(np.float64),
-                               None if b is None else b.astype(np.float64), **attrs)
+        acc = int_conv(x, xz, w, wz, attrs)
+        if b is not None:
+            acc = acc + b.astype(np.int64).reshape((1, -1) + (1,) * (acc.ndim - 2))
         real = _multipliers(xs, ws, ys, m, node)
         lo, hi = act_range(node, dtypes.from_numpy(yz.dtype))
-        return qmath.requantize_np(np.rint(acc).astype(np.int64), real,
+        return qmath.requantize_np(acc, real,
                                    int(np.asarray(yz).reshape(-1)[0]), lo, hi, mode_of(node),
                                    channel_axis=1).astype(yz.dtype)
 
@@ -328,16 +339,9 @@ class ConvInteger(QuantOp):
                   dilations: Sequence[int] = (), group: int = 1,
                   kernel_shape: Sequence[int] = (), pads: Sequence[int] = (),
                   strides: Sequence[int] = ()) -> np.ndarray:
-        xz = 0 if x_zero_point is None else int(np.asarray(x_zero_point).reshape(-1)[0])
-        wz = np.zeros(1, np.int64) if w_zero_point is None else np.asarray(
-            w_zero_point, np.int64).reshape(-1)
-        wi = w.astype(np.int64) - (wz.reshape((-1,) + (1,) * (w.ndim - 1)) if wz.size > 1
-                                   else wz[0])
-        acc = Conv().reference((x.astype(np.int64) - xz).astype(np.float64),
-                               wi.astype(np.float64), auto_pad=auto_pad, dilations=dilations,
-                               group=group, kernel_shape=kernel_shape, pads=pads,
-                               strides=strides)
-        return np.rint(acc).astype(np.int32)
+        return int_conv(x, x_zero_point, w, w_zero_point, dict(
+            auto_pad=auto_pad, dilations=dilations, group=group, kernel_shape=kernel_shape,
+            pads=pads, strides=strides)).astype(np.int32)
 
     def check(self, node: Node, ins: Sequence[Value | None]) -> None:
         _check_int_inputs(node, ins, (0, 1), (2, 3))
@@ -386,10 +390,7 @@ class QLinearMatMul(_MatMulQ):
         bias = args[8] if len(args) > 8 else None
         assert a is not None and b is not None and yz is not None
         n = b.shape[-1]
-        bzv = np.asarray(bz, np.int64).reshape(-1)
-        ai = a.astype(np.int64) - int(np.asarray(az).reshape(-1)[0])
-        bi = b.astype(np.int64) - (bzv if bzv.size > 1 else bzv[0])
-        acc = np.matmul(ai, bi)
+        acc = np.matmul(minus_zp(a, az, -1), minus_zp(b, bz, b.ndim - 1))
         if bias is not None:
             acc = acc + bias.astype(np.int64)
         real = _multipliers(as_, bs, ys, n, node)
@@ -455,11 +456,8 @@ class MatMulInteger(_MatMulQ):
 
     def reference(self, A: np.ndarray, B: np.ndarray, a_zero_point: np.ndarray | None = None,
                   b_zero_point: np.ndarray | None = None) -> np.ndarray:
-        az = 0 if a_zero_point is None else int(np.asarray(a_zero_point).reshape(-1)[0])
-        bz = np.zeros(1, np.int64) if b_zero_point is None else np.asarray(
-            b_zero_point, np.int64).reshape(-1)
-        return np.matmul(A.astype(np.int64) - az, B.astype(np.int64) - (
-            bz if bz.size > 1 else bz[0])).astype(np.int32)
+        return np.matmul(minus_zp(A, a_zero_point, -1),
+                         minus_zp(B, b_zero_point, B.ndim - 1)).astype(np.int32)
 
     def check(self, node: Node, ins: Sequence[Value | None]) -> None:
         _check_int_inputs(node, ins, (0, 1), (2, 3))
