@@ -127,15 +127,12 @@ class Identity(View):
 
 
 @register
-class OptionalGetElement(View):
+class OptionalGetElement(Identity):
     """On a plain tensor (aotc has no optional or sequence types) the identity."""
 
     name = "OptionalGetElement"
     since = 18
     onnx_tests = ("test_optional_get_element_tensor",)
-
-    def reference(self, input: np.ndarray) -> np.ndarray:  # noqa: A002
-        return input
 
 
 @register

@@ -304,14 +304,18 @@ class _Rewriter:
         return self.node(p, "QLinearConcat", ins, q, "com.microsoft",
                          {"axis": p.attrs["axis"]})
 
+    def same_params(self, x: Node | None, q: Node) -> bool:
+        """x (a DequantizeLinear) and q quantise alike: same integer type, scale, zero point."""
+        if x is None or self.qparams(x) != self.qparams(q):
+            return False
+        xv, yv = self.value(x.inputs[0]), self.value(q.inputs[2])
+        return xv is not None and yv is not None and xv.type.dtype == yv.type.dtype
+
     def r_DequantizeLinear(self, p: Node, q: Node) -> Node | None:
         """Q(DQ(x)) with the same parameters is x."""
-        x = self.act_dq(p.outputs[0])
-        xv, yv = (self.value(x.inputs[0]), self.value(q.inputs[2])) if x else (None, None)
-        if x is None or xv is None or yv is None or xv.type.dtype != yv.type.dtype \
-                or self.qparams(x) != self.qparams(q):
+        if not self.same_params(self.act_dq(p.outputs[0]), q):
             return None
-        return Node("Identity", f"{p.name}_q", (x.inputs[0],), (q.outputs[0],), {}, 1, "")
+        return Node("Identity", f"{p.name}_q", (p.inputs[0],), (q.outputs[0],), {}, 1, "")
 
     def r_lut(self, p: Node, q: Node) -> Node | None:
         fn = LUT_FUNCS.get(p.op)
@@ -343,11 +347,7 @@ class _Rewriter:
         if p.op not in TRANSPARENT:
             return None
         x = self.act_dq(p.inputs[0])
-        if x is None or self.qparams(x) != self.qparams(q):
-            return None
-        xv, yv = self.value(x.inputs[0]), self.value(q.inputs[2])
-        assert xv is not None and yv is not None
-        if xv.type.dtype != yv.type.dtype or len(p.outputs) != 1:
+        if x is None or not self.same_params(x, q) or len(p.outputs) != 1:
             return None
         if p.op == "Pad" and len(p.inputs) > 2 and p.inputs[2]:
             return None  # a float pad value would need quantising
