@@ -53,3 +53,17 @@ def from_numpy(dt: np.dtype | type) -> DType:
     if name not in BY_NAME:
         raise KeyError(name)
     return BY_NAME[name]
+
+
+def saturating_cast(x: np.ndarray, dt: np.dtype | type) -> np.ndarray:
+    """float -> integer as the generated C converts (runtime_c/aotc_runtime.h aotc_sat_*):
+    truncation toward zero, NaN -> 0, values beyond the type -> its minimum or maximum."""
+    dt = np.dtype(dt)
+    x = np.asarray(x)
+    if x.dtype.kind != "f" or dt.kind not in "iu":
+        return x.astype(dt)
+    info = np.iinfo(dt)
+    t = np.trunc(np.nan_to_num(x.astype(np.float64), nan=0.0, posinf=np.inf, neginf=-np.inf))
+    hi, lo = t >= float(info.max), t <= float(info.min)  # float(max) may round up to 2^N
+    mid = np.where(hi | lo, 0, t).astype(dt)
+    return np.where(hi, info.max, np.where(lo, info.min, mid)).astype(dt)

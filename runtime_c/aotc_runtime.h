@@ -160,6 +160,81 @@ static inline int32_t aotc_q_softmax_scale(int32_t sum, int32_t which)
 #define AOTC_MAX(a, b) ((a) > (b) ? (a) : (b))
 #define AOTC_ABS(a) ((a) < 0 ? -(a) : (a))
 
+/*
+ * Integer results the C standard leaves undefined, defined (docs/operators.md, "Defined
+ * results"). The printer (aotc/codegen/c.py) emits these where an operand comes from tensor
+ * data; index arithmetic on loop counters stays plain C. Signed add, sub, mul and negation
+ * wrap around: they are computed in the unsigned type and converted back (the conversion is
+ * modulo 2^N on every compiler aotc supports, as gcc and clang document).
+ *
+ * Division and remainder by zero give 0 (numpy's integer result; onnxruntime refuses the
+ * run). INT_MIN / -1 wraps to INT_MIN (numpy; onnxruntime dies of SIGFPE on x86) and
+ * INT_MIN % -1 is 0 (both). int8/int16/uint8/uint16 use the int32 versions (C promotes them).
+ */
+static inline int32_t aotc_div_i32(int32_t a, int32_t b)
+{
+    return b == 0 ? 0 : (b == -1 ? (int32_t)(0u - (uint32_t)a) : a / b);
+}
+static inline int32_t aotc_mod_i32(int32_t a, int32_t b)
+{
+    return (b == 0 || b == -1) ? 0 : a % b;
+}
+static inline int64_t aotc_div_i64(int64_t a, int64_t b)
+{
+    return b == 0 ? 0 : (b == -1 ? (int64_t)((uint64_t)0 - (uint64_t)a) : a / b);
+}
+static inline int64_t aotc_mod_i64(int64_t a, int64_t b)
+{
+    return (b == 0 || b == -1) ? 0 : a % b;
+}
+static inline uint32_t aotc_div_u32(uint32_t a, uint32_t b) { return b == 0u ? 0u : a / b; }
+static inline uint32_t aotc_mod_u32(uint32_t a, uint32_t b) { return b == 0u ? 0u : a % b; }
+static inline uint64_t aotc_div_u64(uint64_t a, uint64_t b) { return b == 0u ? 0u : a / b; }
+static inline uint64_t aotc_mod_u64(uint64_t a, uint64_t b) { return b == 0u ? 0u : a % b; }
+/* |INT_MIN| wraps to INT_MIN, as onnxruntime's Abs does. */
+static inline int32_t aotc_abs_i32(int32_t a) { return a < 0 ? (int32_t)(0u - (uint32_t)a) : a; }
+static inline int64_t aotc_abs_i64(int64_t a)
+{
+    return a < 0 ? (int64_t)((uint64_t)0 - (uint64_t)a) : a;
+}
+/* Shifts by the bit width or more give 0 (onnxruntime's BitShift). */
+static inline uint32_t aotc_shl_u32(uint32_t a, uint32_t b) { return b < 32u ? a << b : 0u; }
+static inline uint32_t aotc_shr_u32(uint32_t a, uint32_t b) { return b < 32u ? a >> b : 0u; }
+static inline uint64_t aotc_shl_u64(uint64_t a, uint64_t b) { return b < 64u ? a << b : 0u; }
+static inline uint64_t aotc_shr_u64(uint64_t a, uint64_t b) { return b < 64u ? a >> b : 0u; }
+
+/*
+ * float -> integer conversion that saturates: NaN gives 0, values beyond the type give its
+ * minimum or maximum, the rest truncate toward zero as C does (C leaves the out-of-range cases
+ * undefined; onnxruntime gives whatever the CPU's conversion instruction gives). The range
+ * test is one integer compare on the float's bits: |x| < 2^K (LIM is the bits of 2^K, K = 7,
+ * 8, 15, 16, 31, 32, 63, 64); for unsigned types the sign bit must be clear too.
+ */
+#define AOTC_DEF_SAT_SIGNED(sfx, T, LIM, TMIN, TMAX)                                        \
+    static inline T aotc_sat_##sfx(float x)                                                 \
+    {                                                                                       \
+        if ((aotc_f32_bits(x) & 0x7fffffffu) < (LIM)) {                                     \
+            return (T)x;                                                                    \
+        }                                                                                   \
+        return x != x ? (T)0 : (x < 0.0f ? (TMIN) : (TMAX));                                \
+    }
+#define AOTC_DEF_SAT_UNSIGNED(sfx, T, LIM, TMAX)                                            \
+    static inline T aotc_sat_##sfx(float x)                                                 \
+    {                                                                                       \
+        if (aotc_f32_bits(x) < (LIM)) {                                                     \
+            return (T)x;                                                                    \
+        }                                                                                   \
+        return x > 0.0f ? (TMAX) : (T)0; /* NaN, -0 and negatives give 0 */                 \
+    }
+AOTC_DEF_SAT_SIGNED(i8, int8_t, 0x43000000u, INT8_MIN, INT8_MAX)
+AOTC_DEF_SAT_SIGNED(i16, int16_t, 0x47000000u, INT16_MIN, INT16_MAX)
+AOTC_DEF_SAT_SIGNED(i32, int32_t, 0x4f000000u, INT32_MIN, INT32_MAX)
+AOTC_DEF_SAT_SIGNED(i64, int64_t, 0x5f000000u, INT64_MIN, INT64_MAX)
+AOTC_DEF_SAT_UNSIGNED(u8, uint8_t, 0x43800000u, UINT8_MAX)
+AOTC_DEF_SAT_UNSIGNED(u16, uint16_t, 0x47800000u, UINT16_MAX)
+AOTC_DEF_SAT_UNSIGNED(u32, uint32_t, 0x4f800000u, UINT32_MAX)
+AOTC_DEF_SAT_UNSIGNED(u64, uint64_t, 0x5f800000u, UINT64_MAX)
+
 /* Integer power by squaring (Pow on integer tensors), wrapping on overflow like unsigned
  * arithmetic instead of undefined signed overflow. A negative exponent truncates the real
  * result: 0 unless |b| == 1. */

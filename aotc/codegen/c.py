@@ -2,6 +2,12 @@
 
 The whole C vocabulary is the tables below (tinygrad's ``code_for_op`` idea): a new dialect is
 a subclass overriding entries. Nothing else in aotc spells C expressions.
+
+The printer also keeps the C free of undefined behaviour where the loop IR's meaning is
+defined (docs/operators.md, "Defined results"): integer arithmetic on values that come from
+tensor data wraps around (computed in the unsigned type), integer division and remainder are
+guarded, shifts by the width or more give 0, and float-to-integer conversions saturate. Index
+arithmetic on loop counters (bounded at compile time) stays plain C.
 """
 
 from __future__ import annotations
@@ -79,6 +85,67 @@ INT_CALLS = {"abs": "AOTC_ABS", "float_from_bits": "aotc_bits_f32",  # BitCast
              "q_sat_shl": "aotc_q_sat_shl", "q_softmax_scale": "aotc_q_softmax_scale"}
 
 
+# Integer spellings without undefined behaviour (runtime_c/aotc_runtime.h).
+WRAP_BINARY = {"add": "+", "sub": "-", "mul": "*"}
+DIVMOD = "aotc_{op}_{sfx}"  # op: div | mod
+SHIFT = "aotc_{op}_{sfx}"  # op: shl | shr
+SAT_CAST = "aotc_sat_{sfx}"
+INT_SUFFIX = {"int8": "i8", "uint8": "u8", "int16": "i16", "uint16": "u16", "int32": "i32",
+              "uint32": "u32", "int64": "i64", "uint64": "u64"}
+
+
+def _is_int(dt: DType) -> bool:
+    return not dt.is_float and dt.name != "bool"
+
+
+def _unsigned_ctype(dt: DType) -> str:
+    return "uint64_t" if dt.itemsize == 8 else "uint32_t"
+
+
+def _wraps(op: str, dt: DType) -> bool:
+    """Whether C's plain ``op`` on ``dt`` operands can overflow a signed type: int32/int64
+    always; uint16 * uint16 (promoted to int, 65535^2 > INT_MAX); int8/int16/uint8 never."""
+    if not _is_int(dt):
+        return False
+    return (dt.is_signed and dt.itemsize >= 4) or (op == "mul" and dt.name == "uint16")
+
+
+def _divmod_suffix(dt: DType) -> str:
+    """The helper that computes ``dt``'s division: narrow types are promoted to int32."""
+    return INT_SUFFIX[dt.name] if dt.itemsize >= 4 else "i32"
+
+
+def float_range(e: Expr) -> tuple[float, float] | None:
+    """Bounds of a float expression proven NaN-free, or None. Only what a clamp guarantees:
+    aotc_minf(x, k)/aotc_maxf(x, k) give k for a NaN x, and rint/floor/ceil keep integer
+    bounds."""
+    if isinstance(e, Const):
+        v = float(e.value)
+        return None if math.isnan(v) else (v, v)
+    if isinstance(e, Bin) and e.op in ("min", "max") and isinstance(e.b, Const):
+        k = float(e.b.value)
+        if math.isnan(k):
+            return None
+        inner = float_range(e.a) or (-math.inf, math.inf)
+        if e.op == "min":
+            return min(inner[0], k), k
+        return k, max(inner[1], k)
+    if isinstance(e, Call) and e.fn in ("rint", "floor", "ceil"):
+        inner = float_range(e.args[0])
+        return None if inner is None else (math.floor(inner[0]), math.ceil(inner[1]))
+    return None
+
+
+def _cast_in_range(e: Expr, dt: DType) -> bool:
+    """Whether C's truncating conversion of float ``e`` to ``dt`` is defined for every value."""
+    r = float_range(e)
+    if r is None:
+        return False
+    lo, hi = (-(2.0 ** (8 * dt.itemsize - 1)), 2.0 ** (8 * dt.itemsize - 1)) if dt.is_signed \
+        else (0.0, 2.0 ** (8 * dt.itemsize))
+    return lo - 1 < r[0] and r[1] < hi
+
+
 def c_type(dt: DType) -> str:
     return dt.ctype
 
@@ -132,6 +199,89 @@ class CPrinter:
     float_calls = FLOAT_CALLS
     int_calls = INT_CALLS
 
+    def __init__(self) -> None:
+        # Integer locals whose every value is index arithmetic (see index_vars); None outside
+        # a kernel: then every Var counts as an index.
+        self._index_vars: set[str] | None = None
+        self._data_memo: dict[int, bool] = {}
+
+    # ------------------------------------------------------------------ data vs index values
+    def is_data(self, e: Expr) -> bool:
+        """Whether ``e`` depends on tensor data (a Load, a call, a float converted to an
+        integer, or a local that holds such a value) rather than only on loop counters and
+        constants. Arithmetic on data is what can overflow or divide by zero at run time."""
+        key = id(e)
+        if key in self._data_memo:
+            return self._data_memo[key]
+        if isinstance(e, Const):
+            out = False
+        elif isinstance(e, Var):
+            out = self._index_vars is not None and e.name not in self._index_vars
+        elif isinstance(e, (Load, Call)):
+            out = True
+        elif isinstance(e, Cast):
+            out = e.a.dtype.is_float or self.is_data(e.a)
+        elif isinstance(e, Bin):
+            out = self.is_data(e.a) or self.is_data(e.b)
+        elif isinstance(e, Un):
+            out = self.is_data(e.a)
+        elif isinstance(e, Select):
+            out = self.is_data(e.cond) or self.is_data(e.a) or self.is_data(e.b)
+        else:
+            raise TypeError(e)
+        self._data_memo[key] = out
+        return out
+
+    def index_vars(self, body: tuple[Stmt, ...]) -> set[str]:
+        """Loop counters, and the locals every Decl/Assign of which is index arithmetic (a
+        fixpoint: an accumulator declared as 0 and then assigned acc + x[i] is data)."""
+        loops: set[str] = set()
+        defs: dict[str, list[Expr]] = {}
+
+        def walk(stmts: tuple[Stmt, ...]) -> None:
+            for s in stmts:
+                if isinstance(s, Loop):
+                    loops.add(s.var)
+                    walk(s.body)
+                elif isinstance(s, Decl):
+                    defs.setdefault(s.var, []).append(s.init)
+                elif isinstance(s, Assign):
+                    defs.setdefault(s.var, []).append(s.value)
+                elif isinstance(s, If):
+                    walk(s.then)
+                    walk(s.orelse)
+                elif isinstance(s, Block):
+                    walk(s.body)
+
+        walk(body)
+        index = loops | set(defs)
+        changed = True
+        while changed:
+            changed = False
+            self._index_vars, self._data_memo = index, {}
+            for v, values in defs.items():
+                if v in index and v not in loops and any(self.is_data(x) for x in values):
+                    index = index - {v}
+                    changed = True
+        self._data_memo = {}
+        return index
+
+    # ------------------------------------------------------------------ expressions
+    def _int_bin(self, e: Bin, a: str, b: str) -> str | None:
+        """The C of an integer Bin whose plain spelling could be undefined, else None."""
+        dt = e.dtype
+        if e.op in WRAP_BINARY and _wraps(e.op, dt) and self.is_data(e):
+            u = _unsigned_ctype(dt)
+            return f"(({c_type(dt)})(({u}){a} {WRAP_BINARY[e.op]} ({u}){b}))"
+        if e.op in ("div", "mod") and _is_int(dt) and self.is_data(e) \
+                and not (isinstance(e.b, Const) and int(e.b.value) not in (0, -1)):
+            call_ = DIVMOD.format(op=e.op, sfx=_divmod_suffix(dt)) + f"({_strip(a)}, {_strip(b)})"
+            return call_ if dt.itemsize >= 4 else f"(({c_type(dt)}){call_})"
+        if e.op in ("shl", "shr") and _is_int(dt) and not dt.is_signed and dt.itemsize >= 4 \
+                and not (isinstance(e.b, Const) and 0 <= int(e.b.value) < 8 * dt.itemsize):
+            return SHIFT.format(op=e.op, sfx=INT_SUFFIX[dt.name]) + f"({_strip(a)}, {_strip(b)})"
+        return None
+
     def expr(self, e: Expr) -> str:
         if isinstance(e, Const):
             return c_literal(e.value, e.dtype)
@@ -141,6 +291,10 @@ class CPrinter:
             return f"{e.buf.name}[{_strip(self.expr(e.index))}]"
         if isinstance(e, Bin):
             a, b = self.expr(e.a), self.expr(e.b)
+            if not e.dtype.is_float and e.a.dtype == e.dtype:
+                guarded = self._int_bin(e, a, b)
+                if guarded is not None:
+                    return guarded
             if e.op in self.binary:
                 return self.binary[e.op].format(a=a, b=b)
             table = self.float_binary if e.a.dtype.is_float else self.int_binary
@@ -148,14 +302,21 @@ class CPrinter:
                 raise KeyError(f"no C spelling for {e.op} on {e.a.dtype}")
             return table[e.op].format(a=_strip(a), b=_strip(b))
         if isinstance(e, Un):
+            if e.op == "neg" and _wraps("sub", e.dtype) and self.is_data(e):
+                u = _unsigned_ctype(e.dtype)
+                return f"(({c_type(e.dtype)})(({u})0 - ({u}){self.expr(e.a)}))"
             return self.unary[e.op].format(a=self.expr(e.a))
         if isinstance(e, Call):
             table = self.float_calls if e.args[0].dtype.is_float else self.int_calls
             fn = table.get(e.fn, e.fn)
+            if e.fn == "abs" and _wraps("sub", e.args[0].dtype):  # |INT_MIN| wraps
+                fn = f"aotc_abs_{INT_SUFFIX[e.args[0].dtype.name]}"
             return f"{fn}({', '.join(_strip(self.expr(a)) for a in e.args)})"
         if isinstance(e, Select):
             return f"({self.expr(e.cond)} ? {self.expr(e.a)} : {self.expr(e.b)})"
         if isinstance(e, Cast):
+            if e.a.dtype.is_float and _is_int(e.dtype) and not _cast_in_range(e.a, e.dtype):
+                return f"{SAT_CAST.format(sfx=INT_SUFFIX[e.dtype.name])}({_strip(self.expr(e.a))})"
             return f"(({c_type(e.dtype)}){self.expr(e.a)})"
         raise TypeError(e)
 
@@ -209,10 +370,12 @@ class CPrinter:
             lines.append(f"/* {k.comment} */")
         lines.append(self.signature(k))
         lines.append("{")
+        self._index_vars = self.index_vars(k.body)
         used = used_buffers(k.body)
         for b in k.params:
             if b.name not in used:
                 lines.append(f"    (void){b.name};")
         lines += self.stmts(k.body, 1)
         lines.append("}")
+        self._index_vars, self._data_memo = None, {}
         return "\n".join(lines)

@@ -167,9 +167,19 @@ def _binary(name: str, np_fn: Callable[[np.ndarray, np.ndarray], np.ndarray],
 
 
 def _int_div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """C's truncating division, with the runtime's defined cases (aotc_div_*): x / 0 is 0,
+    INT_MIN / -1 wraps to INT_MIN."""
     if a.dtype.kind == "f":
         return a / b
-    return np.trunc(a.astype(np.float64) / b).astype(a.dtype)  # C semantics: toward zero
+    a, b = np.broadcast_arrays(a, b)
+    safe = np.where(b == 0, 1, b)
+    with np.errstate(all="ignore"):
+        q = np.abs(a.astype(object)) // np.abs(safe.astype(object))  # exact for int64 too
+        q = np.where((a < 0) != (safe < 0), -q, q)
+    q = np.where(b == 0, 0, q)
+    bits = 8 * a.dtype.itemsize
+    return np.array([int(v) % (1 << bits) for v in q.reshape(-1)], dtype=f"u{a.dtype.itemsize}"
+                    ).view(a.dtype).reshape(a.shape)
 
 
 _binary("Add", np.add, lambda a, b: a + b, tests=("test_add*",))
@@ -206,8 +216,10 @@ class Pow(Elementwise):
     def reference(self, X: np.ndarray, Y: np.ndarray) -> np.ndarray:
         if X.dtype.kind == "f":
             return np.power(X, Y.astype(X.dtype)).astype(X.dtype)
-        if Y.dtype.kind == "f":
-            return np.power(X.astype(np.float64), Y.astype(np.float64)).astype(X.dtype)
+        if Y.dtype.kind == "f":  # powf, then the saturating conversion
+            with np.errstate(all="ignore"):
+                p = np.power(X.astype(np.float32), Y.astype(np.float32))
+            return dtypes.saturating_cast(p, X.dtype)
         return _ipow(X, Y).astype(X.dtype)
 
     def scalar(self, args: list[Expr], node: Node) -> Expr:
@@ -510,7 +522,7 @@ class CastOp(Elementwise):  # not "Cast": that name is the loop-IR Cast expressi
         dt = dtypes.BY_ONNX[to]
         if dt.name == "bool":
             return input != 0
-        return input.astype(dt.np)
+        return dtypes.saturating_cast(input, dt.np)
 
     def scalar(self, args: list[Expr], node: Node) -> Expr:
         x = args[0]

@@ -109,7 +109,9 @@ class BitShift(Elementwise):
 
     def reference(self, X: np.ndarray, Y: np.ndarray, *, direction: str = "") -> np.ndarray:
         fn = np.left_shift if direction == "LEFT" else np.right_shift
-        return fn(X, Y).astype(X.dtype)
+        X, Y = np.broadcast_arrays(X, Y)
+        wide = Y >= 8 * X.dtype.itemsize  # shifted out entirely: 0 (onnxruntime)
+        return np.where(wide, 0, fn(X, np.where(wide, 0, Y).astype(X.dtype))).astype(X.dtype)
 
     def scalar(self, args: list[Expr], node: Node) -> Expr:
         x, y = args
