@@ -64,6 +64,8 @@ def roi_align_ref(X: np.ndarray, rois: np.ndarray, batch: np.ndarray, mode: str,
         bh, bw = rh / oh, rw / ow
         gh = ratio if ratio > 0 else int(math.ceil(rh / oh))
         gw = ratio if ratio > 0 else int(math.ceil(rw / ow))
+        if not 0 <= int(batch[r]) < N:
+            continue  # a batch index outside the batch gives zeros (as the C)
         plane = X[int(batch[r])].reshape(C, -1).astype(np.float64)
         for ph in range(oh):
             for pw in range(ow):
@@ -146,8 +148,13 @@ class _RoiAlign(OpDef):
         half = self.half_pixel(node)
         off = 0.5 if half else 0.0
         avg = at["mode"] == "avg"
+        N = X.shape[0]
         with kb.loop(R, "r") as r:
-            b = kb.local(Cast(BI.flat(r), INDEX), "b")
+            # A run-time batch index outside [0, N) reads nothing: its ROI's output is 0
+            # (onnxruntime refuses the run). The C reads image 0 with weight 0 instead.
+            bi = kb.local(BI.flat(r), "bi", BI.dtype)
+            valid = kb.local(land(cmp("ge", bi, 0), cmp("lt", bi, N)), "valid", INDEX)
+            b = kb.local(select(cmp("ne", valid, 0), Cast(bi, INDEX), 0, INDEX), "b")
             c0 = [kb.local(ROI.flat(r * 4 + k) * scale - off, nm, dt)
                   for k, nm in enumerate(("rx1", "ry1", "rx2", "ry2"))]
             rw: Expr = c0[2] - c0[0]
@@ -171,7 +178,8 @@ class _RoiAlign(OpDef):
                                   + (Cast(iy, dt) + 0.5) * bh / Cast(gh, dt), "yy", dt)
                     xx = kb.local(c0[0] + Cast(pw, dt) * bw
                                   + (Cast(ix, dt) + 0.5) * bw / Cast(gw, dt), "xx", dt)
-                    inside = land(cmp("ge", yy, -1.0), cmp("le", yy, float(H)),
+                    inside = land(cmp("ne", valid, 0),
+                                  cmp("ge", yy, -1.0), cmp("le", yy, float(H)),
                                   cmp("ge", xx, -1.0), cmp("le", xx, float(W)))
                     lo_hi = []
                     for v, size, nm in ((yy, H, "y"), (xx, W, "x")):
