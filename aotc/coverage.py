@@ -152,4 +152,39 @@ def render_markdown() -> str:
         tests = f"{r.passed}/{r.total}" if r.total else "–"
         out.append(f"| {r.label} | {r.since} | {r.kind} | {r.dtypes} | {tests} | "
                    f"{_reasons(r) or ''} |")
+    out += ["", "## Defined results", "",
+            "Whatever the inputs, the generated C has no undefined behaviour and no access "
+            "outside a tensor (`scripts/sanitize.sh` runs the op tests with the host bundles "
+            "built with ASan and UBSan). Where ONNX or C leaves a result undefined, aotc defines "
+            "it, on the host and on every board:", "",
+            "- Integer add, subtract, multiply and negate (Add, Sub, Mul, Neg, Sum, CumSum, "
+            "ReduceSum/Prod/SumSquare, Einsum, MatMulInteger, ...) wrap around modulo 2^N, "
+            "as onnxruntime's elementwise ops and numpy do: the C computes in the unsigned type "
+            "and converts back. Abs of the minimum value is the minimum value (onnxruntime). "
+            "onnxruntime 1.32's integer ReduceSum/ReduceProd/ReduceSumSquare do not wrap "
+            "(ReduceSum of [INT_MAX, 1] gives INT_MAX there); aotc follows numpy's np.sum and "
+            "np.prod in the dtype, which do.",
+            "- Integer division and remainder by zero give 0 (numpy; onnxruntime refuses the "
+            "run); INT_MIN / -1 is INT_MIN (numpy; onnxruntime dies of SIGFPE on x86) and "
+            "INT_MIN % -1 is 0 (both).",
+            "- float -> integer conversions saturate: NaN gives 0, values beyond the type give "
+            "its minimum or maximum, the rest truncate toward zero (onnxruntime gives whatever "
+            "the CPU's conversion instruction gives; x86 makes every int32 overflow INT_MIN). "
+            "This covers Cast, Round/Floor/Ceil + Cast, and integer Pow with a float exponent.",
+            "- Run-time indices never address memory outside a tensor; the ops below say what "
+            "they give instead.", "",
+            "| op | defined result |", "|---|---|"]
+    out += [f"| {label} | {text} |" for label, text in defined_notes()]
     return "\n".join(out) + "\n"
+
+
+def defined_notes() -> list[tuple[str, str]]:
+    """(op label, OpDef.defined) for every op that defines a result ONNX leaves open."""
+    from aotc.ops import all_ops
+
+    notes = []
+    for (domain, name), versions in sorted(all_ops().items(), key=lambda kv: kv[0][1].lower()):
+        text = next((v.defined for v in reversed(versions) if v.defined), "")
+        if text and domain != "aotc":
+            notes.append((f"{domain}.{name}" if domain else name, text))
+    return notes

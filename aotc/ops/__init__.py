@@ -34,6 +34,9 @@ class OpDef:
     # Inputs whose values the op never reads, only their type and shape (Shape, Size, CastLike's
     # target): the result is known at compile time once the other inputs are constants.
     type_only_inputs: ClassVar[tuple[int, ...]] = ()
+    # The result aotc defines where ONNX or C leaves it undefined (division by zero, an index
+    # outside the tensor, ...), and whose behaviour it follows; docs/operators.md lists these.
+    defined: ClassVar[str] = ""
 
     # ------------------------------------------------------------------ schema
     @classmethod

@@ -84,6 +84,8 @@ def roi_align_ref(X: np.ndarray, rois: np.ndarray, batch: np.ndarray, mode: str,
 
 class _RoiAlign(OpDef):
     name = "RoiAlign"
+    defined = ("a run-time batch index outside [0, N) gives an all-zero output for its ROI "
+               "(onnxruntime refuses the run); samples outside the map read 0 (ONNX)")
     onnx_tests = ("test_roialign*",)
 
     def half_pixel(self, node: Node) -> bool:

@@ -144,10 +144,11 @@ _unary("Mish", lambda x: x * np.tanh(_np_softplus(x)),
 # ------------------------------------------------------------------------------ binary
 def _binary(name: str, np_fn: Callable[[np.ndarray, np.ndarray], np.ndarray],
             expr: Callable[[Expr, Expr], Expr], types: tuple[str, ...] = NUMERIC,
-            tests: tuple[str, ...] = ()) -> None:
+            tests: tuple[str, ...] = (), defined_: str = "") -> None:
     class _B(Elementwise):
         dtypes = types
         onnx_tests = tests
+        defined = defined_
 
         def check(self, node: Node, ins: Any) -> None:
             super().check(node, ins)
@@ -185,7 +186,9 @@ def _int_div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 _binary("Add", np.add, lambda a, b: a + b, tests=("test_add*",))
 _binary("Sub", np.subtract, lambda a, b: a - b, tests=("test_sub*",))
 _binary("Mul", np.multiply, lambda a, b: a * b, tests=("test_mul*",))
-_binary("Div", _int_div, lambda a, b: a / b, tests=("test_div*",))
+_binary("Div", _int_div, lambda a, b: a / b, tests=("test_div*",),
+        defined_="integers: x / 0 = 0 (numpy; onnxruntime refuses the run), INT_MIN / -1 = "
+        "INT_MIN (numpy; onnxruntime: SIGFPE)")
 
 
 def _ipow(x: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -205,6 +208,9 @@ class Pow(Elementwise):
     name = "Pow"
     since = 1
     dtypes = ("float32", "int32", "int64")
+    defined = ("integer base, float exponent: powf, then the saturating conversion (NaN -> 0); "
+               "integer exponent: exact, wrapping on overflow; a negative one truncates "
+               "(0 unless the base is 1 or -1)")
     onnx_tests = ("test_pow*",)
 
     def check(self, node: Node, ins: Any) -> None:
@@ -242,6 +248,8 @@ class Mod(Elementwise):
     name = "Mod"
     since = 10
     dtypes = NUMERIC
+    defined = ("integers: x % 0 = 0, with fmod 0 or 1 (numpy's mod and fmod; onnxruntime "
+               "refuses the run); INT_MIN % -1 = 0 (numpy and onnxruntime)")
     onnx_tests = ("test_mod_*",)
 
     def check(self, node: Node, ins: Any) -> None:
@@ -510,6 +518,8 @@ class CastOp(Elementwise):  # not "Cast": that name is the loop-IR Cast expressi
     name = "Cast"
     since = 1
     dtypes = NUMERIC + ("bool",)
+    defined = ("float -> integer saturates: NaN -> 0, beyond the type -> its minimum or "
+               "maximum (onnxruntime: the CPU instruction's result, e.g. INT_MIN on x86)")
     onnx_tests = ("test_cast_*",)
 
     def check(self, node: Node, ins: Any) -> None:

@@ -97,6 +97,8 @@ class _ElementsShape:
 
 class _GatherElements(OpDef, _ElementsShape):
     dtypes = ANY
+    defined = ("run-time indices: a negative one counts from the end once, one still outside "
+               "the dim is clamped to the nearest end (onnxruntime refuses the run)")
     onnx_tests = ("test_gather_elements_*",)
 
     def check(self, node: Node, ins: Sequence[Value | None]) -> None:
@@ -161,6 +163,8 @@ def _gather_nd(data: np.ndarray, indices: np.ndarray, b: int) -> np.ndarray:
 
 class _GatherND(OpDef):
     dtypes = ANY
+    defined = ("run-time indices: a negative one counts from the end once, one still outside "
+               "the dim is clamped to the nearest end (onnxruntime refuses the run)")
     onnx_tests = ("test_gathernd_*",)
 
     def check(self, node: Node, ins: Sequence[Value | None]) -> None:
@@ -224,6 +228,8 @@ class _Scatter(OpDef):
     """Shared by the scatters: output = data's type; kernels copy data first."""
 
     dtypes = ANY
+    defined = ("run-time indices: a negative one counts from the end once, one still outside "
+               "the dim is clamped to the nearest end (onnxruntime refuses the run)")
     reductions: ClassVar[tuple[str, ...]] = ("none",)
 
     def infer(self, node: Node, ins: Sequence[Value | None]) -> list[TensorType]:
@@ -426,6 +432,8 @@ class TensorScatter(OpDef):
     the cache end is clamped to its last row (the spec leaves it undefined)."""
 
     name = "TensorScatter"
+    defined = ("linear mode: a write past the cache end is clamped to its last row; circular: "
+               "write indices are taken modulo the cache length")
     since = 24
     dtypes = ANY
     onnx_tests = ("test_tensorscatter*",)

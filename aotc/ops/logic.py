@@ -98,6 +98,7 @@ class BitShift(Elementwise):
     name = "BitShift"
     since = 11
     dtypes = UNSIGNED
+    defined = "a shift by the bit width or more gives 0 (onnxruntime)"
     onnx_tests = ("test_bitshift*",)
 
     def check(self, node: Node, ins: Any) -> None:

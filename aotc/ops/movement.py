@@ -381,6 +381,8 @@ class Gather(OpDef):
     name = "Gather"
     since = 11
     dtypes = ANY
+    defined = ("run-time indices: a negative one counts from the end once, one still outside "
+               "the dim is clamped to the nearest end (onnxruntime refuses the run)")
     onnx_tests = ("test_gather_0", "test_gather_1", "test_gather_2d*", "test_gather_negative*")
 
     def check(self, node: Node, ins: Sequence[Value | None]) -> None:

@@ -70,6 +70,7 @@ class MaxUnpool(OpDef):
     name = "MaxUnpool"
     since = 9
     const_inputs = (2,)
+    defined = "a run-time index outside the output is skipped (nothing is written)"
     onnx_tests = ("test_maxunpool_*",)
 
     def _out_shape(self, node: Node, x_shape: Sequence[int],
