@@ -115,6 +115,14 @@ def _divmod_suffix(dt: DType) -> str:
     return INT_SUFFIX[dt.name] if dt.itemsize >= 4 else "i32"
 
 
+def _clamped(e: Bin) -> bool:
+    """min(max(x, lo), hi) or max(min(x, hi), lo) on integers with constant bounds (a clamped
+    run-time index): bounded whatever x is, so arithmetic on it is index arithmetic."""
+    inner = {"min": "max", "max": "min"}.get(e.op)
+    return inner is not None and _is_int(e.dtype) and isinstance(e.b, Const) \
+        and isinstance(e.a, Bin) and e.a.op == inner and isinstance(e.a.b, Const)
+
+
 def float_range(e: Expr) -> tuple[float, float] | None:
     """Bounds of a float expression proven NaN-free, or None. Only what a clamp guarantees:
     aotc_minf(x, k)/aotc_maxf(x, k) give k for a NaN x, and rint/floor/ceil keep integer
@@ -222,7 +230,7 @@ class CPrinter:
         elif isinstance(e, Cast):
             out = e.a.dtype.is_float or self.is_data(e.a)
         elif isinstance(e, Bin):
-            out = self.is_data(e.a) or self.is_data(e.b)
+            out = not _clamped(e) and (self.is_data(e.a) or self.is_data(e.b))
         elif isinstance(e, Un):
             out = self.is_data(e.a)
         elif isinstance(e, Select):
