@@ -20,6 +20,40 @@ from aotc.ir.graph import Node, TensorType, Value
 REQUIRED = object()  # default of an attribute the model must set
 
 
+class AtLeast:
+    """Allowed values of an integer attribute with a lower bound (``v in AtLeast(1)``)."""
+
+    def __init__(self, low: int) -> None:
+        self.low = low
+
+    def __contains__(self, v: object) -> bool:
+        return isinstance(v, int) and v >= self.low
+
+    def __str__(self) -> str:
+        return f"an integer >= {self.low}"
+
+
+_FLAG = (0, 1)
+# Allowed values of the enum-like attributes that mean the same in every ONNX op that has them;
+# an op adds its own (mode, direction, reduction, ...) in OpDef.attr_choices. The frontend checks
+# every attribute the model sets against these, before any op's check sees it.
+ATTR_CHOICES: dict[str, Any] = {
+    **dict.fromkeys(("align_corners", "allowzero", "antialias", "ceil_mode", "channels_last",
+                     "count_include_pad", "detect_negative", "detect_positive",
+                     "exclude_outside", "exclusive", "fmod", "input_forget", "interleaved",
+                     "inverse", "is_causal", "keepdims", "largest", "layout",
+                     "linear_before_reset", "noop_with_empty_axes", "onesided", "periodic",
+                     "reverse", "saturate", "select_last_index", "sorted", "storage_order",
+                     "training_mode", "transA", "transB", "upper"), _FLAG),
+    **dict.fromkeys(("group", "offset_group", "blocksize", "num_groups", "size"), AtLeast(1)),
+    "auto_pad": ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID"),
+    "nearest_mode": ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil"),
+    "keep_aspect_ratio_policy": ("stretch", "not_larger", "not_smaller"),
+    "padding_mode": ("zeros", "border", "reflection"),
+    "approximate": ("none", "tanh"),
+}
+
+
 class OpDef:
     name: ClassVar[str] = ""
     since: ClassVar[int] = 1
@@ -34,6 +68,8 @@ class OpDef:
     # Inputs whose values the op never reads, only their type and shape (Shape, Size, CastLike's
     # target): the result is known at compile time once the other inputs are constants.
     type_only_inputs: ClassVar[tuple[int, ...]] = ()
+    # Allowed values of this op's enum-like attributes, beyond the shared ATTR_CHOICES.
+    attr_choices: ClassVar[dict[str, Any]] = {}
 
     # ------------------------------------------------------------------ schema
     @classmethod
@@ -41,6 +77,19 @@ class OpDef:
         sig = inspect.signature(cls.reference)
         return {p.name: (REQUIRED if p.default is inspect.Parameter.empty else p.default)
                 for p in sig.parameters.values() if p.kind is inspect.Parameter.KEYWORD_ONLY}
+
+    def check_attrs(self, node: Node, given: Sequence[str]) -> None:
+        """The attributes the model sets (``given``) have allowed values (ATTR_CHOICES and the
+        op's attr_choices)."""
+        for name in given:
+            allowed = self.attr_choices.get(name, ATTR_CHOICES.get(name))
+            v = node.attrs.get(name)
+            if allowed is None or v in allowed:
+                continue
+            text = str(allowed) if isinstance(allowed, AtLeast) else \
+                "one of " + ", ".join(map(repr, allowed))
+            raise AotcError(f"attribute {name}={v!r} is not valid; it must be {text}",
+                            node.name, node.op)
 
     def check(self, node: Node, ins: Sequence[Value | None]) -> None:
         """Reject what the lowering cannot do (dtype, attribute values). Raise AotcError."""
