@@ -89,9 +89,16 @@ def _insert_output_copies(g: Graph) -> Graph:
             continue
         # Rename the value feeding the output and copy it into a fresh output value.
         src = f"{o}__src"
-        nodes = [n.with_(outputs=tuple(src if x == o else x for x in n.outputs),
-                         inputs=tuple(src if x == o else x for x in n.inputs)) for n in nodes]
+        nodes = [_rename(n, o, src) for n in nodes]
         values[src] = Value(src, values[o].type, values[o].const)
         values[o] = Value(o, values[o].type)
         nodes.append(Node("Copy", f"copy_{k}", (src,), (o,), {}, 1, "aotc"))
     return g.replace(values=values, nodes=nodes)
+
+
+def _rename(n: Node, old: str, new: str) -> Node:
+    """The node with value ``old`` renamed ``new`` wherever it reads or writes it, including
+    the elementwise nodes fused into its epilogue (a fused bias that is also a graph output)."""
+    return n.with_(outputs=tuple(new if x == old else x for x in n.outputs),
+                   inputs=tuple(new if x == old else x for x in n.inputs),
+                   epilogue=tuple(_rename(e, old, new) for e in n.epilogue))

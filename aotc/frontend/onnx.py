@@ -122,12 +122,13 @@ def _external_int(info: Mapping[str, str], key: str, what: str) -> int | None:
 MAX_TENSOR_BYTES = 1 << 30
 
 
-def _check_size(what: str, shape: tuple[int, ...], dtype_name: str, itemsize: int) -> int:
+def _check_size(what: str, shape: tuple[int, ...], dtype_name: str, itemsize: int,
+                node: str | None = None, op: str | None = None) -> int:
     nbytes = math.prod(shape) * itemsize
     if nbytes > MAX_TENSOR_BYTES:
         raise AotcError(f"{what} would take {_human(nbytes)} ({nbytes} bytes; shape "
                         f"{tuple(shape)}, {dtype_name}); aotc's limit per tensor is "
-                        f"{_human(MAX_TENSOR_BYTES)}")
+                        f"{_human(MAX_TENSOR_BYTES)}", node, op)
     return nbytes
 
 
@@ -470,7 +471,8 @@ def _convert_node(pn: onnx.NodeProto, node_name: str, opset: int, values: dict[s
         if o:
             if any(d < 0 for d in t.shape):
                 raise AotcError(f"output {o!r} has a negative dim {t.shape}", node_name, pn.op_type)
-            _check_size(f"output {o!r}", t.shape, t.dtype.name, t.dtype.itemsize)
+            _check_size(f"output {o!r}", t.shape, t.dtype.name, t.dtype.itemsize, node_name,
+                        pn.op_type)
             values[o] = Value(o, t)
     _propagate_known(opdef, node, ins, types, known)
     return node

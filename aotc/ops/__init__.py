@@ -8,6 +8,7 @@ constant folding, never as a test oracle) and the lowering to loop IR.
 from __future__ import annotations
 
 import inspect
+import math
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
@@ -112,7 +113,19 @@ class OpDef:
 
     def infer(self, node: Node, ins: Sequence[Value | None]) -> list[TensorType]:
         """Output types. Default: run the reference on constants or zeros of the input shapes
-        (cheap ops only; heavy ops override)."""
+        (cheap ops only; heavy ops override) -- but only when the inputs and the outputs are
+        small: ONNX's own shape inference, which needs no data, predicts the outputs first, and
+        its answer is used instead when anything is large (a mutated dim must not become a
+        terabyte allocation)."""
+        big = any(v is not None and not v.is_const and _numel(v.type.shape) > INFER_BY_RUNNING_MAX
+                  for v in ins)
+        predicted = onnx_infer(node, ins)
+        if predicted is not None and (big or any(_numel(t.shape) > INFER_BY_RUNNING_MAX
+                                                 for t in predicted)):
+            return predicted
+        if big:
+            raise AotcError(f"cannot infer the output shape without running the op on more than "
+                            f"{INFER_BY_RUNNING_MAX} elements", node.name, node.op)
         args = [None if v is None else
                 (v.const if v.is_const else np.zeros(v.type.shape, v.type.dtype.np)) for v in ins]
         with np.errstate(all="ignore"):  # placeholders (zeros) may hit log(0), 0/0, ...
@@ -137,6 +150,59 @@ class OpDef:
     def scalar(self, args: list[Any], node: Node) -> Any:
         """Elementwise ops: the output element as an expression of the input elements."""
         raise NotImplementedError
+
+
+# The default OpDef.infer runs the reference only on tensors up to this many elements.
+INFER_BY_RUNNING_MAX = 1 << 22
+
+
+def _numel(shape: Sequence[int]) -> int:
+    return math.prod(int(d) for d in shape)  # exact: np.prod wraps around on mutated dims
+
+
+def onnx_infer(node: Node, ins: Sequence[Value | None]) -> list[TensorType] | None:
+    """The output types from ONNX's shape inference for the node (constant inputs of up to
+    INFER_BY_RUNNING_MAX elements passed as data), or None when it cannot say, fully."""
+    import onnx
+    from onnx import helper, numpy_helper
+
+    try:
+        schema = onnx.defs.get_schema(node.op, node.version, node.domain)
+        attrs = {k: (numpy_helper.from_array(np.asarray(v)) if isinstance(v, np.ndarray) else v)
+                 for k, v in node.attrs.items()
+                 if not k.startswith("_") and v is not None and v is not REQUIRED
+                 and not (isinstance(v, (tuple, list)) and not v)}
+        proto = helper.make_node(node.op, list(node.inputs), list(node.outputs),
+                                 domain=node.domain, **attrs)
+        types = {}
+        data = {}
+        for name, v in zip(node.inputs, ins):
+            if v is None:
+                continue
+            types[name] = helper.make_tensor_type_proto(v.type.dtype.onnx, list(v.type.shape))
+            if v.is_const and _numel(v.type.shape) <= INFER_BY_RUNNING_MAX:
+                data[name] = numpy_helper.from_array(np.asarray(v.const), name)
+        out = onnx.shape_inference.infer_node_outputs(
+            schema, proto, types, data,
+            opset_imports=[helper.make_opsetid(node.domain, node.version)])
+        result = []
+        for o in node.outputs:
+            if not o:
+                result.append(None)
+                continue
+            tt = out[o].tensor_type
+            if not tt.HasField("shape") or tt.elem_type not in dtypes.BY_ONNX or any(
+                    not d.HasField("dim_value") for d in tt.shape.dim):
+                return None
+            result.append(TensorType(tuple(int(d.dim_value) for d in tt.shape.dim),
+                                     dtypes.BY_ONNX[tt.elem_type]))
+    except Exception:
+        return None
+    while result and result[-1] is None:
+        result.pop()
+    if any(t is None for t in result):
+        return None
+    return result  # type: ignore[return-value]
 
 
 def values_known(opdef: OpDef, ins: Sequence[Value | None]) -> bool:
