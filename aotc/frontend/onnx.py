@@ -387,16 +387,12 @@ def import_model(model: onnx.ModelProto, input_shapes: Mapping[str, tuple[int, .
             continue
         nodes.append(_convert_node(pn, node_name, opset, values, known))
 
+    # An output may also be an initializer, a graph input or another output: the schedule gives
+    # each one its own buffer (aotc.schedule._insert_output_copies).
     outputs = [o.name for o in g.output]
     for o in outputs:
         if o not in values:
             raise AotcError(f"graph output {o!r} is never produced")
-        if any(o == vi.name for vi in inputs):
-            # The C API passes inputs and outputs as separate, non-overlapping buffers.
-            raise AotcError(f"graph output {o!r} is also a graph input; insert an Identity "
-                            f"node to give the output its own name")
-    if len(set(outputs)) != len(outputs):
-        raise AotcError("a graph output is listed twice")
     return Graph(name=name, inputs=[vi.name for vi in inputs], outputs=outputs, values=values,
                  nodes=nodes, opset=opset, meta={"producer": model.producer_name})
 
@@ -455,6 +451,7 @@ def _convert_node(pn: onnx.NodeProto, node_name: str, opset: int, values: dict[s
     node = Node(pn.op_type, node_name, tuple(pn.input), tuple(pn.output), attrs, version, domain)
     ins = [_with_known(values[i], known) if i else None for i in node.inputs]
     opdef.check_attrs(node, [a.name for a in pn.attribute])
+    opdef.check_quant_params(node, ins)
     opdef.check(node, ins)
     try:
         types = opdef.infer(node, ins)

@@ -92,6 +92,42 @@ class OpDef:
             raise AotcError(f"attribute {name}={v!r} is not valid; it must be {text}",
                             node.name, node.op)
 
+    @classmethod
+    def quant_params(cls) -> dict[int, str]:
+        """Input index -> "scale" or "zero_point" for the quantisation parameters, read off the
+        reference's signature: in an op that takes a zero point, ``scale``/``zero_point`` and
+        ``<x>_scale``/``<x>_zero_point`` (BatchNormalization's ``scale`` is no quantisation
+        scale: that op has no zero point)."""
+        names = [p.name for p in inspect.signature(cls.reference).parameters.values()
+                 if p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD and p.name != "self"]
+        if not any(n == "zero_point" or n.endswith("_zero_point") for n in names):
+            return {}
+        return {k: kind for k, n in enumerate(names) for kind in ("scale", "zero_point")
+                if n == kind or n.endswith("_" + kind)}
+
+    def check_quant_params(self, node: Node, ins: Sequence[Value | None]) -> None:
+        """Constant scales and zero points are not empty, and scales are positive, finite and
+        normal float32 (a negative or subnormal scale has no integer requantisation; onnxruntime
+        computes with a negative scale, aotc refuses it)."""
+        names = [p.name for p in inspect.signature(self.reference).parameters.values()
+                 if p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD and p.name != "self"]
+        for k, kind in self.quant_params().items():
+            v = ins[k] if k < len(ins) else None
+            if v is None or not v.is_const:
+                continue
+            a = np.asarray(v.const)
+            if a.size == 0:
+                raise AotcError(f"{names[k]} is empty; a {kind.replace('_', ' ')} needs one value "
+                                f"(or one per channel)", node.name, node.op)
+            if kind != "scale":
+                continue
+            f = a.astype(np.float64).ravel()
+            bad = f[~(np.isfinite(f) & (f >= np.finfo(np.float32).tiny))]
+            if bad.size:
+                raise AotcError(f"{names[k]} has {bad.size} of {f.size} values that are not "
+                                f"positive normal floats (e.g. {bad[0]:g}); a quantisation scale "
+                                f"must be positive, finite and not subnormal", node.name, node.op)
+
     def check(self, node: Node, ins: Sequence[Value | None]) -> None:
         """Reject what the lowering cannot do (dtype, attribute values). Raise AotcError."""
         for i, v in enumerate(ins):
