@@ -7,6 +7,7 @@ constant folding, never as a test oracle) and the lowering to loop IR.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import math
 from collections.abc import Sequence
@@ -93,13 +94,13 @@ class OpDef:
                             node.name, node.op)
 
     @classmethod
+    @functools.cache
     def quant_params(cls) -> dict[int, str]:
         """Input index -> "scale" or "zero_point" for the quantisation parameters, read off the
         reference's signature: in an op that takes a zero point, ``scale``/``zero_point`` and
         ``<x>_scale``/``<x>_zero_point`` (BatchNormalization's ``scale`` is no quantisation
         scale: that op has no zero point)."""
-        names = [p.name for p in inspect.signature(cls.reference).parameters.values()
-                 if p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD and p.name != "self"]
+        names = _input_names(cls)
         if not any(n == "zero_point" or n.endswith("_zero_point") for n in names):
             return {}
         return {k: kind for k, n in enumerate(names) for kind in ("scale", "zero_point")
@@ -109,8 +110,7 @@ class OpDef:
         """Constant scales and zero points are not empty, and scales are positive, finite and
         normal float32 (a negative or subnormal scale has no integer requantisation; onnxruntime
         computes with a negative scale, aotc refuses it)."""
-        names = [p.name for p in inspect.signature(self.reference).parameters.values()
-                 if p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD and p.name != "self"]
+        names = _input_names(type(self))
         for k, kind in self.quant_params().items():
             v = ins[k] if k < len(ins) else None
             if v is None or not v.is_const:
@@ -186,6 +186,13 @@ class OpDef:
     def scalar(self, args: list[Any], node: Node) -> Any:
         """Elementwise ops: the output element as an expression of the input elements."""
         raise NotImplementedError
+
+
+@functools.cache
+def _input_names(cls: type[OpDef]) -> tuple[str, ...]:
+    """The op's inputs as its reference names them (the positional parameters)."""
+    return tuple(p.name for p in inspect.signature(cls.reference).parameters.values()
+                 if p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD and p.name != "self")
 
 
 # The default OpDef.infer runs the reference only on tensors up to this many elements.
