@@ -116,7 +116,7 @@ def verify(model: ModelLike, out_dir: str | os.PathLike[str] | None = None, name
     ``atol + rtol * |reference|``."""
     import tempfile
 
-    from aotc.verify import run_verification
+    from aotc.verification import run_verification
 
     tmp = None
     if out_dir is None:

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from aotc import boards, fastbuild
+from aotc import boards, fastbuild, paths
 from aotc.errors import AotcError
 
 
@@ -27,9 +27,9 @@ class DoesNotFit(AotcError):
 def _firmware_key(bundle_dir: Path, board: boards.Board) -> str:
     """Everything the firmware depends on: the bundle's files, the board's recipe (flags,
     startup, runtime, compiler) and the harness template."""
-    recipe = fastbuild.recipe_key(board, boards.RUNTIME_DIR, "MinSizeRel")
+    recipe = fastbuild.recipe_key(board, paths.runtime_dir(), "MinSizeRel")
     h = hashlib.sha256(f"{board.name} {recipe}".encode())
-    h.update((boards.TEMPLATES_DIR / "test_main.c.j2").read_bytes())
+    h.update((paths.templates_dir() / "test_main.c.j2").read_bytes())
     for f in sorted(bundle_dir.glob("*")):
         if f.is_file():
             h.update(f.name.encode())

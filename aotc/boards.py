@@ -25,13 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from aotc import measure
-
-REPO = Path(__file__).resolve().parent.parent
-BOARDS_DIR = REPO / "boards"
-RUNTIME_DIR = REPO / "runtime_c"
-TEMPLATES_DIR = REPO / "templates"
-CMAKE_LISTS = REPO / "CMakeLists.txt"
+from aotc import measure, paths
 
 # Exit statuses with a meaning of their own (harness: templates/test_main.c.j2; fault handlers:
 # boards/common/cortexm_startup.c and boards/rv32imc/startup.S; 124/134: timeout(1) and QEMU).
@@ -88,13 +82,13 @@ class Board:
 
 
 def list_boards() -> list[str]:
-    return sorted(p.parent.name for p in BOARDS_DIR.glob("*/board.toml"))
+    return sorted(p.parent.name for p in paths.boards_dir().glob("*/board.toml"))
 
 
 def load_board(name: str | Board) -> Board:
     if isinstance(name, Board):
         return name
-    path = BOARDS_DIR / name / "board.toml"
+    path = paths.boards_dir() / name / "board.toml"
     if not path.is_file():
         raise ValueError(f"unknown board {name!r}; known boards: {', '.join(list_boards())}")
     t = tomllib.loads(path.read_text())
@@ -145,7 +139,7 @@ def _jinja_env():  # compiling the template costs as much as compiling the C: on
     import jinja2
 
     return jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(TEMPLATES_DIR)),
+        loader=jinja2.FileSystemLoader(str(paths.templates_dir())),
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
@@ -193,11 +187,11 @@ def build_firmware(
         main = build_dir / "aotc_test_main.c"
         main.write_text(render_test_main(bundle_dir))
     configure = [
-        "cmake", "-S", str(CMAKE_LISTS.parent), "-B", str(build_dir),
+        "cmake", "-S", str(paths.cmake_lists().parent), "-B", str(build_dir),
         f"-DAOTC_BOARD={board.name}",
         f"-DAOTC_BUNDLE={bundle_dir}",
         f"-DAOTC_MAIN={Path(main).resolve()}",
-        f"-DAOTC_RUNTIME_DIR={Path(runtime_dir or RUNTIME_DIR).resolve()}",
+        f"-DAOTC_RUNTIME_DIR={Path(runtime_dir or paths.runtime_dir()).resolve()}",
         f"-DCMAKE_BUILD_TYPE={build_type}",
     ]  # fmt: skip
     run_build(configure, board, "cmake configure")

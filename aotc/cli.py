@@ -147,7 +147,7 @@ def cmd_verify(args: argparse.Namespace, argv: Sequence[str]) -> int:
     import tempfile
 
     from aotc.api import compile as compile_bundle
-    from aotc.verify import run_verification
+    from aotc.verification import run_verification
 
     opts = _options(args, argv)
     with tempfile.TemporaryDirectory(prefix="aotc_verify_") as tmp:
@@ -218,7 +218,7 @@ def cmd_ops(args: argparse.Namespace, argv: Sequence[str]) -> int:
 
 def _npz_inputs(path: str | None, specs: list[dict[str, Any]], seed: int
                 ) -> dict[str, np.ndarray]:
-    from aotc.verify import random_inputs
+    from aotc.verification import random_inputs
 
     if path is None:
         return random_inputs(specs, seed)

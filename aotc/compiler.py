@@ -162,8 +162,9 @@ def _io_decls(c: Compilation) -> tuple[list[TensorDecl], list[TensorDecl]]:
     namer = Namer({"a", "arena", "arena_size"}, (f"{name}_", f"{name.upper()}_"))
     ins = [TensorDecl(v, namer("in:" + v, v, "in"), g.type(v).dtype, g.type(v).shape)
            for v in g.inputs]
-    outs = [TensorDecl(v, namer("out:" + v, v, "out"), g.type(v).dtype, g.type(v).shape)
-            for v in g.outputs]
+    public = g.meta.get("output_names", {})
+    outs = [TensorDecl(v, namer("out:" + v, public.get(v, v), "out"), g.type(v).dtype,
+                       g.type(v).shape, public.get(v, v)) for v in g.outputs]
     return ins, outs
 
 
@@ -238,7 +239,7 @@ def render_context(c: Compilation) -> dict[str, Any]:
                     "dtype": t.dtype.name, "ctype": t.dtype.ctype,
                     "bytes": int(np.prod(t.shape, dtype=np.int64)) * t.dtype.itemsize}
                    for t in ins],
-        "outputs": [{"name": t.value, "c_name": t.cname, "shape": list(t.shape),
+        "outputs": [{"name": t.public, "c_name": t.cname, "shape": list(t.shape),
                      "dtype": t.dtype.name, "ctype": t.dtype.ctype,
                      "bytes": int(np.prod(t.shape, dtype=np.int64)) * t.dtype.itemsize}
                     for t in outs],

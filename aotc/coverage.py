@@ -14,9 +14,9 @@ from __future__ import annotations
 import fnmatch
 from collections import Counter
 from dataclasses import dataclass, field
-from pathlib import Path
 
-DATA = Path(__file__).resolve().parent / "data"
+from aotc.paths import package_data_dir
+
 ONNX_VERSION = "1.22.0"
 
 
@@ -30,7 +30,8 @@ class SuiteEntry:
 
 
 def suite() -> list[SuiteEntry]:
-    rows = (DATA / f"onnx_node_suite-{ONNX_VERSION}.tsv").read_text().splitlines()[1:]
+    table = package_data_dir() / f"onnx_node_suite-{ONNX_VERSION}.tsv"
+    rows = table.read_text().splitlines()[1:]
     out = []
     for r in rows:
         name, op, opset, static, reasons, _ort = r.split("\t")
@@ -41,7 +42,7 @@ def suite() -> list[SuiteEntry]:
 def exclusions() -> dict[str, str]:
     """test name (or fnmatch pattern) -> reason."""
     out: dict[str, str] = {}
-    for line in (DATA / "onnx_node_exclusions.txt").read_text().splitlines():
+    for line in (package_data_dir() / "onnx_node_exclusions.txt").read_text().splitlines():
         line = line.strip()
         if not line or line.startswith("#"):
             continue

@@ -15,10 +15,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from aotc import paths
 from aotc.boards import (
-    BOARDS_DIR,
-    CMAKE_LISTS,
-    RUNTIME_DIR,
     Board,
     FirmwareTooBig,
     ensure_toolchain,
@@ -60,7 +58,8 @@ def recipe_key(board: Board, runtime_dir: Path, build_type: str) -> str:
     """Hash of everything a recipe depends on: CMakeLists.txt, the board's files, the runtime
     and the compiler binary."""
     h = hashlib.sha256(f"{FAST_PATH_VERSION} {board.name} {build_type}".encode())
-    files = [CMAKE_LISTS, *sorted(board.directory.iterdir()), *sorted(BOARDS_DIR.glob("common/*")),
+    files = [paths.cmake_lists(), *sorted(board.directory.iterdir()),
+             *sorted(paths.boards_dir().glob("common/*")),
              *sorted(runtime_dir.glob("*.[ch]"))]
     for f in files:
         if f.is_file():
@@ -77,7 +76,7 @@ def board_recipe(
 ) -> Recipe:
     """The board's recipe, from the cache or made now (one CMake build, ~2 s)."""
     board = load_board(board)
-    runtime_dir = Path(runtime_dir or RUNTIME_DIR).resolve()
+    runtime_dir = Path(runtime_dir or paths.runtime_dir()).resolve()
     target = cache_dir() / "recipes" / f"{board.name}-{recipe_key(board, runtime_dir, build_type)}"
     if not (target / "recipe.json").is_file():
         ensure_toolchain(board)
@@ -96,7 +95,7 @@ def _make_recipe(board: Board, runtime_dir: Path, build_type: str, tmp: Path, ta
     main = stub / "aotc_stub_main.c"
     main.write_text("int main(void)\n{\n    return 0;\n}\n")
     configure = [
-        "cmake", "-S", str(CMAKE_LISTS.parent), "-B", str(build), "-G", "Unix Makefiles",
+        "cmake", "-S", str(paths.cmake_lists().parent), "-B", str(build), "-G", "Unix Makefiles",
         f"-DAOTC_BOARD={board.name}", f"-DAOTC_BUNDLE={stub}", f"-DAOTC_MAIN={main}",
         f"-DAOTC_RUNTIME_DIR={runtime_dir}", f"-DCMAKE_BUILD_TYPE={build_type}",
         "-DCMAKE_EXPORT_COMPILE_COMMANDS=ON",
@@ -172,7 +171,7 @@ def build_firmware_fast(
     and runtime objects. A firmware that does not fit raises FirmwareTooBig saying by how much
     and which symbols dominate."""
     board = load_board(board)
-    runtime_dir = Path(runtime_dir or RUNTIME_DIR).resolve()
+    runtime_dir = Path(runtime_dir or paths.runtime_dir()).resolve()
     recipe = board_recipe(board, runtime_dir, build_type)
     bundle_dir, build_dir = Path(bundle_dir).resolve(), Path(build_dir).resolve()
     meta = json.loads((bundle_dir / "bundle.json").read_text())

@@ -51,8 +51,45 @@ def host_flags() -> list[str]:
     return HOST_FLAGS + (SANITIZE_FLAGS if os.environ.get("AOTC_SANITIZE") == "1" else [])
 
 
+def _compiler_env() -> dict[str, str]:
+    """The environment without the sanitizer runtimes scripts/sanitize.sh preloads: compilers
+    do not need them, and they make every cc1 several times slower."""
+    return {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+
+
+def clang_check(bundle_dir: Path) -> None:
+    """With AOTC_CLANG_CHECK=1 (the test suite sets it), the bundle (+ runtime) must also be
+    warning-free under ``clang -std=c99 -Wall -Wextra -Werror -pedantic``: a syntax-only
+    compile (clang's warnings come from its front end), remembered by content hash like the
+    gcc build. Raises AotcError with clang's first error line."""
+    if os.environ.get("AOTC_CLANG_CHECK", "0") in ("", "0"):
+        return
+    clang = shutil.which("clang")
+    if clang is None:
+        raise AotcError("AOTC_CLANG_CHECK is set but clang is not installed (apt-get install "
+                        "clang, or bash scripts/setup.sh)")
+    files = sorted(bundle_dir.glob("*.[ch]")) + sorted(runtime_dir().glob("*.[ch]"))
+    st = Path(clang).resolve().stat()
+    h = hashlib.sha256(" ".join([clang, str(st.st_size), str(st.st_mtime_ns), *WARN_FLAGS])
+                       .encode())
+    for f in files:
+        h.update(f.name.encode())
+        h.update(f.read_bytes())
+    ok = cache_dir() / f"clang_{h.hexdigest()[:24]}.ok"
+    if ok.exists():
+        return
+    cmd = [clang, *WARN_FLAGS, "-fsyntax-only", "-I", str(bundle_dir), "-I", str(runtime_dir()),
+           *(str(f) for f in files if f.suffix == ".c")]
+    res = subprocess.run(cmd, capture_output=True, text=True, env=_compiler_env())
+    if res.returncode != 0:
+        first = next((ln for ln in res.stderr.splitlines() if "error" in ln), res.stderr[:300])
+        raise AotcError(f"generated C failed to compile with clang: {first.strip()}")
+    ok.touch()
+
+
 def build_shared(bundle_dir: Path) -> Path:
     """Compile the bundle (+ runtime) with warnings as errors; cached by content and flags."""
+    clang_check(bundle_dir)
     sources = sorted(bundle_dir.glob("*.c")) + sorted(runtime_dir().glob("*.c"))
     headers = sorted(bundle_dir.glob("*.h")) + sorted(runtime_dir().glob("*.h"))
     cc = _cc()
@@ -68,10 +105,7 @@ def build_shared(bundle_dir: Path) -> Path:
         tmp_out = Path(tmp) / out.name
         cmd = [cc, *WARN_FLAGS, *flags, "-I", str(bundle_dir), "-I", str(runtime_dir()),
                *map(str, sources), "-o", str(tmp_out), "-lm"]
-        # The compiler does not need the sanitizer runtimes scripts/sanitize.sh preloads (they
-        # make every cc1 several times slower).
-        env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
-        res = subprocess.run(cmd, capture_output=True, text=True, env=env)
+        res = subprocess.run(cmd, capture_output=True, text=True, env=_compiler_env())
         if res.returncode != 0:
             first = next((ln for ln in res.stderr.splitlines() if "error" in ln), res.stderr[:300])
             raise AotcError(f"generated C failed to compile with the host cc: {first.strip()}")

@@ -13,13 +13,14 @@ import shutil
 import subprocess
 from pathlib import Path
 
-PLUGIN_SOURCE = Path(__file__).resolve().parent.parent / "boards" / "qemu_plugin" / "insncount.c"
+from aotc import paths
 
 
 def plugin_library() -> Path:
     """The plugin built with the host cc, once per source version, in the user's cache
     directory (never the source tree)."""
-    source = PLUGIN_SOURCE.read_bytes()
+    plugin_source = paths.qemu_plugin_source()
+    source = plugin_source.read_bytes()
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "aotc"
     lib = cache / f"libinsncount-{hashlib.sha256(source).hexdigest()[:16]}.so"
     if not lib.is_file():
@@ -28,7 +29,7 @@ def plugin_library() -> Path:
         if shutil.which(os.environ.get("CC", "cc")) is None:
             raise RuntimeError("no host C compiler to build the QEMU plugin: install gcc")
         cmd = [os.environ.get("CC", "cc"), "-O2", "-shared", "-fPIC", "-fvisibility=hidden",
-               "-o", str(tmp), str(PLUGIN_SOURCE)]  # fmt: skip
+               "-o", str(tmp), str(plugin_source)]  # fmt: skip
         proc = subprocess.run(cmd, check=False, capture_output=True, text=True)
         if proc.returncode != 0:
             raise RuntimeError(f"building the QEMU plugin failed: {proc.stderr.strip()}")

@@ -82,16 +82,23 @@ def _insert_output_copies(g: Graph) -> Graph:
     claimed: set[str] = set()
     values = dict(g.values)
     nodes = list(g.nodes)
+    outputs = list(g.outputs)
+    public = dict(g.meta.get("output_names", {}))
     for k, o in enumerate(g.outputs):
         r = root[o]
         if src_kind.get(r) is None and r not in claimed:
             claimed.add(r)
             continue
-        # Rename the value feeding the output and copy it into a fresh output value.
-        src = f"{o}__src"
-        nodes = [n.with_(outputs=tuple(src if x == o else x for x in n.outputs),
-                         inputs=tuple(src if x == o else x for x in n.inputs)) for n in nodes]
-        values[src] = Value(src, values[o].type, values[o].const)
-        values[o] = Value(o, values[o].type)
-        nodes.append(Node("Copy", f"copy_{k}", (src,), (o,), {}, 1, "aotc"))
-    return g.replace(values=values, nodes=nodes)
+        # The output is a constant, a graph input, a view of one, or shares its root with an
+        # earlier output: copy it into a fresh value, which keeps the model's name in the C API.
+        # Nothing else is renamed, so no consumer (fused or not) can end up reading the
+        # output buffer before the copy writes it.
+        fresh, n = f"{o}__out", 1
+        while fresh in values:
+            fresh, n = f"{o}__out{n}", n + 1
+        values[fresh] = Value(fresh, values[o].type)
+        nodes.append(Node("Copy", f"copy_{k}", (o,), (fresh,), {}, 1, "aotc"))
+        outputs[k] = fresh
+        public[fresh] = public.get(o, o)
+    return g.replace(values=values, nodes=nodes, outputs=outputs,
+                     meta={**g.meta, "output_names": public})

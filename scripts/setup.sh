@@ -1,13 +1,18 @@
 #!/usr/bin/env bash
-# Install what aotc needs on a fresh Debian machine: the Python package with its test extras
-# and, unless AOTC_NO_CROSS=1, the cross toolchains and QEMU used by the board tests.
+# Install what aotc needs on a fresh Debian machine: the Python package with its test extras at
+# the pinned versions of requirements/test-lock.txt (refresh: bash scripts/lock.sh), clang (every
+# test bundle is also compiled with it) and, unless AOTC_NO_CROSS=1, the cross toolchains and
+# QEMU used by the board tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-python3 -m pip install --quiet --disable-pip-version-check -e ".[test]"
+python3 -m pip install --quiet --disable-pip-version-check -c requirements/test-lock.txt \
+    -e ".[test]"
+
+need=()
+command -v clang >/dev/null || need+=(clang)
 
 if [ "${AOTC_NO_CROSS:-0}" != "1" ]; then
-    need=()
     command -v arm-none-eabi-gcc >/dev/null || need+=(gcc-arm-none-eabi libnewlib-arm-none-eabi)
     command -v qemu-system-arm >/dev/null || need+=(qemu-system-arm)
     command -v qemu-system-riscv32 >/dev/null || need+=(qemu-system-misc)
@@ -15,11 +20,11 @@ if [ "${AOTC_NO_CROSS:-0}" != "1" ]; then
     [ -d /usr/lib/picolibc/riscv64-unknown-elf ] || need+=(picolibc-riscv64-unknown-elf)
     command -v valgrind >/dev/null || need+=(valgrind)
     command -v cmake >/dev/null || need+=(cmake)
-    if [ ${#need[@]} -gt 0 ]; then
-        SUDO=""
-        [ "$(id -u)" = "0" ] || SUDO="sudo"
-        echo "setup: installing ${need[*]}"
-        $SUDO apt-get update -qq
-        DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}"
-    fi
+fi
+if [ ${#need[@]} -gt 0 ]; then
+    SUDO=""
+    [ "$(id -u)" = "0" ] || SUDO="sudo"
+    echo "setup: installing ${need[*]}"
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}"
 fi

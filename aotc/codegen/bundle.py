@@ -27,10 +27,15 @@ class TensorDecl:
     cname: str  # C parameter name
     dtype: DType
     shape: tuple[int, ...]
+    name: str = ""  # the model's name for it, when that differs from the value's (copied outputs)
+
+    @property
+    def public(self) -> str:
+        return self.name or self.value
 
     def ctx(self, prefix: str) -> dict[str, Any]:
         numel = int(np.prod(self.shape, dtype=np.int64))
-        return {"cname": self.cname, "label": c_string(self.value), "ctype": self.dtype.ctype,
+        return {"cname": self.cname, "label": c_string(self.public), "ctype": self.dtype.ctype,
                 "onnx_dtype": self.dtype.onnx, "shape": list(self.shape), "numel": numel,
                 "bytes": numel * self.dtype.itemsize,
                 "shape_symbol": f"{prefix}_shape_{self.cname}"}

@@ -7,6 +7,7 @@ folder) and turns each problem into one AotcError line.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -58,22 +59,109 @@ def _check_strings(model: onnx.ModelProto, fname: str) -> None:
 
 
 def _load_external(model: onnx.ModelProto, base: Path) -> None:
-    from onnx.external_data_helper import load_external_data_for_tensor
-
+    """Reads external tensor data, checking every field first: a location inside the model's
+    folder, decimal offset and length that lie inside the file, and exactly the bytes the
+    tensor's declared shape and dtype need."""
     for t in _all_tensors(model.graph):
         if t.data_location != onnx.TensorProto.EXTERNAL:
             continue
+        what = f"tensor {t.name!r}"
+        nbytes = _declared_nbytes(t)
         info = {e.key: e.value for e in t.external_data}
         loc = info.get("location", "")
-        target = (base / loc).resolve()
-        if os.path.isabs(loc) or not target.is_relative_to(base):
-            raise AotcError(f"tensor {t.name!r}: external data {loc!r} is outside the model's "
+        if not loc or "\0" in loc:
+            raise AotcError(f"{what}: external data location {loc!r} is not a file name")
+        try:
+            target = (base / loc).resolve()
+            inside = not os.path.isabs(loc) and target.is_relative_to(base)
+            size = target.stat().st_size if inside and target.is_file() else None
+        except (OSError, ValueError) as e:
+            raise AotcError(f"{what}: external data location {loc!r} cannot be used: "
+                            f"{type(e).__name__}") from None
+        if not inside:
+            raise AotcError(f"{what}: external data {loc!r} is outside the model's "
                             f"folder; refusing to read it")
-        if not target.is_file():
-            raise AotcError(f"tensor {t.name!r}: external data file {loc!r} not found")
-        load_external_data_for_tensor(t, str(base))
+        if size is None:
+            raise AotcError(f"{what}: external data file {loc!r} not found")
+        offset = _external_int(info, "offset", what)
+        length = _external_int(info, "length", what)
+        offset = 0 if offset is None else offset
+        if offset > size:
+            raise AotcError(f"{what}: external data offset {offset} is past the end of {loc!r} "
+                            f"({size} bytes)")
+        length = size - offset if length is None else length
+        if offset + length > size:
+            raise AotcError(f"{what}: external data needs bytes {offset} to {offset + length} "
+                            f"of {loc!r}, which has {size} bytes")
+        if nbytes is not None and length != nbytes:
+            raise AotcError(f"{what}: external data has {length} bytes; its shape and dtype "
+                            f"need {nbytes}")
+        try:
+            with open(target, "rb") as f:
+                f.seek(offset)
+                t.raw_data = f.read(length)
+        except OSError as e:
+            raise AotcError(f"{what}: cannot read external data {loc!r}: {e.strerror or e}") \
+                from None
         t.data_location = onnx.TensorProto.DEFAULT
         del t.external_data[:]
+
+
+def _external_int(info: Mapping[str, str], key: str, what: str) -> int | None:
+    if key not in info:
+        return None
+    text = info[key]
+    if not (text.isascii() and text.isdigit()):
+        raise AotcError(f"{what}: external data {key} {text!r} is not a non-negative integer")
+    return int(text)
+
+
+# The largest tensor aotc accepts (weights, inputs and every intermediate value), checked from
+# declared shapes before anything is read or allocated. Far beyond any microcontroller; it keeps
+# a mutated dim from turning into a multi-terabyte allocation, and every index within int32.
+MAX_TENSOR_BYTES = 1 << 30
+
+
+def _check_size(what: str, shape: tuple[int, ...], dtype_name: str, itemsize: int,
+                node: str | None = None, op: str | None = None) -> int:
+    nbytes = math.prod(shape) * itemsize
+    if nbytes > MAX_TENSOR_BYTES:
+        raise AotcError(f"{what} would take {_human(nbytes)} ({nbytes} bytes; shape "
+                        f"{tuple(shape)}, {dtype_name}); aotc's limit per tensor is "
+                        f"{_human(MAX_TENSOR_BYTES)}", node, op)
+    return nbytes
+
+
+def _human(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"):
+        if n < 1024 or unit == "EiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return str(n)
+
+
+def _onnx_dtype_name(num: int) -> str:
+    try:
+        return onnx.TensorProto.DataType.Name(num)
+    except ValueError:
+        return f"{num} (not an ONNX data type)"
+
+
+def _declared_nbytes(t: onnx.TensorProto) -> int | None:
+    """Checks a TensorProto's dtype number, dims and size before its data is read; its byte size
+    (None for strings, whose size is not fixed)."""
+    what = f"tensor {t.name!r}"
+    try:
+        npdt = onnx.helper.tensor_dtype_to_np_dtype(t.data_type)
+    except Exception:
+        raise AotcError(f"{what} has data type {_onnx_dtype_name(t.data_type)}, which aotc "
+                        f"cannot read") from None
+    dims = tuple(int(d) for d in t.dims)
+    if any(d < 0 for d in dims):
+        raise AotcError(f"{what} has a negative dim {dims}")
+    if npdt.kind in "OUS":
+        return None
+    return _check_size(what, dims, npdt.name, max(1, npdt.itemsize))
 
 
 def _all_tensors(g: onnx.GraphProto) -> list[onnx.TensorProto]:
@@ -103,9 +191,16 @@ def _tensor_type(vi: onnx.ValueInfoProto, bound: Mapping[str, tuple[int, ...]]) 
         raise AotcError(f"input {vi.name!r} is not a tensor (sequences, maps and optionals are "
                         f"not supported)")
     if tt.elem_type not in dtypes.BY_ONNX:
-        name = onnx.TensorProto.DataType.Name(tt.elem_type)
+        name = _onnx_dtype_name(tt.elem_type)
         raise AotcError(f"input {vi.name!r} has dtype {name}, which aotc does not support")
     dt = dtypes.BY_ONNX[tt.elem_type]
+    tensor_type = _bound_type(vi, tt, dt, bound)
+    _check_size(f"input {vi.name!r}", tensor_type.shape, dt.name, dt.itemsize)
+    return tensor_type
+
+
+def _bound_type(vi: onnx.ValueInfoProto, tt: Any, dt: dtypes.DType,
+                bound: Mapping[str, tuple[int, ...]]) -> TensorType:
     if vi.name in bound:
         shape = tuple(int(d) for d in bound[vi.name])
         if any(d < 0 for d in shape):
@@ -160,16 +255,52 @@ def _const_value(arr: np.ndarray, name: str) -> Value:
     return Value(name, TensorType(tuple(int(d) for d in arr.shape), dt), arr)
 
 
-def _constant_node(n: onnx.NodeProto) -> np.ndarray:
-    a = n.attribute[0] if n.attribute else None
-    if a is None:
-        raise ValueError("Constant node has no value")
-    v = _attr_value(a)
+def _constant_node(n: onnx.NodeProto, opset: int) -> np.ndarray:
+    if len(n.attribute) != 1:
+        raise ValueError(f"a Constant node has exactly one attribute, this one has "
+                         f"{len(n.attribute)}")
+    a = n.attribute[0]
     kinds = {"value": None, "value_float": np.float32, "value_floats": np.float32,
              "value_int": np.int64, "value_ints": np.int64}
     if a.name not in kinds:
         raise ValueError(f"Constant attribute {a.name!r} is not supported")
+    _check_attr_type(a, _schema("Constant", opset, ""))
+    if a.type == onnx.AttributeProto.TENSOR:
+        _declared_nbytes(a.t)
+    v = _attr_value(a)
     return np.asarray(v, dtype=kinds[a.name]) if kinds[a.name] else np.asarray(v)
+
+
+def _check_attr_type(a: onnx.AttributeProto, schema: Any) -> None:
+    """The attribute has the type its ONNX schema declares (ValueError otherwise)."""
+    if schema is None or a.name not in schema.attributes:
+        return
+    want = schema.attributes[a.name].type
+    if int(want.value) != a.type:
+        try:
+            got = onnx.AttributeProto.AttributeType.Name(a.type)
+        except ValueError:
+            got = f"type number {a.type}"
+        raise ValueError(f"attribute {a.name!r} must be {want.name}, the model gives {got}")
+
+
+def _check_arity(pn: onnx.NodeProto, node_name: str, schema: Any) -> None:
+    """The node's input and output counts fit its ONNX schema, and no required input is left
+    empty: done once, here, so no op's check or inference sees a missing or extra input."""
+    if schema is None:
+        return
+    for kind, names, lo, hi, formals in (
+            ("input", pn.input, schema.min_input, schema.max_input, schema.inputs),
+            ("output", pn.output, schema.min_output, schema.max_output, schema.outputs)):
+        if not lo <= len(names) <= hi:
+            want = f"{lo}" if lo == hi else f"{lo} to {hi}" if hi < 2**31 - 1 else f"{lo} or more"
+            raise AotcError(f"the node has {len(names)} {kind}(s); {pn.op_type} takes {want}",
+                            node_name, pn.op_type)
+        single = onnx.defs.OpSchema.FormalParameterOption.Single
+        for k, (name, formal) in enumerate(zip(names, formals)):
+            if not name and formal.option == single:
+                raise AotcError(f"{kind} {k} ({formal.name}) is required but empty", node_name,
+                                pn.op_type)
 
 
 def _toposort(nodes: list[onnx.NodeProto], available: set[str]) -> list[onnx.NodeProto]:
@@ -214,6 +345,10 @@ def import_model(model: onnx.ModelProto, input_shapes: Mapping[str, tuple[int, .
     g = model.graph
     values: dict[str, Value] = {}
     for t in g.initializer:
+        if t.name in values:
+            raise AotcError(f"initializer {t.name!r} is defined twice (ONNX values are "
+                            f"assigned once)")
+        _declared_nbytes(t)
         try:
             values[t.name] = _const_value(numpy_helper.to_array(t), t.name)
         except AotcError:
@@ -223,6 +358,10 @@ def import_model(model: onnx.ModelProto, input_shapes: Mapping[str, tuple[int, .
     inputs = [vi for vi in g.input if vi.name not in values]
     if any(not vi.name for vi in inputs):
         raise AotcError("a graph input has an empty name")
+    names = [vi.name for vi in g.input]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise AotcError(f"graph input {twice[0]!r} is listed twice")
     unknown = set(input_shapes) - {vi.name for vi in inputs}
     if unknown:
         raise AotcError(f"--input-shape names no graph input: {', '.join(sorted(unknown))} "
@@ -239,24 +378,21 @@ def import_model(model: onnx.ModelProto, input_shapes: Mapping[str, tuple[int, .
         while node_name in used_names:
             node_name += "_"
         used_names.add(node_name)
+        _check_arity(pn, node_name, _schema(pn.op_type, opset, _domain(pn)))
         if pn.op_type == "Constant" and pn.domain in _DEFAULT_DOMAINS:
             try:
-                values[pn.output[0]] = _const_value(_constant_node(pn), pn.output[0])
+                values[pn.output[0]] = _const_value(_constant_node(pn, opset), pn.output[0])
             except ValueError as e:
                 raise AotcError(str(e), node_name, "Constant") from None
             continue
         nodes.append(_convert_node(pn, node_name, opset, values, known))
 
+    # An output may also be an initializer, a graph input or another output: the schedule gives
+    # each one its own buffer (aotc.schedule._insert_output_copies).
     outputs = [o.name for o in g.output]
     for o in outputs:
         if o not in values:
             raise AotcError(f"graph output {o!r} is never produced")
-        if any(o == vi.name for vi in inputs):
-            # The C API passes inputs and outputs as separate, non-overlapping buffers.
-            raise AotcError(f"graph output {o!r} is also a graph input; insert an Identity "
-                            f"node to give the output its own name")
-    if len(set(outputs)) != len(outputs):
-        raise AotcError("a graph output is listed twice")
     return Graph(name=name, inputs=[vi.name for vi in inputs], outputs=outputs, values=values,
                  nodes=nodes, opset=opset, meta={"producer": model.producer_name})
 
@@ -276,6 +412,10 @@ def _check_supported(nodes: Any, opset: int) -> None:
         raise AotcError(f"unsupported ops at opset {opset}: {'; '.join(parts)}")
 
 
+def _domain(pn: onnx.NodeProto) -> str:
+    return "" if pn.domain in _DEFAULT_DOMAINS else pn.domain
+
+
 def _schema(op: str, opset: int, domain: str) -> Any:
     """The ONNX schema in force, or None for ops ONNX does not define (custom domains)."""
     try:
@@ -286,7 +426,7 @@ def _schema(op: str, opset: int, domain: str) -> Any:
 
 def _convert_node(pn: onnx.NodeProto, node_name: str, opset: int, values: dict[str, Value],
                   known: dict[str, np.ndarray]) -> Node:
-    domain = "" if pn.domain in _DEFAULT_DOMAINS else pn.domain
+    domain = _domain(pn)
     opdef = resolve(pn.op_type, opset, domain)
     assert opdef is not None
     defaults = opdef.attr_defaults()
@@ -295,13 +435,10 @@ def _convert_node(pn: onnx.NodeProto, node_name: str, opset: int, values: dict[s
     for a in pn.attribute:
         if a.name not in defaults:
             raise AotcError(f"attribute {a.name!r} is not supported", node_name, pn.op_type)
-        if schema is not None and a.name in schema.attributes:
-            want = schema.attributes[a.name].type
-            if int(want.value) != a.type:
-                got = onnx.AttributeProto.AttributeType.Name(a.type)
-                raise AotcError(f"attribute {a.name!r} must be {want.name}, the model gives "
-                                f"{got}", node_name, pn.op_type)
         try:
+            _check_attr_type(a, schema)
+            if a.type == onnx.AttributeProto.TENSOR:
+                _declared_nbytes(a.t)
             attrs[a.name] = _attr_value(a)
         except ValueError as e:
             raise AotcError(str(e), node_name, pn.op_type) from None
@@ -313,6 +450,8 @@ def _convert_node(pn: onnx.NodeProto, node_name: str, opset: int, values: dict[s
     version = schema.since_version if schema is not None else opdef.since
     node = Node(pn.op_type, node_name, tuple(pn.input), tuple(pn.output), attrs, version, domain)
     ins = [_with_known(values[i], known) if i else None for i in node.inputs]
+    opdef.check_attrs(node, [a.name for a in pn.attribute])
+    opdef.check_quant_params(node, ins)
     opdef.check(node, ins)
     try:
         types = opdef.infer(node, ins)
@@ -329,6 +468,8 @@ def _convert_node(pn: onnx.NodeProto, node_name: str, opset: int, values: dict[s
         if o:
             if any(d < 0 for d in t.shape):
                 raise AotcError(f"output {o!r} has a negative dim {t.shape}", node_name, pn.op_type)
+            _check_size(f"output {o!r}", t.shape, t.dtype.name, t.dtype.itemsize, node_name,
+                        pn.op_type)
             values[o] = Value(o, t)
     _propagate_known(opdef, node, ins, types, known)
     return node

@@ -20,14 +20,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from aotc import boards
+from aotc import boards, paths
 
 FIXTURES = Path(__file__).parent / "fixtures"
 FAKE = FIXTURES / "fake_bundle"
 # The real runtime once the core provides it, else the stand-in header of the fixtures.
 RUNTIME = (
-    boards.RUNTIME_DIR
-    if (boards.RUNTIME_DIR / "aotc_runtime.h").is_file()
+    paths.runtime_dir()
+    if (paths.runtime_dir() / "aotc_runtime.h").is_file()
     else FIXTURES / "runtime_stub"
 )
 ALL_BOARDS = boards.list_boards()
@@ -262,7 +262,7 @@ def test_failures_are_decoded(board: str, kind: str, tmp_path: Path) -> None:
 def _cmake_files() -> set[Path]:
     """CMake files in the source tree (not the build cache, which other workers change)."""
     out = set()
-    for root, dirs, files in os.walk(boards.REPO):
+    for root, dirs, files in os.walk(paths.data_root()):
         dirs[:] = [d for d in dirs if d not in (".aotc-cache", ".git")]
         out |= {Path(root) / f for f in files + dirs if "CMake" in f}
     return out
@@ -274,7 +274,7 @@ def test_cmake_alone_renders_harness(tmp_path: Path) -> None:
     before = _cmake_files()
     build_dir = tmp_path / "build"
     for cmd in (
-        ["cmake", "-S", str(boards.REPO), "-B", str(build_dir), "-DAOTC_BOARD=host",
+        ["cmake", "-S", str(paths.cmake_lists().parent), "-B", str(build_dir), "-DAOTC_BOARD=host",
          f"-DAOTC_BUNDLE={FAKE}", f"-DAOTC_RUNTIME_DIR={RUNTIME}"],
         ["cmake", "--build", str(build_dir)],
     ):  # fmt: skip

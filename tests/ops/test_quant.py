@@ -7,6 +7,11 @@ are within 1 LSB of onnxruntime in both modes: ``onnx`` mode computes what onnxr
 fixed-point multiplier, which may differ by one at a tie. tflite-mode outputs of conv/matmul
 are also checked exactly against a fixed-point reference written here from TFLite's published
 formulas (independent of aotc.qmath).
+
+Where onnxruntime is known to be wrong, the oracle is the ONNX reference evaluator instead (one
+narrow rule, ``ort_known_wrong``): QLinearConv with uint8 activations and int8 weights, where
+onnxruntime 1.32.0 is 27 LSB off on one element of 120 while the reference evaluator and aotc
+agree within 1 LSB. ``test_ort_u8s8_qlinearconv_still_wrong`` fails once onnxruntime is fixed.
 """
 
 from __future__ import annotations
@@ -16,8 +21,10 @@ from typing import Any
 
 import numpy as np
 import onnx
+import onnxruntime
 import pytest
 from onnx import TensorProto, helper, numpy_helper
+from onnx.reference import ReferenceEvaluator
 from opcheck import compile_and_run, ort_run, run_on_boards
 
 MS = "com.microsoft"
@@ -38,9 +45,38 @@ def model_of(nodes: list[onnx.NodeProto], inputs: dict[str, np.ndarray],
     return helper.make_model(g, opset_imports=ops, ir_version=8)
 
 
+def _elem_type(model: onnx.ModelProto, name: str) -> int:
+    for v in model.graph.input:
+        if v.name == name:
+            return v.type.tensor_type.elem_type
+    for t in model.graph.initializer:
+        if t.name == name:
+            return t.data_type
+    return TensorProto.UNDEFINED
+
+
+def ort_known_wrong(model: onnx.ModelProto) -> bool:
+    """The model has a node onnxruntime computes wrongly: QLinearConv with uint8 activations
+    and int8 weights (u8s8; onnxruntime 1.32.0, see test_ort_u8s8_qlinearconv_still_wrong)."""
+    return any(n.op_type == "QLinearConv"
+               and _elem_type(model, n.input[0]) == TensorProto.UINT8
+               and _elem_type(model, n.input[3]) == TensorProto.INT8
+               for n in model.graph.node)
+
+
+def reference_run(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    outs = ReferenceEvaluator(model).run(None, feeds)
+    return {o.name: np.asarray(v) for o, v in zip(model.graph.output, outs)}
+
+
+def oracle_run(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """onnxruntime, or the ONNX reference evaluator where onnxruntime is known wrong."""
+    return reference_run(model, feeds) if ort_known_wrong(model) else ort_run(model, feeds)
+
+
 def run_both(model: onnx.ModelProto, feeds: dict[str, np.ndarray], tmp_path, mode: str,
              boards: bool = False) -> tuple[np.ndarray, np.ndarray, Any]:
-    want = ort_run(model, feeds)
+    want = oracle_run(model, feeds)
     got, bundle = compile_and_run(model, feeds, tmp_path / mode, requant=mode)
     if boards:
         run_on_boards(bundle, feeds, got, tmp_path / f"fw_{mode}")
@@ -100,9 +136,8 @@ CONV_CASES = [
 ]
 
 
-@pytest.mark.parametrize("mode", ["onnx", "tflite"])
-@pytest.mark.parametrize("case", range(len(CONV_CASES)))
-def test_qlinearconv(case, mode, tmp_path):
+def conv_case(case: int) -> tuple[onnx.ModelProto, np.ndarray, dict[str, np.ndarray]]:
+    """CONV_CASES[case] as a QLinearConv model, its input and its initializers."""
     xdt, wdt, per_ch, xz, wz, group, pads, bias = CONV_CASES[case]
     rng = np.random.default_rng(case)
     c, m = 4, 4 if group == 4 else 6
@@ -121,7 +156,15 @@ def test_qlinearconv(case, mode, tmp_path):
         names.append("b")
     node = helper.make_node("QLinearConv", names, ["y"], group=group, pads=pads,
                             kernel_shape=[3, 3], strides=[1, 1])
-    model = model_of([node], {"x": x}, {"y": xdt}, inits, opset=13)
+    return model_of([node], {"x": x}, {"y": xdt}, inits, opset=13), x, inits
+
+
+@pytest.mark.parametrize("mode", ["onnx", "tflite"])
+@pytest.mark.parametrize("case", range(len(CONV_CASES)))
+def test_qlinearconv(case, mode, tmp_path):
+    xdt, wdt, per_ch, xz, wz, group, pads, bias = CONV_CASES[case]
+    model, x, inits = conv_case(case)
+    w, ws, wzp, ys, yz = (inits[k] for k in ("w", "ws", "wz", "ys", "yz"))
     got, want, _ = run_both(model, {"x": x}, tmp_path, mode, boards=case == 1)
     assert_lsb(got, want)
     lo, hi = np.iinfo(xdt).min, np.iinfo(xdt).max
@@ -138,6 +181,22 @@ def test_qlinearconv(case, mode, tmp_path):
             acc = acc + inits["b"].reshape(1, -1, 1, 1)
         real = np.float64(np.float32(0.02)) * ws.astype(np.float64) / np.float64(ys)
         np.testing.assert_array_equal(got, tfl_requant(acc, real, int(yz), xdt, 1))
+
+
+def test_ort_u8s8_qlinearconv_still_wrong():
+    """Records why ort_known_wrong exists: onnxruntime's u8s8 QLinearConv (CONV_CASES[3]) is
+    more than 1 LSB from the ONNX reference evaluator (27 LSB on one element of 120 with
+    onnxruntime 1.32.0). When this fails, onnxruntime agrees again: drop the rule."""
+    model, x, _ = conv_case(3)
+    assert ort_known_wrong(model)
+    assert not any(ort_known_wrong(conv_case(c)[0]) for c in range(3))  # the rule is narrow
+    want = reference_run(model, {"x": x})["y"]
+    ort = np.asarray(ort_run(model, {"x": x})["y"])
+    d = np.abs(ort.astype(np.int64) - want.astype(np.int64))
+    assert d.max() > 1, (
+        f"onnxruntime {onnxruntime.__version__} now agrees with the ONNX reference evaluator on "
+        f"u8s8 QLinearConv (max {d.max()} LSB): onnxruntime seems fixed and the workaround "
+        f"(ort_known_wrong in tests/ops/test_quant.py) can go")
 
 
 @pytest.mark.parametrize("mode", ["onnx", "tflite"])

@@ -1,0 +1,340 @@
+"""Mutated models found by fuzzing (issue 9): each is a one-line user error (exit 2 through the
+CLI, AotcError through the API) or, when the model is valid, a bundle that agrees with
+onnxruntime. Never an internal error, a huge allocation or a silently wrong answer."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+from test_user_errors import assert_user_error, compile_cli, model, save, vi
+
+import aotc
+import aotc.api
+import aotc.ops
+
+TOL = dict(atol=1e-5, rtol=1e-5)  # float32 kernels against onnxruntime
+
+
+def const(name: str, a: Any, dtype: Any = np.float32) -> onnx.TensorProto:
+    return numpy_helper.from_array(np.asarray(a, dtype), name)
+
+
+def user_error(m: onnx.ModelProto, *needles: str) -> str:
+    with pytest.raises(aotc.AotcError) as e:
+        aotc.inspect(m, name="m")
+    line = e.value.one_line()
+    for n in needles:
+        assert n in line, f"{n!r} not in {line!r}"
+    return line
+
+
+def agrees_with_onnxruntime(m: onnx.ModelProto, tmp: Path) -> None:
+    aotc.api.verify(m, tmp / "o", name="m", **TOL)  # raises AotcError beyond the tolerance
+
+
+# ------------------------------------------------------------------------------ external data
+def _external(folder: Path, **fields: str) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "w.bin").write_bytes(np.arange(6, dtype=np.float32).tobytes())
+    t = const("bias", np.arange(6).reshape(2, 3))
+    t.ClearField("raw_data")
+    t.data_location = TensorProto.EXTERNAL
+    for k, v in {"location": "w.bin", **fields}.items():
+        e = t.external_data.add()
+        e.key, e.value = k, v
+    m = model([helper.make_node("Add", ["x", "bias"], ["y"], name="ad")], [vi("x", [2, 3])],
+              [vi("y", None)], [t])
+    return save(m, folder / "m.onnx")
+
+
+@pytest.mark.parametrize("fields, needle", [
+    ({"location": "w\0.bin"}, "is not a file name"),
+    ({"location": ""}, "is not a file name"),
+    ({"offset": "abc"}, "offset 'abc' is not a non-negative integer"),
+    ({"offset": "-4"}, "offset '-4' is not a non-negative integer"),
+    ({"length": "-1"}, "length '-1' is not a non-negative integer"),
+    ({"offset": "99999999999"}, "past the end"),
+    ({"length": "99999999"}, "needs bytes 0 to 99999999"),
+    ({"offset": "8"}, "has 16 bytes; its shape and dtype need 24"),
+    ({"location": "../w.bin"}, "outside the model's folder"),
+])
+def test_external_data_fields(tmp_path: Path, fields: dict[str, str], needle: str) -> None:
+    p = _external(tmp_path / "model", **fields)
+    assert_user_error(compile_cli(p, tmp_path / "o"), "tensor 'bias'", needle)
+    assert not (tmp_path / "o").exists()
+
+
+def test_external_data_offset_and_length_inside_the_file(tmp_path: Path) -> None:
+    folder = tmp_path / "model"
+    p = _external(folder, offset="8", length="24")
+    (folder / "w.bin").write_bytes(b"\xff" * 8 + np.arange(6, dtype=np.float32).tobytes())
+    agrees_with_onnxruntime(onnx.load(str(p)), tmp_path)
+
+
+# ------------------------------------------------------------------------------ dtypes, Constant
+def test_unknown_data_type_numbers() -> None:
+    m = model([helper.make_node("Add", ["x", "b"], ["y"], name="ad")], [vi("x", [2, 3])],
+              [vi("y", None)], [const("b", np.ones((2, 3)))])
+    m.graph.initializer[0].data_type = 77
+    user_error(m, "tensor 'b'", "77 (not an ONNX data type)")
+    m = model([helper.make_node("Relu", ["x"], ["y"], name="r")], [vi("x", [2, 3], 77)],
+              [vi("y", None)])
+    user_error(m, "input 'x'", "77 (not an ONNX data type)")
+
+
+@pytest.mark.parametrize("attr, value, kind", [
+    ("value", 3.0, "TENSOR"), ("value_float", [1.0, 2.0], "FLOAT"), ("value_ints", 2.5, "INTS"),
+    ("value_int", "abc", "INT"), ("value_floats", 3, "FLOATS")])
+def test_constant_attribute_of_the_wrong_type(attr: str, value: Any, kind: str) -> None:
+    c = helper.make_node("Constant", [], ["c"], name="k")
+    c.attribute.append(helper.make_attribute(attr, value))
+    m = model([c, helper.make_node("Add", ["x", "c"], ["y"], name="ad")], [vi("x", [2, 3])],
+              [vi("y", None)])
+    user_error(m, "node 'k' (Constant)", f"attribute {attr!r} must be {kind}")
+
+
+# ------------------------------------------------------------------------------ arity
+@pytest.mark.parametrize("op, ins, outs, needle", [
+    ("Add", ["x"], ["y"], "has 1 input(s); Add takes 2"),
+    ("Add", ["x", "x", "x"], ["y"], "has 3 input(s); Add takes 2"),
+    ("Add", ["x", ""], ["y"], "input 1 (B) is required but empty"),
+    ("Relu", [], ["y"], "has 0 input(s); Relu takes 1"),
+    ("Relu", ["x"], ["y", "z"], "has 2 output(s); Relu takes 1"),
+    ("Where", ["x", "x"], ["y"], "Where takes 3"),
+    ("Concat", [], ["y"], "Concat takes 1 or more"),
+    ("Clip", ["x", "", "", ""], ["y"], "Clip takes 1 to 3"),
+])
+def test_input_and_output_counts_follow_the_schema(op: str, ins: list[str], outs: list[str],
+                                                   needle: str) -> None:
+    m = model([helper.make_node(op, ins, outs, name="n", **({"axis": 0} if op == "Concat"
+                                                             else {}))],
+              [vi("x", [2, 3])], [vi("y", None)])
+    user_error(m, f"node 'n' ({op})", needle)
+
+
+def test_arity_through_the_cli(tmp_path: Path) -> None:
+    m = model([helper.make_node("Mul", ["x"], ["y"], name="mu")], [vi("x", [2, 3])],
+              [vi("y", None)])
+    assert_user_error(compile_cli(save(m, tmp_path / "m.onnx"), tmp_path / "o"),
+                      "node 'mu' (Mul)", "Mul takes 2")
+
+
+# ------------------------------------------------------------------------------ Conv groups
+def _conv(op: str, group: int) -> onnx.ModelProto:
+    w = const("w", np.ones((4, 2, 3, 3)))
+    if op == "Conv":
+        return model([helper.make_node("Conv", ["x", "w"], ["y"], name="c", group=group)],
+                     [vi("x", [1, 4, 5, 5])], [vi("y", None)], [w])
+    inits = [const("xs", 0.1), const("xz", 0, np.uint8), const("w", np.ones((4, 2, 3, 3)), np.int8),
+             const("ws", [0.05] * 4), const("wz", [0] * 4, np.int8), const("ys", 0.2),
+             const("yz", 0, np.uint8)]
+    return model([helper.make_node("QLinearConv", ["x", "xs", "xz", "w", "ws", "wz", "ys", "yz"],
+                                   ["y"], name="c", group=group)],
+                 [vi("x", [1, 4, 5, 5], TensorProto.UINT8)], [vi("y", None)], inits)
+
+
+@pytest.mark.parametrize("op", ["Conv", "QLinearConv"])
+@pytest.mark.parametrize("group, needle", [(0, "group=0 is not valid; it must be an integer >= 1"),
+                                           (-2, "group=-2 is not valid"),
+                                           (3, "channels do not match group=3")])
+def test_conv_group(op: str, group: int, needle: str) -> None:
+    user_error(_conv(op, group), f"node 'c' ({op})", needle)
+
+
+def test_conv_group_zero_through_the_cli(tmp_path: Path) -> None:
+    assert_user_error(compile_cli(save(_conv("Conv", 0), tmp_path / "m.onnx"), tmp_path / "o"),
+                      "node 'c' (Conv)", "group=0")
+
+
+# ------------------------------------------------------------------------------ quantisation
+@pytest.mark.parametrize("which, values, needle", [
+    ("xs", [], "x_scale is empty"), ("xz", [], "x_zero_point is empty"),
+    ("ws", [0.05, 0.05], "w_scale has 2 values; expected 1 or 4"),
+    ("wz", [0, 0], "w_zero_point has 2 values; expected 1 or 4"),
+    ("ws", [0.05, -2400.0, 1400.0, 0.1], "w_scale has 1 of 4 values that are not positive"),
+    ("ws", [0.05, 0.0, 0.1, 0.1], "not positive"), ("ys", [np.inf], "not positive"),
+    ("xs", [np.nan], "not positive"), ("ws", [1e-40] * 4, "not positive")])
+def test_bad_quantisation_parameters(which: str, values: list[float], needle: str) -> None:
+    m = _conv("QLinearConv", 2)  # a valid depth-2-group conv but for the one edit
+    for t in m.graph.initializer:
+        if t.name == which:
+            t.CopyFrom(const(which, values, numpy_helper.to_array(t).dtype))
+    with pytest.raises(aotc.AotcError) as e:  # some are found by prepare, at compile time
+        aotc.compile(m, Path("/nonexistent/never-written"), name="m")
+    assert needle in e.value.one_line() and "node 'c' (QLinearConv)" in e.value.one_line()
+
+
+def test_qdq_model_with_negative_per_channel_scales(tmp_path: Path) -> None:
+    """onnxruntime computes with negative scales; aotc refuses them with a clear message
+    (the integer requantisation it would build has no meaning for them)."""
+    rng = np.random.default_rng(0)
+    scales = np.array([-2400.0, 1400.0, 3.0, -0.5], np.float32)
+    inits = [const("wq", rng.integers(-100, 100, (4, 2, 3, 3)), np.int8),
+             const("ws", scales), const("wz", [0] * 4, np.int8)]
+    m = model([helper.make_node("DequantizeLinear", ["wq", "ws", "wz"], ["w"], name="dq",
+                                axis=0),
+               helper.make_node("Conv", ["x", "w"], ["y"], name="c")],
+              [vi("x", [1, 2, 5, 5])], [vi("y", None)], inits)
+    assert_user_error(compile_cli(save(m, tmp_path / "m.onnx"), tmp_path / "o"),
+                      "node 'dq' (DequantizeLinear)", "scale has 2 of 4 values",
+                      "not positive normal floats (e.g. -2400)")
+
+
+# ------------------------------------------------------------------------------ huge tensors
+@pytest.mark.parametrize("case", ["input", "initializer", "tile", "expand", "constant_of_shape",
+                                  "range"])
+def test_huge_tensors_are_rejected_by_size_before_allocation(tmp_path: Path, case: str) -> None:
+    big = np.array([1 << 20, 1 << 20], np.int64)
+    nodes = {
+        "input": ([helper.make_node("Relu", ["x"], ["y"], name="n")], [1 << 20, 1 << 20], []),
+        "initializer": ([helper.make_node("Add", ["x", "b"], ["y"], name="n")], [2, 3],
+                        [const("b", np.ones((2, 3)))]),
+        "tile": ([helper.make_node("Tile", ["x", "r"], ["y"], name="n")], [2, 3],
+                 [const("r", [1 << 19, 1 << 19], np.int64)]),
+        "expand": ([helper.make_node("Expand", ["x", "s"], ["y"], name="n")], [1, 1],
+                   [const("s", big, np.int64)]),
+        "constant_of_shape": ([helper.make_node("ConstantOfShape", ["s"], ["c"], name="n"),
+                               helper.make_node("Add", ["x", "c"], ["y"], name="a")], [1, 1],
+                              [const("s", big, np.int64)]),
+        "range": ([helper.make_node("Range", ["s0", "s1", "s2"], ["y"], name="n")], [1],
+                  [const("s0", 0), const("s1", 1e12), const("s2", 1)]),
+    }
+    ns, shape, inits = nodes[case]
+    m = model(ns, [vi("x", shape)], [vi("y", None)], inits)
+    if case == "initializer":
+        m.graph.initializer[0].dims[0] = 1 << 40  # a mutated dim; the data stays 24 bytes
+    line = assert_user_error(compile_cli(save(m, tmp_path / "m.onnx"), tmp_path / "o"),
+                             "would take", "TiB", "limit per tensor is 1.0 GiB")
+    assert "MemoryError" not in line
+    name = {"input": "input 'x'", "initializer": "tensor 'b'",
+            "constant_of_shape": "output 'c'"}.get(case, "output 'y'")
+    assert name in line
+
+
+def test_shapes_inferred_without_running_the_reference(tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """Above INFER_BY_RUNNING_MAX elements the default infer asks ONNX's shape inference instead
+    of running the reference on zeros; the shapes it gives make a bundle onnxruntime agrees
+    with (the limit is lowered here so a small model takes that path)."""
+    monkeypatch.setattr(aotc.ops, "INFER_BY_RUNNING_MAX", 16)
+    calls: list[str] = []
+    real = aotc.ops.OpDef.run_reference
+
+    def spy(self: Any, node: Any, args: Any) -> Any:
+        calls.append(node.op)
+        return real(self, node, args)
+
+    monkeypatch.setattr(aotc.ops.OpDef, "run_reference", spy)
+    inits = [const("r", [2, 1, 3], np.int64), const("s", [2, 1, 1, 1], np.int64),
+             const("p", [0, 0, 1, 0, 0, 0, 1, 2], np.int64)]
+    m = model([helper.make_node("Tile", ["x", "r"], ["t"], name="ti"),
+               helper.make_node("Expand", ["t", "s"], ["e"], name="ex"),
+               helper.make_node("Pad", ["e", "p"], ["q"], name="pa"),
+               helper.make_node("Transpose", ["q"], ["y"], name="tr", perm=[3, 1, 0, 2])],
+              [vi("x", [2, 3, 5])], [vi("y", None)], inits)
+    agrees_with_onnxruntime(m, tmp_path)
+    assert not {"Tile", "Expand", "Pad", "Transpose"} & set(calls), calls
+
+
+# ------------------------------------------------------------------------------ graph outputs
+def _mlp(outputs: list[str]) -> onnx.ModelProto:
+    rng = np.random.default_rng(0)
+    inits = [const("W", rng.standard_normal((3, 7))), const("b", rng.standard_normal(7))]
+    nodes = [helper.make_node("MatMul", ["x", "W"], ["m"], name="mm"),
+             helper.make_node("Add", ["m", "b"], ["a"], name="ad"),
+             helper.make_node("Tanh", ["a"], ["y"], name="th")]
+    return model(nodes, [vi("x", [2, 3])], [vi(o, None) for o in outputs], inits)
+
+
+@pytest.mark.parametrize("outputs", [
+    ["y", "b"],        # the fused bias initializer is also an output (was 14 of 14 wrong)
+    ["b", "y"], ["W", "y", "b"],
+    ["y", "x"],        # a graph input is also an output
+    ["x", "y", "x"],
+    ["y", "y"],        # an output listed twice
+    ["a", "y", "a"],   # an intermediate listed twice (it also stops the fusion)
+])
+def test_outputs_that_are_initializers_inputs_or_repeated(tmp_path: Path,
+                                                          outputs: list[str]) -> None:
+    agrees_with_onnxruntime(_mlp(outputs), tmp_path)
+
+
+def test_repeated_output_writes_every_buffer(tmp_path: Path) -> None:
+    """Runner.run returns a dict by name, which hides one of the two "y" buffers: read both C
+    output buffers of ["y", "y"] directly."""
+    import onnxruntime as ort
+
+    from aotc.host import Runner
+
+    m = _mlp(["y", "y"])
+    aotc.compile(m, tmp_path / "o", name="m")
+    runner = Runner(tmp_path / "o")
+    outs = runner.meta["outputs"]
+    assert [o["name"] for o in outs] == ["y", "y"] and outs[0]["c_name"] != outs[1]["c_name"]
+    x = np.random.default_rng(1).standard_normal((2, 3)).astype(np.float32)
+    fn, args, _ = runner._prepare({"x": x})
+    assert fn(*args) == 0
+    want = ort.InferenceSession(m.SerializeToString()).run(None, {"x": x})
+    for k, spec in enumerate(outs):
+        got = np.frombuffer(runner.ffi.buffer(args[1 + k]), np.float32).reshape(spec["shape"])
+        np.testing.assert_allclose(got, want[k], **TOL)
+
+
+# ------------------------------------------------------------------------------ attributes
+@pytest.mark.parametrize("node, shape, needle", [
+    (helper.make_node("AveragePool", ["x"], ["y"], name="n", kernel_shape=[2, 2], strides=[2, 2],
+                      ceil_mode=2), [1, 1, 5, 5],
+     "ceil_mode=2 is not valid; it must be one of 0, 1"),
+    (helper.make_node("AveragePool", ["x"], ["y"], name="n", kernel_shape=[2, 2],
+                      count_include_pad=-1), [1, 1, 5, 5], "count_include_pad=-1"),
+    (helper.make_node("MaxPool", ["x"], ["y"], name="n", kernel_shape=[2, 2], auto_pad="SAME"),
+     [1, 1, 5, 5], "auto_pad='SAME' is not valid; it must be one of 'NOTSET', 'SAME_UPPER'"),
+    (helper.make_node("Gemm", ["x", "x"], ["y"], name="n", transA=2), [3, 3], "transA=2"),
+    (helper.make_node("Gemm", ["x", "x"], ["y"], name="n", transB=-1), [3, 3], "transB=-1"),
+    (helper.make_node("ReduceSum", ["x"], ["y"], name="n", keepdims=5), [3, 3], "keepdims=5"),
+    (helper.make_node("ArgMax", ["x"], ["y"], name="n", select_last_index=2), [3, 3],
+     "select_last_index=2"),
+    (helper.make_node("Trilu", ["x"], ["y"], name="n", upper=7), [3, 3], "upper=7"),
+    (helper.make_node("DepthToSpace", ["x"], ["y"], name="n", blocksize=0), [1, 4, 2, 2],
+     "blocksize=0 is not valid; it must be an integer >= 1"),
+])
+def test_enum_like_attributes_are_checked(node: onnx.NodeProto, shape: list[int],
+                                          needle: str) -> None:
+    user_error(model([node], [vi("x", shape)], [vi("y", None)]), f"({node.op_type})", needle)
+
+
+def test_ceil_mode_two_through_the_cli_and_one_against_onnxruntime(tmp_path: Path) -> None:
+    def pool(ceil: int) -> onnx.ModelProto:
+        return model([helper.make_node("AveragePool", ["x"], ["y"], name="p", kernel_shape=[2, 2],
+                                       strides=[2, 2], ceil_mode=ceil)],
+                     [vi("x", [1, 1, 5, 5])], [vi("y", None)])
+
+    assert_user_error(compile_cli(save(pool(2), tmp_path / "m.onnx"), tmp_path / "o"),
+                      "node 'p' (AveragePool)", "ceil_mode=2")
+    agrees_with_onnxruntime(pool(1), tmp_path)
+
+
+# ------------------------------------------------------------------------------ defined once
+def test_initializer_defined_twice_with_different_values(tmp_path: Path) -> None:
+    m = model([helper.make_node("Add", ["x", "b"], ["y"], name="ad")], [vi("x", [2, 3])],
+              [vi("y", None)], [const("b", np.ones((2, 3))), const("b", np.zeros((2, 3)))])
+    assert_user_error(compile_cli(save(m, tmp_path / "m.onnx"), tmp_path / "o"),
+                      "initializer 'b' is defined twice")
+
+
+def test_graph_input_listed_twice() -> None:
+    m = model([helper.make_node("Relu", ["x"], ["y"], name="r")], [vi("x", [2, 3]),
+              vi("x", [2, 3])], [vi("y", None)])
+    user_error(m, "graph input 'x' is listed twice")
+
+
+def test_node_output_redefines_an_initializer() -> None:
+    m = model([helper.make_node("Relu", ["x"], ["b"], name="r"),
+               helper.make_node("Add", ["x", "b"], ["y"], name="ad")], [vi("x", [2, 3])],
+              [vi("y", None)], [const("b", np.ones((2, 3)))])
+    user_error(m, "node 'r' (Relu)", "value 'b' is defined twice")
