@@ -318,7 +318,7 @@ def used_buffers(body: tuple[Stmt, ...]) -> set[str]:
     return used
 
 
-def _children(x: object) -> tuple[object, ...]:
+def children(x: object) -> tuple[object, ...]:
     """The sub-expressions and sub-statements of an IR node, for iterative walks."""
     if isinstance(x, Load):
         return (x.index,)
@@ -359,7 +359,7 @@ def referenced_names(nodes: tuple[object, ...]) -> set[str]:
             names.add(x.buf.name)
         elif isinstance(x, Assign):
             names.add(x.var)
-        stack.extend(_children(x))
+        stack.extend(children(x))
     return names
 
 
