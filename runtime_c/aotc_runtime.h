@@ -61,10 +61,11 @@ const char *aotc_status_str(int status);
 #define AOTC_RESTRICT
 #endif
 
-/* Float min/max as inline functions: unlike fminf/fmaxf they compile to one instruction
- * without -ffast-math, and each argument is evaluated once. */
-static inline float aotc_minf(float a, float b) { return a < b ? a : b; }
-static inline float aotc_maxf(float a, float b) { return a > b ? a : b; }
+/* Float min/max as inline functions, each argument evaluated once. A NaN operand gives NaN
+ * (numpy's minimum/maximum, onnxruntime's Relu, Clip, Max, Min), unlike fminf/fmaxf, which
+ * return the other operand: see docs/floating-point.md. */
+static inline float aotc_minf(float a, float b) { return (a < b || a != a) ? a : b; }
+static inline float aotc_maxf(float a, float b) { return (a > b || a != a) ? a : b; }
 
 /* BitCast: a float's bits and back (a union is C99's defined way to reinterpret them). */
 static inline uint32_t aotc_f32_bits(float f)

@@ -196,6 +196,11 @@ class KernelBuilder:
         ref = self.outputs[out]
         if out == 0:
             for step in self._epilogue:
+                # Each step reads the running value as an operand, maybe more than once
+                # (HardSwish, Elu): bind it to a local so the expression stays one op deep
+                # instead of doubling with every link of the chain.
+                if not isinstance(value, (Var, Const, Load)):
+                    value = self.local(value, name="v")
                 value = step(value, idx, flat, ref.shape)
         if value.dtype != ref.dtype:
             value = Cast(value, ref.dtype)

@@ -316,3 +316,66 @@ def used_buffers(body: tuple[Stmt, ...]) -> set[str]:
     map_stmts(body, fe)
     walk(body)
     return used
+
+
+def children(x: object) -> tuple[object, ...]:
+    """The sub-expressions and sub-statements of an IR node, for iterative walks."""
+    if isinstance(x, Load):
+        return (x.index,)
+    if isinstance(x, (Bin, Select)):
+        return (x.cond, x.a, x.b) if isinstance(x, Select) else (x.a, x.b)
+    if isinstance(x, (Un, Cast)):
+        return (x.a,)
+    if isinstance(x, Call):
+        return x.args
+    if isinstance(x, Loop):
+        return (x.start, x.stop, *x.body)
+    if isinstance(x, Store):
+        return (x.index, x.value)
+    if isinstance(x, Decl):
+        return (x.init,)
+    if isinstance(x, Assign):
+        return (x.value,)
+    if isinstance(x, If):
+        return (x.cond, *x.then, *x.orelse)
+    if isinstance(x, Block):
+        return x.body
+    return ()
+
+
+def referenced_names(nodes: tuple[object, ...]) -> set[str]:
+    """Every scalar variable and buffer name that ``nodes`` (statements or expressions) read,
+    assign or store to. Iterative, so arbitrarily deep expressions do not hit the recursion
+    limit."""
+    names: set[str] = set()
+    stack = list(nodes)
+    while stack:
+        x = stack.pop()
+        if isinstance(x, Var):
+            names.add(x.name)
+        elif isinstance(x, Load):
+            names.add(x.buf.name)
+        elif isinstance(x, Store):
+            names.add(x.buf.name)
+        elif isinstance(x, Assign):
+            names.add(x.var)
+        stack.extend(children(x))
+    return names
+
+
+def drop_dead_bindings(body: tuple[Stmt, ...]) -> tuple[Stmt, ...]:
+    """Remove the local declarations (Decl, DeclArray) of one scope that nothing after them in
+    the scope refers to. Expressions have no side effects, so a binding whose uses were all
+    folded away (a guard decided by ranges, a loop run zero times) goes with them; one backward
+    pass also removes bindings that only dead bindings used. Nested scopes are the caller's:
+    simplify_body cleans each scope as it rebuilds it."""
+    used: set[str] = set()
+    out: list[Stmt] = []
+    for s in reversed(body):
+        if isinstance(s, Decl) and s.var not in used:
+            continue
+        if isinstance(s, DeclArray) and s.buf.name not in used:
+            continue
+        used |= referenced_names((s,))
+        out.append(s)
+    return tuple(reversed(out))

@@ -92,6 +92,11 @@ def lower_step(s: Schedule, step: Step, unroll_max: int = 8,
     kernel = kb.build()
     kernel = ranges.prune_guards(transforms.unroll_hinted(kernel, unroll_max))
     kernel = transforms.scalarize_locals(kernel)
+    overflow = ranges.index_overflow(kernel)
+    if overflow is not None:
+        raise AotcError(f"{overflow}, beyond the int32_t indexing of the generated C: a "
+                        f"tensor, shape or attribute (stride, pad, dilation) is too large",
+                        n.name, n.op)
     # Drop inputs the lowering replaced (e.g. a weight it re-laid out at compile time).
     used = used_buffers(kernel.body)
     kernel = replace(kernel, params=tuple(b for b in kernel.params

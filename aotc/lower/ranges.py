@@ -11,6 +11,7 @@ from dataclasses import replace
 
 from aotc.lower.loop_ir import (
     BOOL,
+    INDEX,
     Assign,
     Bin,
     Block,
@@ -23,6 +24,7 @@ from aotc.lower.loop_ir import (
     Stmt,
     Store,
     Var,
+    children,
     map_expr,
 )
 from aotc.lower.simplify import simplify_body
@@ -138,3 +140,92 @@ def prune_guards(k: Kernel) -> Kernel:
     """Fold comparisons decided by loop ranges, then simplify (dropping decided Ifs)."""
     body = _prune(k.body, {}, _assigned(k.body, set()))
     return replace(k, body=simplify_body(body))
+
+
+INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
+
+
+def index_overflow(k: Kernel) -> str | None:
+    """The first index computation of ``k`` whose value range leaves int32 (the C type of
+    INDEX), described for an error message, or None. Checks buffer sizes, loop bounds and every
+    integer sub-expression whose range the loop bounds decide (``o * stride - pad`` with a huge
+    stride overflows before the subtraction brings it back)."""
+    for b in k.params:
+        if b.size > INT32_MAX:
+            return f"buffer {b.name} has {b.size} elements"
+    mutable = _assigned(k.body, set())
+    # (statements of one scope, the intervals in force there), walked without recursion
+    work: list[tuple[tuple[Stmt, ...], dict[str, Interval]]] = [(k.body, {})]
+    while work:
+        body, env = work.pop()
+        env = dict(env)
+        for s in body:
+            exprs: list[Expr] = []
+            if isinstance(s, Loop):
+                exprs = [s.start, s.stop]
+            elif isinstance(s, (Store, Decl, Assign, If)):
+                exprs = [x for x in children(s) if isinstance(x, Expr)]
+            bad = _out_of_range(exprs, env)
+            if bad is not None:
+                return bad
+            if isinstance(s, Loop):
+                inner = dict(env)
+                lo, hi = interval(s.start, env), interval(s.stop, env)
+                if lo is not None and hi is not None and s.step == 1:
+                    inner[s.var] = (lo[0], hi[1] - 1)
+                else:
+                    inner.pop(s.var, None)
+                work.append((s.body, inner))
+            elif isinstance(s, Decl):
+                r = interval(s.init, env)
+                if r is not None and s.var not in mutable:
+                    env[s.var] = r
+                else:
+                    env.pop(s.var, None)
+            elif isinstance(s, If):
+                work += [(s.then, _narrow(s.cond, env)), (s.orelse, env)]
+            elif isinstance(s, Block):
+                work.append((s.body, env))
+    return None
+
+
+def _narrow(cond: Expr, env: dict[str, Interval]) -> dict[str, Interval]:
+    """The intervals inside ``if (cond)``: each conjunct ``v < e``, ``v <= e``, ``v >= e`` or
+    ``v > e`` (a padded window's bounds check) bounds the variable ``v``."""
+    env = dict(env)
+    conjuncts = [cond]
+    while conjuncts:
+        c = conjuncts.pop()
+        if not isinstance(c, Bin):
+            continue
+        if c.op == "land":
+            conjuncts += [c.a, c.b]
+            continue
+        if not isinstance(c.a, Var) or c.a.name not in env:
+            continue
+        r = interval(c.b, env)
+        if r is None:
+            continue
+        lo, hi = env[c.a.name]
+        if c.op == "lt":
+            hi = min(hi, r[1] - 1)
+        elif c.op == "le":
+            hi = min(hi, r[1])
+        elif c.op == "gt":
+            lo = max(lo, r[0] + 1)
+        elif c.op == "ge":
+            lo = max(lo, r[0])
+        env[c.a.name] = (lo, hi)
+    return env
+
+
+def _out_of_range(exprs: list[Expr], env: dict[str, Interval]) -> str | None:
+    stack: list[object] = list(exprs)
+    while stack:
+        e = stack.pop()
+        if isinstance(e, Expr) and e.dtype == INDEX:
+            r = interval(e, env)
+            if r is not None and (r[0] < INT32_MIN or r[1] > INT32_MAX):
+                return f"an index reaches {r[1] if r[1] > INT32_MAX else r[0]}"
+        stack.extend(children(e))
+    return None

@@ -5,7 +5,8 @@ integer comparisons of constants. Float expressions are left exactly as the op w
 generated C rounds the way the reference does. Statements: loops that run zero times vanish, a
 loop that runs once becomes its body (with the variable substituted), an If with a constant
 condition becomes the branch taken, and Blocks that declare nothing are spliced into their
-parent. Scopes that declare locals always stay Blocks, so unrolled copies may redeclare them.
+parent. Locals that nothing reads any more (their uses were folded away) are dropped. Scopes
+that declare locals always stay Blocks, so unrolled copies may redeclare them.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from aotc.lower.loop_ir import (
     Loop,
     Stmt,
     Store,
+    drop_dead_bindings,
     map_expr,
     substitute,
 )
@@ -170,7 +172,7 @@ def simplify_body(body: tuple[Stmt, ...]) -> tuple[Stmt, ...]:
     out: list[Stmt] = []
     for s in body:
         out.extend(_stmt(s))
-    return tuple(out)
+    return drop_dead_bindings(tuple(out))
 
 
 def simplify(k: Kernel) -> Kernel:
