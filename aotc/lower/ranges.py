@@ -101,19 +101,24 @@ def _assigned(body: tuple[Stmt, ...], out: set[str]) -> set[str]:
     return out
 
 
+def _loop_scope(s: Loop, env: dict[str, Interval]) -> dict[str, Interval]:
+    """The intervals in force inside loop ``s``: its variable's range when the bounds decide it."""
+    inner = dict(env)
+    lo, hi = interval(s.start, env), interval(s.stop, env)
+    if lo is not None and hi is not None and s.step == 1:
+        inner[s.var] = (lo[0], hi[1] - 1)
+    else:
+        inner.pop(s.var, None)
+    return inner
+
+
 def _prune(body: tuple[Stmt, ...], env: dict[str, Interval], mutable: set[str]
            ) -> tuple[Stmt, ...]:
     env = dict(env)  # a scope: declarations do not leak out
     out: list[Stmt] = []
     for s in body:
         if isinstance(s, Loop):
-            inner = dict(env)
-            lo, hi = interval(s.start, env), interval(s.stop, env)
-            if lo is not None and hi is not None and s.step == 1:
-                inner[s.var] = (lo[0], hi[1] - 1)
-            else:
-                inner.pop(s.var, None)
-            out.append(replace(s, body=_prune(s.body, inner, mutable)))
+            out.append(replace(s, body=_prune(s.body, _loop_scope(s, env), mutable)))
         elif isinstance(s, Decl):
             init = _fold(s.init, env)
             r = interval(init, env)
@@ -169,13 +174,7 @@ def index_overflow(k: Kernel) -> str | None:
             if bad is not None:
                 return bad
             if isinstance(s, Loop):
-                inner = dict(env)
-                lo, hi = interval(s.start, env), interval(s.stop, env)
-                if lo is not None and hi is not None and s.step == 1:
-                    inner[s.var] = (lo[0], hi[1] - 1)
-                else:
-                    inner.pop(s.var, None)
-                work.append((s.body, inner))
+                work.append((s.body, _loop_scope(s, env)))
             elif isinstance(s, Decl):
                 r = interval(s.init, env)
                 if r is not None and s.var not in mutable:
