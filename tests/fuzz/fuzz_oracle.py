@@ -223,8 +223,9 @@ def worker() -> None:
         proto.write(json.dumps(msg) + "\n")
         proto.flush()
 
-    import aotc.cli  # noqa: F401 - import once, before the first case's clock starts
     import onnxruntime  # noqa: F401
+
+    import aotc.cli  # noqa: F401 - import once, before the first case's clock starts
 
     emit({"ready": True})
     for line in sys.stdin:
