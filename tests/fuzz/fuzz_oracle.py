@@ -90,7 +90,11 @@ def checker_verdict(model_path: Path) -> str:
     import onnx
 
     try:
-        onnx.checker.check_model(str(model_path), full_check=True)
+        # By path first: that validates the external-data entries (locations inside the
+        # model's directory, files present); then the loaded model, external data in place,
+        # so that shape inference sees constant inputs stored outside the file.
+        onnx.checker.check_model(str(model_path))
+        onnx.checker.check_model(onnx.load(str(model_path)), full_check=True)
         return ""
     except Exception as e:  # noqa: BLE001 - any failure means invalid
         return _line(f"{type(e).__name__}: {e}")

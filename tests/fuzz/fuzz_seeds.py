@@ -24,7 +24,7 @@ def _const(name: str, value: object, dtype: type) -> onnx.TensorProto:
 
 
 def _model(name: str, nodes: list[onnx.NodeProto], inputs: list[tuple[str, int, list[int]]],
-           outputs: list[tuple[str, int, list[int] | None]], inits: list[onnx.TensorProto],
+           outputs: list[tuple[str, int, list[int]]], inits: list[onnx.TensorProto],
            opset: int = OPSET, extra_opsets: dict[str, int] | None = None) -> onnx.ModelProto:
     g = helper.make_graph(
         nodes, name, [helper.make_tensor_value_info(n, t, s) for n, t, s in inputs],
@@ -104,7 +104,7 @@ def shape_ops(rng: np.random.Generator) -> onnx.ModelProto:
         helper.make_node("Gather", ["s1", "idx"], ["g"], name="gather", axis=1),
         helper.make_node("Relu", ["sl"], ["y0"], name="relu"),
         helper.make_node("Neg", ["g"], ["y1"], name="neg"),
-    ], [("x", F, [2, 3, 4])], [("y0", F, None), ("y1", F, None)],
+    ], [("x", F, [2, 3, 4])], [("y0", F, [2, 2, 4]), ("y1", F, [2, 3, 4])],
         [_w(rng, "k", 2, 3, 4), _const("split", [4, 2], np.int64),
          _const("shape", [2, 2, 8], np.int64), _const("starts", [0, 1], np.int64),
          _const("ends", [2, 8], np.int64), _const("axes", [0, 2], np.int64),
@@ -119,8 +119,8 @@ def reductions(rng: np.random.Generator) -> onnx.ModelProto:
         helper.make_node("ReduceMax", ["x"], ["y1"], name="max", axes=[0, 2], keepdims=0),
         helper.make_node("ArgMax", ["x"], ["y2"], name="argmax", axis=2, keepdims=0),
         helper.make_node("Abs", ["s"], ["y0"], name="abs"),
-    ], [("x", F, [2, 3, 5])], [("y0", F, None), ("y1", F, None),
-                               ("y2", TensorProto.INT64, None)],
+    ], [("x", F, [2, 3, 5])], [("y0", F, [2, 3]), ("y1", F, [3]),
+                               ("y2", TensorProto.INT64, [2, 3])],
         [_const("ax", [2], np.int64)])
 
 
