@@ -34,7 +34,7 @@ QUANT_OPS = {"QuantizeLinear", "DequantizeLinear", "QLinearConv", "QLinearMatMul
              "QLinearSoftmax", "ConvInteger", "MatMulInteger"}
 # Inputs or arenas beyond these are not materialised on the host (the bundle is still built).
 MAX_RUN_BYTES = 256 << 20
-MEMORY_LIMIT = 6 << 30  # address-space limit of a worker (and the cc it starts)
+MEMORY_LIMIT = 4 << 30  # address-space limit of a worker (and the cc it starts)
 
 # Outcome -> is it a finding?
 OUTCOMES = {
@@ -154,6 +154,8 @@ def run_case(case_dir: Path, input_seed: int, emit: Any) -> dict[str, Any]:
             return {"outcome": "user-error", "message": lines[0]}
         return {"outcome": "multi-line-error", "message": _line(" | ".join(lines[:4]))}
     if rc != 0:
+        # the CLI's own line first (a RuntimeWarning may precede it)
+        lines.sort(key=lambda ln: not ln.startswith("aotc: "))
         return {"outcome": "traceback", "message": _line(f"exit {rc}: " + " | ".join(lines))}
     emit({"stage": "build"})
     try:
