@@ -238,6 +238,8 @@ def worker() -> None:
         req = json.loads(line)
         try:
             res = run_case(Path(req["dir"]), int(req["input_seed"]), emit)
+            # the case's temporary directory out of the message: same text in every run
+            res["message"] = res["message"].replace(req["dir"], "<case>")
         except Exception as e:  # noqa: BLE001 - the oracle itself failed: report, keep serving
             res = {"outcome": "fuzzer-error", "message": _line(f"{type(e).__name__}: {e}")}
         emit({"done": True, **res})
