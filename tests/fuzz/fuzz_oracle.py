@@ -187,7 +187,8 @@ def run_case(case_dir: Path, input_seed: int, emit: Any) -> dict[str, Any]:
             warnings.simplefilter("ignore")
             want = ort_outputs(model, feeds)
     except Exception as e:  # noqa: BLE001 - onnxruntime refusing the model
-        return ort_rejected(invalid, _line(f"{type(e).__name__}: {e}", 200))
+        why = f"{type(e).__name__}: {e}".replace(str(case_dir), "<case>")
+        return ort_rejected(invalid, _line(why, 200))
     diff = compare(got, want, quantised)
     if diff:
         return {"outcome": "wrong-result", "message": _line(diff)}

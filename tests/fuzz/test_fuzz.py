@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-from fuzz_driver import execute, run, write_case
+from fuzz_driver import _died, execute, run, write_case
 from fuzz_mutate import MUTATIONS, Case, make_case
 from fuzz_oracle import FINDINGS, compare, ort_rejected
 from fuzz_seeds import SEEDS, seed_model
@@ -66,6 +66,14 @@ def test_oracle_compare_rule():
     assert compare({"y": q.astype(np.int32)}, {"y": q}, True) != ""
     assert ort_rejected("", "no kernel")["outcome"] == "ok-ort-rejects"
     assert ort_rejected("bad type", "no kernel")["outcome"] == "accepted-invalid"
+
+
+def test_dead_or_late_worker_is_classified_by_its_stage():
+    assert _died("compile", "", "crashed", "SIGSEGV")[0] == "crash"
+    assert _died("run", "", "crashed", "SIGFPE")[0] == "crash"
+    assert _died("build", "", "timed out", "60 s")[0] == "hang"
+    assert _died("ort", "", "crashed", "SIGABRT")[0] == "ok-ort-rejects"  # onnxruntime's bug
+    assert _died("ort", "shape mismatch", "timed out", "60 s")[0] == "accepted-invalid"
 
 
 def test_oracle_reports_a_broken_model_as_a_user_error(tmp_path, worker_slot):
