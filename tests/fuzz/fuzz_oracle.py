@@ -1,4 +1,4 @@
-"""The fuzz oracle, run in a child process (``python fuzz_oracle.py --worker``) that handles one
+"""The fuzz oracle, run in a child process (``python fuzz_oracle.py``) that handles one
 case at a time: JSON requests on stdin, JSON progress lines on stdout.
 
 A case is a directory holding ``model.onnx`` (and any external-data files). The worker runs the
@@ -12,6 +12,12 @@ Comparison rule (the oracle's tolerances): float outputs rtol 1e-3, atol 1e-4, N
 places, infinities equal; integer and bool outputs exact, except 8-bit integer outputs of models
 that contain quantisation ops, which may differ by 1 (onnxruntime runs QDQ graphs in float,
 aotc in integer arithmetic; the README promises 1 LSB).
+
+Models onnxruntime refuses: when aotc builds a bundle for a model onnxruntime rejects (at load or
+at run time), that is fine only if ``onnx.checker.check_model(full_check=True)`` accepts the
+model (onnxruntime lacks a kernel or a type, say); otherwise aotc "accepted an invalid model".
+The same rule applies when onnxruntime or the checker crashes or hangs on the model: that is
+their bug, never counted against aotc unless the model is invalid.
 """
 
 from __future__ import annotations
