@@ -4,6 +4,7 @@ of outcomes per mutation class. Findings get a reproducer under OUT/findings/<ki
 
     python scripts/fuzz.py --cases 5000 --seed 1 --jobs 2          # the full run
     python scripts/fuzz.py --cases 200 --seed 7 --out /tmp/fz      # a quick one
+    python scripts/fuzz.py --replay out/fuzz/findings               # re-run reproducers
 
 Exit status 1 when there are findings, 0 when there are none. The oracle's rules are in
 tests/fuzz/fuzz_oracle.py; the mutation classes in tests/fuzz/fuzz_mutate.py.
@@ -20,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "fuzz"))
 sys.path.insert(0, str(ROOT))
 
-from fuzz_driver import run  # noqa: E402
+from fuzz_driver import replay, run  # noqa: E402
 
 
 def main() -> int:
@@ -33,7 +34,12 @@ def main() -> int:
                    help="seconds per case for compile + build + run + onnxruntime (default 60)")
     p.add_argument("--out", type=Path, default=Path("out/fuzz"),
                    help="output directory: table.txt, results.jsonl, findings/ (default out/fuzz)")
+    p.add_argument("--replay", type=Path, default=None, metavar="DIR",
+                   help="run every case directory (holding model.onnx) under DIR through the "
+                        "oracle and print its outcome, e.g. to check a fix of a finding")
     args = p.parse_args()
+    if args.replay is not None:
+        return replay(args.replay, args.timeout)
     t0 = time.monotonic()
     results = run(args.seed, args.cases, args.jobs, args.out.resolve(), args.timeout, args.start)
     print((args.out / "table.txt").read_text(), end="")

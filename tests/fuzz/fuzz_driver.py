@@ -33,6 +33,7 @@ ROOT = HERE.parents[1]
 
 @dataclass
 class Result:
+    seed: int
     index: int
     tag: str
     seed_model: str
@@ -43,8 +44,17 @@ class Result:
     seconds: float
 
     @property
+    def input_seed(self) -> int:
+        return input_seed(self.seed, self.index)
+
+    @property
     def finding(self) -> bool:
         return OUTCOMES[self.outcome]
+
+
+def input_seed(seed: int, index: int) -> int:
+    """The seed of the random inputs of case ``index`` of the run ``seed``."""
+    return seed * 1_000_003 + index
 
 
 def write_case(case: Case, directory: Path) -> None:
@@ -113,6 +123,9 @@ def _died(stage: str, invalid: str, what: str, sig: str) -> tuple[str, str]:
         res = ort_rejected(invalid or ("checker " + what if stage == "checker" else ""),
                            f"onnxruntime {what} ({sig})")
         return res["outcome"], res["message"]
+    if stage == "reference":  # the outputs already differed from onnxruntime's
+        return "wrong-result", f"outputs differ from onnxruntime (the ONNX reference evaluator " \
+                               f"{what}, {sig})"
     where = {"compile": "in the compiler", "build": "building or loading the bundle",
              "run": "in the generated C"}.get(stage, stage)
     return ("hang" if what == "timed out" else "crash"), f"{what} {where} ({sig})"
@@ -125,9 +138,10 @@ def run_one(worker: Worker | None, index: int, seed: int, work: Path, timeout: f
     tag, seed_name, muts, case = make_case(seed, index)
     case_dir = work / f"case-{index:06d}"
     write_case(case, case_dir)
-    outcome, message, stage, secs, worker = execute(worker, case_dir,
-                                                    seed * 1_000_003 + index, timeout, log)
-    return Result(index, tag, seed_name, muts, outcome, message, stage, secs), worker, case_dir
+    outcome, message, stage, secs, worker = execute(worker, case_dir, input_seed(seed, index),
+                                                    timeout, log)
+    res = Result(seed, index, tag, seed_name, muts, outcome, message, stage, secs)
+    return res, worker, case_dir
 
 
 def execute(worker: Worker | None, case_dir: Path, input_seed: int, timeout: float, log: Path
@@ -170,6 +184,8 @@ def save_reproducer(res: Result, case_dir: Path, out: Path) -> Path:
     for f in case_dir.iterdir():
         if f.is_file():
             shutil.copy2(f, dest / f.name)
+    (dest / "case.json").write_text(json.dumps({**asdict(res), "input_seed": res.input_seed},
+                                                indent=1, ensure_ascii=True) + "\n")
     line = (f"{res.outcome}: {res.message} | seed model {res.seed_model}; "
             f"{'; '.join(res.mutations)} | reproduce: python -m aotc verify model.onnx\n")
     (dest / "README.txt").write_text(line.encode("utf-8", "backslashreplace").decode())
@@ -256,3 +272,25 @@ def format_table(results: list[Result]) -> str:
     lines.append(f"findings: {n_find} of {len(results)} cases "
                  f"({100 * n_find / max(len(results), 1):.2f}%)")
     return "\n".join(lines)
+
+
+def replay(root: Path, timeout: float = 60.0) -> int:
+    """Runs each case directory under ``root`` (reproducers) through the oracle; prints one
+    line per case; returns 1 if any is still a finding."""
+    worker: Worker | None = None
+    still = 0
+    with tempfile.TemporaryDirectory(prefix="aotc_fuzz_replay_") as tmp:
+        for model in sorted(root.rglob("model.onnx")):
+            case_dir = Path(tmp) / model.parent.name
+            shutil.copytree(model.parent, case_dir)
+            shutil.rmtree(case_dir / "bundle", ignore_errors=True)
+            meta = model.parent / "case.json"
+            seed = json.loads(meta.read_text())["input_seed"] if meta.exists() else 0
+            outcome, message, _, secs, worker = execute(worker, case_dir, seed, timeout,
+                                                        Path(tmp) / "worker.log")
+            still += OUTCOMES[outcome]
+            print(f"{model.parent}: {outcome} ({secs:.1f} s) {message}", flush=True)
+            shutil.rmtree(case_dir, ignore_errors=True)
+    if worker is not None:
+        worker.kill()
+    return 1 if still else 0

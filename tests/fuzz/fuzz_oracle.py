@@ -73,6 +73,25 @@ def _cli(argv: list[str]) -> tuple[int, str]:
     return rc, err.getvalue()
 
 
+def _where(model: Path, bundle: Path) -> str:
+    """The innermost aotc frame of an internal error: the compile again with AOTC_DEBUG=1 (the
+    CLI then lets the exception through)."""
+    import traceback
+
+    os.environ["AOTC_DEBUG"] = "1"
+    try:
+        _cli(["compile", str(model), "-o", str(bundle), "--name", "m"])
+    except Exception as e:  # noqa: BLE001
+        frames = [f for f in traceback.extract_tb(e.__traceback__) if "/aotc/" in f.filename]
+        if frames:
+            f = frames[-1]
+            return f"at {f.filename[f.filename.rindex('/aotc/') + 1:]}:{f.lineno} in {f.name}"
+        return "outside aotc"
+    finally:
+        del os.environ["AOTC_DEBUG"]
+    return "not raised again"
+
+
 def random_inputs(specs: list[dict[str, Any]], seed: int) -> dict[str, np.ndarray]:
     """Floats uniform in [-3, 3]; signed integers in [-10, 10]; unsigned in [0, 20]."""
     rng = np.random.default_rng(seed)
@@ -160,9 +179,10 @@ def run_case(case_dir: Path, input_seed: int, emit: Any) -> dict[str, Any]:
             return {"outcome": "user-error", "message": lines[0]}
         return {"outcome": "multi-line-error", "message": _line(" | ".join(lines[:4]))}
     if rc != 0:
-        # the CLI's own line first (a RuntimeWarning may precede it)
+        # the CLI's own line first (a RuntimeWarning may precede it), then where it was raised
         lines.sort(key=lambda ln: not ln.startswith("aotc: "))
-        return {"outcome": "traceback", "message": _line(f"exit {rc}: " + " | ".join(lines))}
+        text = f"exit {rc}: {lines[0] if lines else ''} [{_where(model, bundle)}]"
+        return {"outcome": "traceback", "message": _line(" | ".join([text, *lines[1:]]))}
     emit({"stage": "build"})
     try:
         runner = Runner(bundle)
@@ -197,8 +217,32 @@ def run_case(case_dir: Path, input_seed: int, emit: Any) -> dict[str, Any]:
         return ort_rejected(invalid, _line(why, 200))
     diff = compare(got, want, quantised)
     if diff:
-        return {"outcome": "wrong-result", "message": _line(diff)}
+        emit({"stage": "reference"})
+        side = second_opinion(model, feeds, got, want, quantised)
+        return {"outcome": "wrong-result", "message": _line(f"{diff}; {side}")}
     return {"outcome": "ok-verified", "message": ""}
+
+
+def second_opinion(model_path: Path, feeds: dict[str, np.ndarray], got: dict[str, np.ndarray],
+                   want: dict[str, np.ndarray], quantised: bool) -> str:
+    """Which side the ONNX reference evaluator takes in a difference (for triage only; the
+    outcome stays wrong-result)."""
+    import onnx
+    from onnx.reference import ReferenceEvaluator
+
+    try:
+        with warnings.catch_warnings(), np.errstate(all="ignore"):
+            warnings.simplefilter("ignore")
+            ref = ReferenceEvaluator(onnx.load(str(model_path)))
+            outs = ref.run(None, feeds)
+        ref_out = dict(zip(ref.output_names, outs))
+    except Exception as e:  # noqa: BLE001
+        return f"the ONNX reference evaluator fails ({type(e).__name__})"
+    aotc_ok = compare(got, ref_out, quantised) == ""
+    ort_ok = compare(want, ref_out, quantised) == ""
+    side = {(True, True): "both", (True, False): "aotc", (False, True): "onnxruntime",
+            (False, False): "neither"}[aotc_ok, ort_ok]
+    return f"the ONNX reference evaluator agrees with {side}"
 
 
 def ort_rejected(invalid: str, why: str) -> dict[str, Any]:
