@@ -13,6 +13,7 @@ tests/fuzz/fuzz_oracle.py; the mutation classes in tests/fuzz/fuzz_mutate.py.
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 import time
 from pathlib import Path
@@ -24,7 +25,12 @@ sys.path.insert(0, str(ROOT))
 from fuzz_driver import replay, run  # noqa: E402
 
 
+def _terminate(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt  # unwinds run(), which kills the workers it started
+
+
 def main() -> int:
+    signal.signal(signal.SIGTERM, _terminate)
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--cases", type=int, default=500, help="number of cases (default 500)")
     p.add_argument("--seed", type=int, default=1, help="run seed (default 1)")

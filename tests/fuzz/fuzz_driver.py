@@ -64,6 +64,9 @@ def write_case(case: Case, directory: Path) -> None:
         (directory / name).write_bytes(data)
 
 
+LIVE: set[Worker] = set()  # workers of this process, killed if a run is interrupted
+
+
 class Worker:
     """One oracle child process (its own process group, so a hung cc dies with it)."""
 
@@ -78,6 +81,7 @@ class Worker:
         self.proc = subprocess.Popen(
             [sys.executable, str(HERE / "fuzz_oracle.py")], stdin=subprocess.PIPE,
             stdout=subprocess.PIPE, stderr=self.log, env=env, start_new_session=True)
+        LIVE.add(self)
         self.buf = b""
         self.sel = selectors.DefaultSelector()
         assert self.proc.stdout is not None
@@ -107,6 +111,7 @@ class Worker:
         self.proc.stdin.flush()
 
     def kill(self) -> None:
+        LIVE.discard(self)
         if self.proc.poll() is None:
             try:
                 os.killpg(self.proc.pid, signal.SIGKILL)
@@ -233,11 +238,18 @@ def run(seed: int, cases: int, jobs: int, out: Path, timeout: float = 60.0, star
             if worker is not None:
                 worker.kill()
 
-    threads = [threading.Thread(target=job, args=(k,)) for k in range(max(1, jobs))]
+    threads = [threading.Thread(target=job, args=(k,), daemon=True)
+               for k in range(max(1, jobs))]
     for t in threads:
         t.start()
-    for t in threads:
-        t.join()
+    try:
+        for t in threads:
+            t.join()
+    finally:  # interrupted: no new cases; the workers we started end with their process group
+        while not todo.empty():
+            todo.get_nowait()
+        for w in list(LIVE):
+            w.kill()
     if errors:
         raise errors[0]
     ordered = [results[i] for i in sorted(results)]
