@@ -488,6 +488,38 @@ def chain(rng: random.Random, c: Case) -> str | None:
     return f"chain of {length} {op} after {name}"
 
 
+def constant_node(rng: random.Random, c: Case) -> str | None:
+    """Moves an initializer into a Constant node, with a well- or ill-typed value attribute."""
+    g = c.model.graph
+    t = _pick(rng, g.initializer)
+    if t is None:
+        return None
+    g.initializer.remove(t)
+    arr = numpy_helper.to_array(t)
+    how = rng.choice(["value", "value", "value_float", "value_ints", "value_string",
+                      "value_floats", "two", "none", "value_as_float"])
+    if how == "value":
+        attrs = {"value": t}
+    elif how == "value_float":
+        attrs = {"value_float": float(arr.reshape(-1)[0]) if arr.size else 0.0}
+    elif how == "value_ints":
+        attrs = {"value_ints": [int(v) for v in arr.reshape(-1)[:8]]}
+    elif how == "value_floats":
+        attrs = {"value_floats": [float(v) for v in arr.reshape(-1)[:8]]}
+    elif how == "value_string":
+        attrs = {"value_string": "1.0"}
+    elif how == "two":
+        attrs = {"value": t, "value_float": 1.0}
+    else:
+        attrs = {}
+    node = helper.make_node("Constant", [], [t.name], name=f"const_{t.name}",
+                            **{k: v for k, v in attrs.items() if how != "value_as_float"})
+    if how == "value_as_float":  # 'value' given as a float: the wrong attribute type
+        node.attribute.append(helper.make_attribute("value", 2.5))
+    g.node.insert(0, node)
+    return f"initializer {t.name} as a Constant node ({how})"
+
+
 # --- bytes ------------------------------------------------------------------------------------
 
 def proto_truncate(rng: random.Random, c: Case) -> str | None:
@@ -512,7 +544,7 @@ def proto_bitflip(rng: random.Random, c: Case) -> str | None:
 MUTATIONS: dict[str, Mutation] = {f.__name__: f for f in (
     attr_value, attr_add, attr_type, dim, dtype, init_data, extreme_values, names_missing,
     names_duplicate, cycle, unknown_op, opset, external_data, hostile_names, graph_io, chain,
-    proto_truncate, proto_bitflip)}
+    constant_node, proto_truncate, proto_bitflip)}
 
 
 def make_case(seed: int, index: int) -> tuple[str, str, list[str], Case]:
