@@ -261,9 +261,11 @@ def run(seed: int, cases: int, jobs: int, out: Path, timeout: float = 60.0, star
     return ordered
 
 
-COLUMNS = ["user-error", "ok-verified", "ok-ort-rejects", "ok-unrun", *FINDINGS]
+COLUMNS = ["user-error", "ok-verified", "ok-ort-rejects", "ok-ort-nonfinite", "ok-unrun",
+           *FINDINGS]
 SHORT = {"user-error": "user-err", "ok-verified": "ok-verif", "ok-ort-rejects": "ok-ortrej",
-         "ok-unrun": "ok-unrun", "traceback": "traceback", "multi-line-error": "multiline",
+         "ok-unrun": "ok-unrun", "ok-ort-nonfinite": "ok-ortnan", "traceback": "traceback",
+         "multi-line-error": "multiline",
          "crash": "crash", "hang": "hang", "build-failure": "build", "wrong-result": "wrong",
          "accepted-invalid": "acc-inval", "fuzzer-error": "fuzz-err"}
 

@@ -15,7 +15,7 @@ import onnx
 import pytest
 from fuzz_driver import _died, execute, run, write_case
 from fuzz_mutate import MUTATIONS, Case, make_case
-from fuzz_oracle import FINDINGS, compare, ort_rejected
+from fuzz_oracle import FINDINGS, _differ_only_where_nonfinite, compare, ort_rejected
 from fuzz_seeds import SEEDS, seed_model
 
 CI_SEED = 20261123
@@ -64,6 +64,9 @@ def test_oracle_compare_rule():
     assert compare({"y": q + np.int8(1)}, {"y": q}, False) != ""  # integers exact otherwise
     assert compare({"y": q}, {"z": q}, True) != ""
     assert compare({"y": q.astype(np.int32)}, {"y": q}, True) != ""
+    ref = np.array([np.nan, 2.0, np.inf], np.float32)
+    assert _differ_only_where_nonfinite(ref, np.array([0.5, 2.0, 1.0], np.float32), ref)
+    assert not _differ_only_where_nonfinite(ref, np.array([0.5, 2.5, 1.0], np.float32), ref)
     assert ort_rejected("", "no kernel")["outcome"] == "ok-ort-rejects"
     assert ort_rejected("bad type", "no kernel")["outcome"] == "accepted-invalid"
 
