@@ -256,6 +256,8 @@ def second_opinion(model_path: Path, feeds: dict[str, np.ndarray], got: dict[str
 
 
 def _differ_only_where_nonfinite(got: np.ndarray, want: np.ndarray, ref: np.ndarray) -> bool:
+    if got.shape != want.shape or got.dtype != want.dtype:
+        return False
     if got.dtype.kind != "f" or ref.shape != got.shape:
         return bool(np.array_equal(got, want))
     same = np.isclose(got, want, rtol=RTOL, atol=ATOL, equal_nan=True)

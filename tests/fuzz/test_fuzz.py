@@ -67,6 +67,7 @@ def test_oracle_compare_rule():
     ref = np.array([np.nan, 2.0, np.inf], np.float32)
     assert _differ_only_where_nonfinite(ref, np.array([0.5, 2.0, 1.0], np.float32), ref)
     assert not _differ_only_where_nonfinite(ref, np.array([0.5, 2.5, 1.0], np.float32), ref)
+    assert not _differ_only_where_nonfinite(ref, ref[:2], ref)  # a shape difference is not
     assert ort_rejected("", "no kernel")["outcome"] == "ok-ort-rejects"
     assert ort_rejected("bad type", "no kernel")["outcome"] == "accepted-invalid"
 
