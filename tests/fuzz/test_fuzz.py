@@ -1,0 +1,103 @@
+"""The fuzzer in CI: every seed compiles and matches onnxruntime unmutated, cases are
+deterministic, the oracle tells outcomes apart, and a seeded run of CI_CASES mutated models has
+no findings (tracebacks, crashes, hangs, broken bundles, wrong results, accepted invalid models).
+
+The full run is ``python scripts/fuzz.py --cases 5000 --seed 1 --jobs 2`` (README, Tests).
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from fuzz_driver import _died, execute, run, write_case
+from fuzz_mutate import MUTATIONS, Case, make_case
+from fuzz_oracle import FINDINGS, _differ_only_where_nonfinite, compare, ort_rejected
+from fuzz_seeds import SEEDS, seed_model
+
+CI_SEED = 20261123
+CI_CASES = 300
+CI_JOBS = 2
+CI_TIMEOUT = 30.0  # seconds per case; a clean case takes about one
+
+
+@pytest.fixture(scope="module")
+def worker_slot():
+    """One oracle worker shared by the seed tests (killed at the end)."""
+    slot: list = [None]
+    yield slot
+    if slot[0] is not None:
+        slot[0].kill()
+
+
+@pytest.mark.parametrize("name", sorted(SEEDS))
+def test_seed_is_valid_and_matches_onnxruntime(name, tmp_path, worker_slot):
+    model = seed_model(name)
+    onnx.checker.check_model(model, full_check=True)
+    write_case(Case(model), tmp_path / "case")
+    outcome, message, _, _, worker_slot[0] = execute(worker_slot[0], tmp_path / "case", 0, 60.0,
+                                                     tmp_path / "worker.log")
+    assert outcome == "ok-verified", f"{name}: {outcome}: {message}"
+
+
+def test_cases_are_deterministic_and_cover_every_class():
+    tags = set()
+    for i in range(400):
+        a, b = make_case(3, i), make_case(3, i)
+        assert a[:3] == b[:3] and a[3].serialise() == b[3].serialise(), i
+        assert a[3].files == b[3].files, i
+        tags.add(a[0])
+    assert tags == set(MUTATIONS) | {"multi"}
+
+
+def test_oracle_compare_rule():
+    f = np.array([1.0, np.nan, np.inf], np.float32)
+    assert compare({"y": f}, {"y": f.copy()}, False) == ""
+    assert compare({"y": f + np.float32(2e-3)}, {"y": f}, False) != ""  # rtol 1e-3, atol 1e-4
+    assert compare({"y": np.array([np.nan], np.float32)}, {"y": np.array([0], np.float32)},
+                   False) != ""
+    q = np.array([5, -7], np.int8)
+    assert compare({"y": q + np.int8(1)}, {"y": q}, True) == ""   # 1 LSB in quantised models
+    assert compare({"y": q + np.int8(1)}, {"y": q}, False) != ""  # integers exact otherwise
+    assert compare({"y": q}, {"z": q}, True) != ""
+    assert compare({"y": q.astype(np.int32)}, {"y": q}, True) != ""
+    ref = np.array([np.nan, 2.0, np.inf], np.float32)
+    assert _differ_only_where_nonfinite(ref, np.array([0.5, 2.0, 1.0], np.float32), ref)
+    assert not _differ_only_where_nonfinite(ref, np.array([0.5, 2.5, 1.0], np.float32), ref)
+    assert not _differ_only_where_nonfinite(ref, ref[:2], ref)  # a shape difference is not
+    assert ort_rejected("", "no kernel")["outcome"] == "ok-ort-rejects"
+    assert ort_rejected("bad type", "no kernel")["outcome"] == "accepted-invalid"
+
+
+def test_dead_or_late_worker_is_classified_by_its_stage():
+    assert _died("compile", "", "crashed", "SIGSEGV")[0] == "crash"
+    assert _died("run", "", "crashed", "SIGFPE")[0] == "crash"
+    assert _died("build", "", "timed out", "60 s")[0] == "hang"
+    assert _died("ort", "", "crashed", "SIGABRT")[0] == "ok-ort-rejects"  # onnxruntime's bug
+    assert _died("ort", "shape mismatch", "timed out", "60 s")[0] == "accepted-invalid"
+
+
+def test_oracle_reports_a_broken_model_as_a_user_error(tmp_path, worker_slot):
+    case = Case(seed_model("conv_relu"))
+    case.model.graph.node[0].op_type = "NoSuchOp"
+    write_case(case, tmp_path / "case")
+    outcome, message, *_, worker_slot[0] = execute(worker_slot[0], tmp_path / "case", 0, 60.0,
+                                                   tmp_path / "worker.log")
+    assert outcome == "user-error" and message.startswith("aotc: error: "), message
+
+
+def test_seeded_fuzz_run_has_no_findings():
+    """CI_CASES mutated models with CI_JOBS workers: fails listing every finding with its
+    reproducer (a model file and a one-line README.txt under the run's findings/ directory)."""
+    with tempfile.TemporaryDirectory(prefix="aotc_fuzz_ci_") as tmp:
+        results = run(CI_SEED, CI_CASES, CI_JOBS, Path(tmp), CI_TIMEOUT, progress=False)
+        table = (Path(tmp) / "table.txt").read_text()
+    findings = [r for r in results if r.outcome in FINDINGS]
+    listing = "\n".join(f"case {r.index} [{r.tag}] {r.outcome}: {r.message[:160]} | "
+                        f"{r.seed_model}; {'; '.join(r.mutations)[:200]}" for r in findings)
+    assert not findings, (f"{len(findings)} findings in {len(results)} cases (reproduce: "
+                          f"python scripts/fuzz.py --seed {CI_SEED} --cases {CI_CASES}):\n"
+                          f"{listing}\n{table}")
