@@ -59,3 +59,47 @@ def test_constant_folding_overflows_like_float32() -> None:
     model = make_model(nodes, {"x": x}, {"y": (np.float32, None)},
                        {"c": np.array([1e30], np.float32)})
     _compare(model, {"x": x})
+
+
+@pytest.mark.parametrize("op", ["Conv", "ConvTranspose"])
+@pytest.mark.parametrize("channels", [1, 12])  # 12 output channels: the tiled float kernel
+def test_conv_bias_added_after_the_sum(op: str, channels: int) -> None:
+    """Conv(x, W, B) = sum(x * W) + B: the bias is added after the sum of products, as the
+    definition writes it and onnxruntime computes it. With W = 3e38 and B = -3e38, bias first
+    gives -3e38 + 3e38 + 3e38 = 3e38 (finite); the definition gives (3e38 + 3e38) - 3e38 = inf."""
+    x = np.ones((1, 2, 3, 3), np.float32)
+    shape = (channels, 2, 1, 1) if op == "Conv" else (2, channels, 1, 1)
+    w = np.full(shape, 3e38, np.float32)
+    b = np.full((channels,), -3e38, np.float32)
+    model = make_model([helper.make_node(op, ["x", "w", "b"], ["y"])], {"x": x},
+                       {"y": (np.float32, None)}, {"w": w, "b": b})
+    want = ort_run(model, {"x": x})["y"]
+    assert np.isinf(want).all()  # the order matters for this case: it can fail
+    _compare(model, {"x": x})
+
+
+# scale, B, mean, var: scale / sqrt(var + eps) overflows float32 in every row; B - mean * s
+# is then 1 - 0.5 * inf = -inf, 0 - 0 * inf = NaN, 0 - 1e-30 * inf = -inf.
+BN_EXTREME = [(1e38, 1.0, 0.5, 1e-8), (1e38, 0.0, 0.0, 1e-8), (3e38, 0.0, 1e-30, 0.0),
+              (2.0, 0.5, -1.0, 4.0)]
+
+
+@pytest.mark.parametrize("after_conv", [False, True])
+def test_batchnorm_scale_overflow_like_onnxruntime(after_conv: bool) -> None:
+    """BatchNormalization with constant statistics is x * s + t with s = scale / sqrt(var +
+    eps) and t = B - mean * s, each step in float32, as onnxruntime computes it: when s
+    overflows, 0 * inf makes NaN where onnxruntime has NaN. A BN after a Conv is then not
+    folded into the Conv's weights."""
+    scale, b, mean, var = (np.array(c, np.float32) for c in zip(*BN_EXTREME))
+    C = len(BN_EXTREME)
+    x = np.tile(np.array([0, 1e-3, -1, 1, np.inf, np.nan], np.float32), (1, C, 1, 1))
+    inits = {"s": scale, "b": b, "m": mean, "v": var}
+    nodes = [helper.make_node("BatchNormalization", ["h" if after_conv else "x", "s", "b", "m",
+                                                      "v"], ["y"], epsilon=1e-5)]
+    if after_conv:
+        inits["w"] = np.eye(C, dtype=np.float32).reshape(C, C, 1, 1)
+        nodes.insert(0, helper.make_node("Conv", ["x", "w"], ["h"]))
+    model = make_model(nodes, {"x": x}, {"y": (np.float32, None)}, inits)
+    want = ort_run(model, {"x": x})["y"]
+    assert np.isnan(want[0, :3]).any() and np.isfinite(want[0, 3, :, :4]).all()
+    _compare(model, {"x": x})
