@@ -103,3 +103,46 @@ def test_batchnorm_scale_overflow_like_onnxruntime(after_conv: bool) -> None:
     want = ort_run(model, {"x": x})["y"]
     assert np.isnan(want[0, :3]).any() and np.isfinite(want[0, 3, :, :4]).all()
     _compare(model, {"x": x})
+
+
+def _gru(x: np.ndarray, w_scale: float, lbr: int):  # type: ignore[no-untyped-def]
+    rng = np.random.default_rng(0)
+    H, I = 3, x.shape[2]
+    w = (rng.standard_normal((1, 3 * H, I)) * w_scale).astype(np.float32)
+    r = (rng.standard_normal((1, 3 * H, H)) * w_scale).astype(np.float32)
+    b = rng.standard_normal((1, 6 * H)).astype(np.float32)
+    return make_model([helper.make_node("GRU", ["x", "W", "R", "B"], ["Y", "Yh"], hidden_size=H,
+                                        linear_before_reset=lbr)],
+                      {"x": x}, {"Y": (np.float32, None), "Yh": (np.float32, None)},
+                      {"W": w, "R": r, "B": b})
+
+
+@pytest.mark.parametrize("lbr", [0, 1])
+def test_gru_at_extremes_matches_onnxruntime(lbr: int) -> None:
+    """GRU with +-inf and +-1e38 inputs (one per step, so no inf - inf) and weights near 1e30:
+    gate pre-activations reach +-inf, sigmoid/tanh saturate them to 0/+-1, as in
+    onnxruntime."""
+    x = np.array([[[1e38, -2]], [[np.inf, 0.5]], [[-np.inf, 0.2]], [[0.3, -1e38]]], np.float32)
+    _compare(_gru(x, 1e30, lbr), {"x": x})
+
+
+@pytest.mark.parametrize("lbr", [0, 1])
+def test_gru_nan_propagates_like_the_definition(lbr: int) -> None:
+    """A NaN pre-activation (a NaN input here; inf - inf from weights near 1e38 likewise) makes
+    the hidden state NaN from that step on, as the definition computes it: checked against the
+    ONNX reference evaluator. onnxruntime's GRU kernel differs: its own sigmoid/tanh clamp their
+    argument in a way that turns NaN into a finite value. That difference is recorded here, so a
+    change in onnxruntime is noticed (docs/floating-point.md)."""
+    from onnx.reference import ReferenceEvaluator
+
+    x = np.array([[[0.5, -2]], [[0.1, 0.5]], [[np.nan, 1]], [[0.3, 1]]], np.float32)
+    model = _gru(x, 1.0, lbr)
+    want = dict(zip(["Y", "Yh"], ReferenceEvaluator(model).run(None, {"x": x})))
+    with tempfile.TemporaryDirectory(prefix="aotc_test_") as tmp:
+        got, _ = compile_and_run(model, {"x": x}, Path(tmp) / "b")
+    for k, w in want.items():
+        assert np.isnan(w).any()  # the case can fail: NaN reaches the outputs
+        np.testing.assert_array_equal(np.isnan(got[k]), np.isnan(w), err_msg=f"{k}: NaNs")
+        np.testing.assert_allclose(got[k], w, atol=1e-5, rtol=1e-5, equal_nan=True, err_msg=k)
+    ort = ort_run(model, {"x": x})
+    assert not np.isnan(ort["Yh"]).any(), "onnxruntime's GRU now propagates NaN: match it"
