@@ -364,7 +364,7 @@ class DeformConv(OpDef):
         acc = kb.scratch_buffer("acc", dt, (OC,))
         with kb.loops((N, OH, OW), ["n", "oi", "oj"]) as (n, i, j):
             with kb.loop(OC, "oc") as oc:
-                kb.store(acc, [oc], B.flat(oc) if B is not None else Const(0.0, dt))
+                kb.store(acc, [oc], Const(0.0, dt))  # the bias is added after the sum
             pos = i * OW + j
             with kb.loop(og, "og") as o, kb.loop(KH, "ka") as a, kb.loop(KW, "kb") as b:
                 k = (n * og + o) * (KH * KW) + a * KW + b
@@ -404,4 +404,5 @@ class DeformConv(OpDef):
                         wv = Wt.flat(((oc * icg + (ic - gi * icg)) * KH + a) * KW + b)
                         kb.store(acc, [oc], acc[oc] + wv * v)
             with kb.loop(OC, "oc") as oc:
-                kb.store_output([], acc[oc], flat=((n * OC + oc) * OH + i) * OW + j)
+                kb.store_output([], acc[oc] + B.flat(oc) if B is not None else acc[oc],
+                                flat=((n * OC + oc) * OH + i) * OW + j)

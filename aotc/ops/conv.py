@@ -62,8 +62,11 @@ def _in_bounds(idx: Expr, size: int, lo_pad: int, hi_pad: int) -> Expr | None:
 
 
 class ConvArith:
-    """Float arithmetic of a convolution: loads as they are, the bias starts the accumulator,
-    the accumulator is the output. Integer kernels subclass it (aotc/ops/quant.py)."""
+    """Float arithmetic of a convolution: loads as they are, the accumulator starts at 0 and
+    the bias is added after the sum of products, in the order of the ONNX definition (and of
+    onnxruntime): with huge weights a partial sum can overflow to inf in one order and not in
+    the other (docs/floating-point.md). Integer kernels subclass it (aotc/ops/quant.py) and
+    start the int32 accumulator with the bias (exact either way, as TFLM does)."""
 
     # Output channels per register tile: 8 float accumulators fit the FPU's registers; integer
     # kernels use 4 so accumulators, pointers and counters fit the 13 core registers of a
@@ -90,10 +93,10 @@ class ConvArith:
         return dt
 
     def init(self, B: Any, m: Expr) -> Expr:
-        return B[[m]] if B is not None else Const(0.0, self.acc)
+        return Const(0.0, self.acc)
 
-    def finish(self, kb: Any, acc: Expr, m: Expr) -> Expr:
-        return acc
+    def finish(self, kb: Any, acc: Expr, m: Expr, B: Any = None) -> Expr:
+        return acc + B[[m]] if B is not None else acc
 
 
 @register
@@ -182,7 +185,7 @@ class Conv(OpDef):
                 ic = (m // m_per_g) * cg + c if node.attrs["group"] > 1 else c
                 self._window(kb, 0, nd, X, lambda kk, c=c, m=m: arith.w(kb, W[[m, c, *kk]], m),
                              n, ic, o, [], [], pb, pe, s, d, [acc], in_sp, k_sp, arith)
-            kb.store_output([n, m, *o], arith.finish(kb, acc, m))
+            kb.store_output([n, m, *o], arith.finish(kb, acc, m, B))
 
     def _lower_tiled(self, node: Node, kb: Any, X: Any, W: Any, B: Any,
                      arith: ConvArith) -> None:
@@ -242,10 +245,10 @@ class Conv(OpDef):
                     with kb.loop(width, "j", unroll=True) as j:
                         kb.store(res, [j], acc[[j]])
                     with kb.loop(width, "j") as j:
-                        kb.store_output([n, m0 + j, *o], arith.finish(kb, res[[j]], m0 + j))
+                        kb.store_output([n, m0 + j, *o], arith.finish(kb, res[[j]], m0 + j, B))
                 else:
                     with kb.loop(width, "j", unroll=kb.unroll_tiles) as j:
-                        kb.store_output([n, m0 + j, *o], arith.finish(kb, acc[[j]], m0 + j))
+                        kb.store_output([n, m0 + j, *o], arith.finish(kb, acc[[j]], m0 + j, B))
 
         with kb.loop(Y.shape[0], "n") as n:
             with kb.loop(group, "g") as gi:
@@ -375,12 +378,13 @@ class ConvTranspose(OpDef):
         mg, cg = W.shape[1], X.shape[1] // group
         f32 = X.dtype
         with kb.loops(Y.shape, ["n", "m"] + [f"o{k}" for k in range(nd)]) as (n, m, *o):
-            acc = kb.local(B[m] if B is not None else Const(0.0, f32), "acc", f32)
+            # The bias is added after the sum, as the definition writes it.
+            acc = kb.local(Const(0.0, f32), "acc", f32)
             gi = m // mg
             with kb.loop(cg, "c") as c:
                 ic = gi * cg + c
                 self._window(kb, 0, X, W, n, m - gi * mg, ic, o, [], [], pb, s, d, acc)
-            kb.store_output([n, m, *o], acc)
+            kb.store_output([n, m, *o], acc + B[m] if B is not None else acc)
 
     def _window(self, kb: Any, dim: int, X: Any, W: Any, n: Expr, mw: Expr, ic: Expr,
                 o: list[Expr], ii: list[Expr], kk: list[Expr], pb: list[int], s: list[int],

@@ -193,7 +193,7 @@ class MatMul(OpDef):
                     out_idx.append(m)
                 if len(kb.inputs[1].shape) != 1:
                     out_idx.append(n)
-                kb.store_output(out_idx, arith.finish(kb, acc, n))
+                kb.store_output(out_idx, arith.finish(kb, acc, n, bias))
 
             _tiled_dot(kb, N, K, lambda k: arith.x(A[[*pre, m, k]]),
                        lambda k, n: arith.w(kb, get_b(bidx, k, n), n), store,

@@ -231,7 +231,7 @@ class CausalConvWithState(OpDef):
         k = W.shape[2]
         silu = node.attrs["activation"] in ("silu", "swish")
         with kb.loops((B, C, L), ["b", "c", "t"]) as (b, c, t):
-            acc = kb.local(Const(0.0, F32) if bias is None else bias[[c]], "acc", F32)
+            acc = kb.local(Const(0.0, F32), "acc", F32)  # the bias is added after the sum
             # Tap j reads padded position t + j: the past state while t + j < k - 1.
             split = bmax(Const(k - 1) - t, 0)
             if past is not None and k > 1:
@@ -239,6 +239,8 @@ class CausalConvWithState(OpDef):
                     kb.assign(acc, acc + W[[c, 0, j]] * past[[b, c, t + j]])
             with kb.loop(k, "j", start=split) as j:
                 kb.assign(acc, acc + W[[c, 0, j]] * X[[b, c, t + j - (k - 1)]])
+            if bias is not None:
+                kb.assign(acc, acc + bias[[c]])
             value: Expr = acc
             if silu:
                 value = acc / (Const(1.0, F32) + call("exp", -acc))

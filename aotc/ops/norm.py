@@ -98,6 +98,17 @@ class _BatchNorm(OpDef):
         s = scale.astype(np.float64) / np.sqrt(var.astype(np.float64) + epsilon)
         return s, B.astype(np.float64) - mean.astype(np.float64) * s
 
+    @staticmethod
+    def scale_shift_f32(scale: np.ndarray, B: np.ndarray, mean: np.ndarray, var: np.ndarray,
+                        epsilon: float) -> tuple[np.ndarray, np.ndarray]:
+        """s = scale / sqrt(var + eps), t = B - mean * s, each step in IEEE float32, as the
+        kernel computes them from run-time statistics and as onnxruntime does: when s
+        overflows to inf, mean * s is inf or NaN (0 * inf) and so are the outputs."""
+        f = np.float32
+        with np.errstate(all="ignore"):
+            s = scale.astype(f) / np.sqrt(var.astype(f) + f(epsilon))
+            return s, B.astype(f) - mean.astype(f) * s
+
     def _reference(self, X: np.ndarray, scale: np.ndarray, B: np.ndarray, mean: np.ndarray,
                    var: np.ndarray, epsilon: float) -> np.ndarray:
         s, t = self._scale_shift(scale, B, mean, var, epsilon)
@@ -125,7 +136,7 @@ class _BatchNorm(OpDef):
         params = [v.const if v is not None else None for v in ins[1:5]]
         if any(p is None for p in params):
             return node
-        s, t = self._scale_shift(*params, float(node.attrs["epsilon"]))  # type: ignore[arg-type]
+        s, t = self.scale_shift_f32(*params, float(node.attrs["epsilon"]))  # type: ignore[arg-type]
         return node.with_(inputs=node.inputs[:1],
                           attrs={**node.attrs, "_scale": s.astype(np.float32),
                                  "_shift": t.astype(np.float32)})

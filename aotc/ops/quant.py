@@ -168,7 +168,8 @@ class IntArith(ConvArith):
         self.folded_bias = kb.const("bias", folded.astype(np.int32), I32)
         self.x_zp = 0
 
-    def finish(self, kb: Any, acc: Expr, m: Expr) -> Expr:
+    def finish(self, kb: Any, acc: Expr, m: Expr, B: Any = None) -> Expr:
+        # The bias already started the accumulator (init).
         return self.requant(kb, acc, m) if self.requant is not None else acc
 
 

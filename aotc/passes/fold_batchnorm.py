@@ -4,7 +4,8 @@ constant statistics into a per-channel Mul + Add, which then fuses as an epilogu
 Pre: for folding, the anchor's weights and the BN parameters are constants and the anchor's
 output feeds only the BN. Post: the folded BN is gone (the anchor has new weights and a bias);
 every other BN with constant parameters is ``Mul(x, s) -> Add(., t)`` with (C, 1, ..., 1)
-constants computed in float64.
+constants computed in float32 step by step, as onnxruntime computes them. A BN whose
+float32 scale or shift is not finite is not folded into the anchor.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import numpy as np
 
 from aotc import dtypes
 from aotc.ir.graph import Graph, Node, TensorType, Value
+from aotc.ops.norm import _BatchNorm
 
 
 def fold_batchnorm(g: Graph) -> Graph:
@@ -40,6 +42,10 @@ def fold_batchnorm(g: Graph) -> Graph:
             continue
         if anchor.op == "Gemm" and (anchor.attrs["alpha"] != 1.0 or anchor.attrs["beta"] != 1.0):
             continue
+        s32, t32 = _BatchNorm.scale_shift_f32(*(p.const for p in params),  # type: ignore[misc]
+                                               float(bn.attrs["epsilon"]))
+        if not (np.isfinite(s32).all() and np.isfinite(t32).all()):
+            continue  # stays a BN: x * s + t in float32, inf/NaN as onnxruntime gives them
         scale, bias, mean, var = (p.const.astype(np.float64) for p in params)  # type: ignore[union-attr]
         s = scale / np.sqrt(var + float(bn.attrs["epsilon"]))
         wc = w.const.astype(np.float64)  # type: ignore[union-attr]
@@ -82,9 +88,9 @@ def _bn_to_affine(g: Graph) -> Graph:
                 or len(x.type.shape) < 2 or not all(p is not None and p.is_const for p in params)):
             nodes.append(bn)
             continue
-        scale, bias, mean, var = (p.const.astype(np.float64) for p in params)  # type: ignore[union-attr]
-        s = scale / np.sqrt(var + float(bn.attrs["epsilon"]))
-        t = bias - mean * s
+        # float32, step by step, as onnxruntime (see _BatchNorm.scale_shift_f32)
+        s, t = _BatchNorm.scale_shift_f32(*(p.const for p in params),  # type: ignore[misc]
+                                          float(bn.attrs["epsilon"]))
         shape = (-1,) + (1,) * (len(x.type.shape) - 2)
         sname, tname = _fresh(values, f"{bn.name}_scale"), _fresh(values, f"{bn.name}_shift")
         for nm, arr in ((sname, s), (tname, t)):

@@ -167,15 +167,16 @@ def test_conv_bn_relu_end_to_end_matches_onnxruntime() -> None:
 
 
 def test_standalone_bn_becomes_per_channel_affine_with_exact_constants() -> None:
-    # s = scale / sqrt(var + eps), t = bias - mean * s, computed in float64, shaped (C, 1, 1).
+    # s = scale / sqrt(var + eps), t = bias - mean * s, each step in float32 as onnxruntime
+    # computes them (docs/floating-point.md), shaped (C, 1, 1).
     g, _ = _conv_graph(outputs=("r", "c"))
     out = run_pass(fold_batchnorm, g)
     mul, add = out.nodes[1], out.nodes[2]
     s = out.values[mul.inputs[1]].const
     t = out.values[add.inputs[1]].const
     bn = next(n for n in g.nodes if n.op == "BatchNormalization")
-    scale, bias, mean, var = (g.values[i].const.astype(np.float64) for i in bn.inputs[1:5])
-    want_s = scale / np.sqrt(var + bn.attrs["epsilon"])
-    assert s.shape == (len(scale), 1, 1)
-    np.testing.assert_array_equal(s.reshape(-1), want_s.astype(np.float32))
-    np.testing.assert_array_equal(t.reshape(-1), (bias - mean * want_s).astype(np.float32))
+    scale, bias, mean, var = (g.values[i].const.astype(np.float32) for i in bn.inputs[1:5])
+    want_s = scale / np.sqrt(var + np.float32(bn.attrs["epsilon"]))
+    assert want_s.dtype == np.float32 and s.shape == (len(scale), 1, 1)
+    np.testing.assert_array_equal(s.reshape(-1), want_s)
+    np.testing.assert_array_equal(t.reshape(-1), bias - mean * want_s)
