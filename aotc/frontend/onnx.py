@@ -433,6 +433,10 @@ def _convert_node(pn: onnx.NodeProto, node_name: str, opset: int, values: dict[s
     schema = _schema(pn.op_type, opset, domain)
     attrs: dict[str, Any] = {}
     for a in pn.attribute:
+        if schema is not None and a.name not in schema.attributes:
+            raise AotcError(f"attribute {a.name!r} does not exist in {pn.op_type}-"
+                            f"{schema.since_version} (the version at opset {opset})",
+                            node_name, pn.op_type)
         if a.name not in defaults:
             raise AotcError(f"attribute {a.name!r} is not supported", node_name, pn.op_type)
         try:
