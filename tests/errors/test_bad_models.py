@@ -4,6 +4,7 @@ onnxruntime. Never an internal error, a huge allocation or a silently wrong answ
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -338,3 +339,60 @@ def test_node_output_redefines_an_initializer() -> None:
                helper.make_node("Add", ["x", "b"], ["y"], name="ad")], [vi("x", [2, 3])],
               [vi("y", None)], [const("b", np.ones((2, 3)))])
     user_error(m, "node 'r' (Relu)", "value 'b' is defined twice")
+
+
+# ------------------------------------------------------------------------------ fuzz run (CI)
+@pytest.mark.parametrize("op, attrs, needle", [
+    ("Conv", dict(pads=[1, 1]), "attribute pads has 2 values; the input has 2 spatial dims "
+                                "(expected 4)"),
+    ("Conv", dict(strides=[1, 1, 1]), "attribute strides has 3 values"),
+    ("Conv", dict(kernel_shape=[3]), "attribute kernel_shape has 1 values"),
+    ("ConvTranspose", dict(dilations=[1]), "attribute dilations has 1 values"),
+    ("ConvTranspose", dict(output_padding=[0, 0, 0]), "attribute output_padding has 3 values"),
+])
+def test_window_attributes_of_the_wrong_length(op: str, attrs: dict[str, Any],
+                                               needle: str) -> None:
+    m = model([helper.make_node(op, ["x", "w"], ["y"], name="c", **attrs)],
+              [vi("x", [1, 4, 5, 5])], [vi("y", None)], [const("w", np.ones((4, 4, 3, 3)))])
+    user_error(m, f"node 'c' ({op})", needle)
+
+
+def test_attribute_not_in_the_schema_at_the_models_opset(tmp_path: Path) -> None:
+    # ceil_mode arrived in AveragePool-10: at opset 7 the checker and onnxruntime reject it.
+    m = model([helper.make_node("AveragePool", ["x"], ["y"], name="p", kernel_shape=[2, 2],
+                                ceil_mode=1)], [vi("x", [1, 1, 4, 4])], [vi("y", None)], opset=7)
+    with pytest.raises(onnx.checker.ValidationError):
+        onnx.checker.check_model(m)
+    assert_user_error(compile_cli(save(m, tmp_path / "m.onnx"), tmp_path / "o"),
+                      "node 'p' (AveragePool)", "attribute 'ceil_mode' does not exist in "
+                      "AveragePool-7 (the version at opset 7)")
+    m.opset_import[0].version = 10  # the same node where ceil_mode exists
+    agrees_with_onnxruntime(m, tmp_path)
+
+
+def test_library_warnings_do_not_add_a_line_to_the_error(tmp_path: Path, monkeypatch: Any,
+                                                         capsys: Any) -> None:
+    # The old fuzz run's onnx "Ignoring unknown external data key(s)" UserWarning came before
+    # the error line; aotc now reads external data itself, so a library warning is simulated
+    # where the model is loaded. The CLI prints only its own one-line error.
+    import warnings
+
+    import aotc.cli
+    import aotc.compiler as fe
+    real = fe.load_model
+
+    def noisy(path: Any) -> onnx.ModelProto:
+        warnings.warn("Ignoring unknown external data key(s)", UserWarning, stacklevel=1)
+        return real(path)
+
+    monkeypatch.setattr(fe, "load_model", noisy)
+    p = _external(tmp_path / "model", location="missing.bin")
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        # Python's own display (pytest records warnings instead of printing them).
+        warnings.showwarning = lambda m, c, f, n, file=None, line=None: sys.stderr.write(
+            warnings.formatwarning(m, c, f, n, line))
+        rc = aotc.cli.main(["compile", str(p), "-o", str(tmp_path / "o")])
+    err = capsys.readouterr().err.splitlines()
+    assert rc == 2 and len(err) == 1, err
+    assert err[0].startswith("aotc: error: ") and "'missing.bin' not found" in err[0], err
