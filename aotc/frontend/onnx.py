@@ -393,8 +393,36 @@ def import_model(model: onnx.ModelProto, input_shapes: Mapping[str, tuple[int, .
     for o in outputs:
         if o not in values:
             raise AotcError(f"graph output {o!r} is never produced")
+    _check_declared(g, values)
     return Graph(name=name, inputs=[vi.name for vi in inputs], outputs=outputs, values=values,
                  nodes=nodes, opset=opset, meta={"producer": model.producer_name})
+
+
+def _check_declared(g: onnx.GraphProto, values: Mapping[str, Value]) -> None:
+    """Declared types of graph outputs, value_info and initializer-backed graph inputs agree
+    with what aotc computes (the ONNX checker and onnxruntime reject a contradiction): the
+    dtype when set, the rank and every fixed dim when a shape is given."""
+    initialized = {t.name for t in g.initializer}
+    decls = [("graph output", vi) for vi in g.output]
+    decls += [("value_info", vi) for vi in g.value_info]
+    decls += [("graph input", vi) for vi in g.input if vi.name in initialized]
+    for kind, vi in decls:
+        v = values.get(vi.name)
+        if v is None or not vi.type.HasField("tensor_type"):
+            continue
+        tt = vi.type.tensor_type
+        got = v.type
+        if tt.elem_type and dtypes.BY_ONNX.get(tt.elem_type) != got.dtype:
+            raise AotcError(f"{kind} {vi.name!r} is declared "
+                            f"{_onnx_dtype_name(tt.elem_type)} but is {got.dtype.name}")
+        if not tt.HasField("shape"):
+            continue
+        dims = [d.dim_value if d.HasField("dim_value") else None for d in tt.shape.dim]
+        if len(dims) != len(got.shape) or any(
+                d is not None and d != s for d, s in zip(dims, got.shape)):
+            shown = ["?" if d is None else d for d in dims]
+            raise AotcError(f"{kind} {vi.name!r} is declared with shape {shown} but has shape "
+                            f"{list(got.shape)}")
 
 
 def _check_supported(nodes: Any, opset: int) -> None:

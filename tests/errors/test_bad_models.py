@@ -136,7 +136,8 @@ def _conv(op: str, group: int) -> onnx.ModelProto:
              const("yz", 0, np.uint8)]
     return model([helper.make_node("QLinearConv", ["x", "xs", "xz", "w", "ws", "wz", "ys", "yz"],
                                    ["y"], name="c", group=group)],
-                 [vi("x", [1, 4, 5, 5], TensorProto.UINT8)], [vi("y", None)], inits)
+                 [vi("x", [1, 4, 5, 5], TensorProto.UINT8)], [vi("y", None, TensorProto.UINT8)],
+                 inits)
 
 
 @pytest.mark.parametrize("op", ["Conv", "QLinearConv"])
@@ -396,3 +397,32 @@ def test_library_warnings_do_not_add_a_line_to_the_error(tmp_path: Path, monkeyp
     err = capsys.readouterr().err.splitlines()
     assert rc == 2 and len(err) == 1, err
     assert err[0].startswith("aotc: error: ") and "'missing.bin' not found" in err[0], err
+
+
+@pytest.mark.parametrize("where, needle", [
+    ("out_dtype", "graph output 'y' is declared DOUBLE but is float32"),
+    ("out_shape", "graph output 'y' is declared with shape [2, 4] but has shape [2, 3]"),
+    ("out_rank", "graph output 'y' is declared with shape [6] but has shape [2, 3]"),
+    ("value_info", "value_info 't' is declared INT64 but is float32"),
+    ("init_input", "graph input 'b' is declared with shape [3, 1] but has shape [2, 3]"),
+])
+def test_declared_types_that_contradict_the_model(where: str, needle: str) -> None:
+    # The ONNX checker (full_check) and onnxruntime reject each of these models.
+    y = {"out_dtype": vi("y", [2, 3], TensorProto.DOUBLE), "out_shape": vi("y", [2, 4]),
+         "out_rank": vi("y", [6])}.get(where, vi("y", [2, 3]))
+    m = model([helper.make_node("Add", ["x", "b"], ["t"], name="ad"),
+               helper.make_node("Relu", ["t"], ["y"], name="r")],
+              [vi("x", [2, 3])], [y], [const("b", np.ones((2, 3)))])
+    if where == "value_info":
+        m.graph.value_info.append(vi("t", [2, 3], TensorProto.INT64))
+    if where == "init_input":
+        m.graph.input.append(vi("b", [3, 1]))
+    with pytest.raises((onnx.checker.ValidationError, onnx.shape_inference.InferenceError)):
+        onnx.checker.check_model(m, full_check=True)
+    user_error(m, needle)
+
+
+def test_declared_symbolic_dims_and_missing_types_are_accepted(tmp_path: Path) -> None:
+    m = model([helper.make_node("Relu", ["x"], ["y"], name="r")], [vi("x", [2, 3])],
+              [vi("y", ["n", 3])])
+    agrees_with_onnxruntime(m, tmp_path)
