@@ -39,6 +39,9 @@ def load_model(path: str | os.PathLike[str]) -> onnx.ModelProto:
                         f"{type(e).__name__})") from None
     if model.ir_version <= 0 or not model.HasField("graph") or not model.graph.output:
         raise AotcError(f"{p.name} is not an ONNX model (no IR version or graph outputs)")
+    if model.ir_version > onnx.IR_VERSION:
+        raise AotcError(f"{p.name} has IR version {model.ir_version}, newer than the "
+                        f"{onnx.IR_VERSION} this aotc's onnx library knows")
     _check_strings(model, p.name)
     _load_external(model, p.parent.resolve())
     return model
@@ -345,6 +348,8 @@ def import_model(model: onnx.ModelProto, input_shapes: Mapping[str, tuple[int, .
     g = model.graph
     values: dict[str, Value] = {}
     for t in g.initializer:
+        if not t.name:
+            raise AotcError("an initializer has an empty name")
         if t.name in values:
             raise AotcError(f"initializer {t.name!r} is defined twice (ONNX values are "
                             f"assigned once)")

@@ -426,3 +426,20 @@ def test_declared_symbolic_dims_and_missing_types_are_accepted(tmp_path: Path) -
     m = model([helper.make_node("Relu", ["x"], ["y"], name="r")], [vi("x", [2, 3])],
               [vi("y", ["n", 3])])
     agrees_with_onnxruntime(m, tmp_path)
+
+
+def test_ir_version_newer_than_onnx_knows(tmp_path: Path) -> None:
+    m = model([helper.make_node("Relu", ["x"], ["y"], name="r")], [vi("x", [2])], [vi("y", [2])])
+    m.ir_version = onnx.IR_VERSION + 1
+    with pytest.raises(onnx.checker.ValidationError):
+        onnx.checker.check_model(m)
+    assert_user_error(compile_cli(save(m, tmp_path / "m.onnx"), tmp_path / "o"),
+                      f"has IR version {onnx.IR_VERSION + 1}, newer than")
+
+
+def test_initializer_with_an_empty_name() -> None:
+    m = model([helper.make_node("Relu", ["x"], ["y"], name="r")], [vi("x", [2])], [vi("y", [2])],
+              [const("", [1.0, 2.0])])
+    with pytest.raises(onnx.checker.ValidationError):
+        onnx.checker.check_model(m)
+    user_error(m, "an initializer has an empty name")
