@@ -457,6 +457,11 @@ def _schema(op: str, opset: int, domain: str) -> Any:
         return None
 
 
+# Conv/ConvTranspose/pooling window attributes: one value per spatial dim (pads two), never empty.
+_WINDOW_ATTRS = frozenset({"kernel_shape", "strides", "dilations", "pads", "output_padding",
+                           "output_shape"})
+
+
 def _convert_node(pn: onnx.NodeProto, node_name: str, opset: int, values: dict[str, Value],
                   known: dict[str, np.ndarray]) -> Node:
     domain = _domain(pn)
@@ -477,6 +482,9 @@ def _convert_node(pn: onnx.NodeProto, node_name: str, opset: int, values: dict[s
             if a.type == onnx.AttributeProto.TENSOR:
                 _declared_nbytes(a.t)
             attrs[a.name] = _attr_value(a)
+            if a.name in _WINDOW_ATTRS and a.type == onnx.AttributeProto.INTS and not a.ints:
+                # The ops read an empty list as "not set"; ONNX says one value per dim.
+                raise ValueError(f"attribute {a.name} is set but has no values")
         except ValueError as e:
             raise AotcError(str(e), node_name, pn.op_type) from None
     for k, v in defaults.items():

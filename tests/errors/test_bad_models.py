@@ -443,3 +443,17 @@ def test_initializer_with_an_empty_name() -> None:
     with pytest.raises(onnx.checker.ValidationError):
         onnx.checker.check_model(m)
     user_error(m, "an initializer has an empty name")
+
+
+@pytest.mark.parametrize("op, attr", [("MaxPool", "pads"), ("AveragePool", "strides"),
+                                      ("Conv", "dilations"), ("ConvTranspose", "kernel_shape")])
+def test_window_attribute_set_but_empty(op: str, attr: str) -> None:
+    attrs: dict[str, Any] = {"kernel_shape": [3, 3]} if "Pool" in op else {}
+    ins = ["x"] if "Pool" in op else ["x", "w"]
+    node = helper.make_node(op, ins, ["y"], name="n", **attrs)
+    node.attribute.append(helper.make_attribute(attr, [], attr_type=onnx.AttributeProto.INTS))
+    m = model([node], [vi("x", [1, 4, 5, 5])],
+              [vi("y", None)], [] if "Pool" in op else [const("w", np.ones((4, 4, 3, 3)))])
+    with pytest.raises((onnx.checker.ValidationError, onnx.shape_inference.InferenceError)):
+        onnx.checker.check_model(m, full_check=True)
+    user_error(m, f"node 'n' ({op})", f"attribute {attr} is set but has no values")
