@@ -11,6 +11,7 @@ import json
 import os
 import shlex
 import sys
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
@@ -349,7 +350,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
     try:
-        return COMMANDS[args.cmd](args, argv)
+        # Library warnings (onnx's "Ignoring unknown external data key(s)", numpy overflow
+        # notes) would be a second stderr line before the one-line error; aotc's own
+        # diagnostics are AotcErrors, so warnings are dropped, never turned into errors.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return COMMANDS[args.cmd](args, argv)
     except AotcError as e:
         print(f"aotc: error: {e.one_line()}", file=sys.stderr)
         return EXIT_USER

@@ -39,6 +39,9 @@ def load_model(path: str | os.PathLike[str]) -> onnx.ModelProto:
                         f"{type(e).__name__})") from None
     if model.ir_version <= 0 or not model.HasField("graph") or not model.graph.output:
         raise AotcError(f"{p.name} is not an ONNX model (no IR version or graph outputs)")
+    if model.ir_version > onnx.IR_VERSION:
+        raise AotcError(f"{p.name} has IR version {model.ir_version}, newer than the "
+                        f"{onnx.IR_VERSION} this aotc's onnx library knows")
     _check_strings(model, p.name)
     _load_external(model, p.parent.resolve())
     return model
@@ -345,6 +348,8 @@ def import_model(model: onnx.ModelProto, input_shapes: Mapping[str, tuple[int, .
     g = model.graph
     values: dict[str, Value] = {}
     for t in g.initializer:
+        if not t.name:
+            raise AotcError("an initializer has an empty name")
         if t.name in values:
             raise AotcError(f"initializer {t.name!r} is defined twice (ONNX values are "
                             f"assigned once)")
@@ -393,8 +398,36 @@ def import_model(model: onnx.ModelProto, input_shapes: Mapping[str, tuple[int, .
     for o in outputs:
         if o not in values:
             raise AotcError(f"graph output {o!r} is never produced")
+    _check_declared(g, values)
     return Graph(name=name, inputs=[vi.name for vi in inputs], outputs=outputs, values=values,
                  nodes=nodes, opset=opset, meta={"producer": model.producer_name})
+
+
+def _check_declared(g: onnx.GraphProto, values: Mapping[str, Value]) -> None:
+    """Declared types of graph outputs, value_info and initializer-backed graph inputs agree
+    with what aotc computes (the ONNX checker and onnxruntime reject a contradiction): the
+    dtype when set, the rank and every fixed dim when a shape is given."""
+    initialized = {t.name for t in g.initializer}
+    decls = [("graph output", vi) for vi in g.output]
+    decls += [("value_info", vi) for vi in g.value_info]
+    decls += [("graph input", vi) for vi in g.input if vi.name in initialized]
+    for kind, vi in decls:
+        v = values.get(vi.name)
+        if v is None or not vi.type.HasField("tensor_type"):
+            continue
+        tt = vi.type.tensor_type
+        got = v.type
+        if tt.elem_type and dtypes.BY_ONNX.get(tt.elem_type) != got.dtype:
+            raise AotcError(f"{kind} {vi.name!r} is declared "
+                            f"{_onnx_dtype_name(tt.elem_type)} but is {got.dtype.name}")
+        if not tt.HasField("shape"):
+            continue
+        dims = [d.dim_value if d.HasField("dim_value") else None for d in tt.shape.dim]
+        if len(dims) != len(got.shape) or any(
+                d is not None and d != s for d, s in zip(dims, got.shape)):
+            shown = ["?" if d is None else d for d in dims]
+            raise AotcError(f"{kind} {vi.name!r} is declared with shape {shown} but has shape "
+                            f"{list(got.shape)}")
 
 
 def _check_supported(nodes: Any, opset: int) -> None:
@@ -424,6 +457,11 @@ def _schema(op: str, opset: int, domain: str) -> Any:
         return None
 
 
+# Conv/ConvTranspose/pooling window attributes: one value per spatial dim (pads two), never empty.
+_WINDOW_ATTRS = frozenset({"kernel_shape", "strides", "dilations", "pads", "output_padding",
+                           "output_shape"})
+
+
 def _convert_node(pn: onnx.NodeProto, node_name: str, opset: int, values: dict[str, Value],
                   known: dict[str, np.ndarray]) -> Node:
     domain = _domain(pn)
@@ -433,6 +471,10 @@ def _convert_node(pn: onnx.NodeProto, node_name: str, opset: int, values: dict[s
     schema = _schema(pn.op_type, opset, domain)
     attrs: dict[str, Any] = {}
     for a in pn.attribute:
+        if schema is not None and a.name not in schema.attributes:
+            raise AotcError(f"attribute {a.name!r} does not exist in {pn.op_type}-"
+                            f"{schema.since_version} (the version at opset {opset})",
+                            node_name, pn.op_type)
         if a.name not in defaults:
             raise AotcError(f"attribute {a.name!r} is not supported", node_name, pn.op_type)
         try:
@@ -440,6 +482,9 @@ def _convert_node(pn: onnx.NodeProto, node_name: str, opset: int, values: dict[s
             if a.type == onnx.AttributeProto.TENSOR:
                 _declared_nbytes(a.t)
             attrs[a.name] = _attr_value(a)
+            if a.name in _WINDOW_ATTRS and a.type == onnx.AttributeProto.INTS and not a.ints:
+                # The ops read an empty list as "not set"; ONNX says one value per dim.
+                raise ValueError(f"attribute {a.name} is set but has no values")
         except ValueError as e:
             raise AotcError(str(e), node_name, pn.op_type) from None
     for k, v in defaults.items():

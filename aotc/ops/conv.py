@@ -50,6 +50,15 @@ def _check_rank(node: Node, x: Value, w: Value) -> None:
     if len(x.type.shape) < 3 or len(w.type.shape) != len(x.type.shape):
         raise AotcError(f"expects X and W of the same rank >= 3, got {x.type.shape} and "
                         f"{w.type.shape}", node.name, node.op)
+    # The window attributes, checked once here for Conv and ConvTranspose: one value per
+    # spatial dim (pads two); an empty list means the default.
+    nd = len(x.type.shape) - 2
+    for key, n in (("kernel_shape", nd), ("strides", nd), ("dilations", nd), ("pads", 2 * nd),
+                   ("output_padding", nd), ("output_shape", nd)):
+        v = node.attrs.get(key)
+        if v is not None and len(v) not in (0, n):
+            raise AotcError(f"attribute {key} has {len(v)} values; the input has {nd} spatial "
+                            f"dims (expected {n})", node.name, node.op)
 
 
 def _in_bounds(idx: Expr, size: int, lo_pad: int, hi_pad: int) -> Expr | None:
