@@ -406,7 +406,7 @@ def import_model(model: onnx.ModelProto, input_shapes: Mapping[str, tuple[int, .
 def _check_declared(g: onnx.GraphProto, values: Mapping[str, Value]) -> None:
     """Declared types of graph outputs, value_info and initializer-backed graph inputs agree
     with what aotc computes (the ONNX checker and onnxruntime reject a contradiction): the
-    dtype when set, the rank and every fixed dim when a shape is given."""
+    dtype when set, and the rank when a shape is given."""
     initialized = {t.name for t in g.initializer}
     decls = [("graph output", vi) for vi in g.output]
     decls += [("value_info", vi) for vi in g.value_info]
@@ -422,9 +422,11 @@ def _check_declared(g: onnx.GraphProto, values: Mapping[str, Value]) -> None:
                             f"{_onnx_dtype_name(tt.elem_type)} but is {got.dtype.name}")
         if not tt.HasField("shape"):
             continue
+        # The rank, and the dims of initializers: a stale fixed dim in an output or value_info
+        # declaration is what onnxruntime tolerates (it warns and uses the computed shape).
         dims = [d.dim_value if d.HasField("dim_value") else None for d in tt.shape.dim]
-        if len(dims) != len(got.shape) or any(
-                d is not None and d != s for d, s in zip(dims, got.shape)):
+        if len(dims) != len(got.shape) or (kind == "graph input" and any(
+                d is not None and d != s for d, s in zip(dims, got.shape))):
             shown = ["?" if d is None else d for d in dims]
             raise AotcError(f"{kind} {vi.name!r} is declared with shape {shown} but has shape "
                             f"{list(got.shape)}")

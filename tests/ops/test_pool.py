@@ -178,7 +178,7 @@ def test_same_padding_with_dilation_is_rejected(tmp_path):
 
 
 def test_averagepool_dilations_before_opset19_is_rejected(tmp_path):
-    with pytest.raises(AotcError, match="attribute 'dilations' is not supported"):
+    with pytest.raises(AotcError, match="attribute 'dilations'"):
         _compile(tmp_path, "AveragePool", (1, 1, 7, 7),
                  dict(kernel_shape=[3, 3], dilations=[2, 2]), opset=18)
 

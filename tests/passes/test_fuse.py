@@ -5,10 +5,12 @@ exists when the anchor runs. Fused graphs are also run against onnxruntime."""
 from __future__ import annotations
 
 import numpy as np
+import onnx
 from onnx import helper
 from opcheck import check, make_model, rand
-from pass_helpers import build, expect, node, run_pass
+from pass_helpers import build, expect, node, onnx_model, run_pass
 
+from aotc.frontend.onnx import import_model
 from aotc.passes.fuse import fuse
 
 CONV = "Conv[auto_pad='NOTSET', dilations=[], group=1, kernel_shape=[], pads=[], strides=[]]"
@@ -113,8 +115,10 @@ def test_shape_or_dtype_changes_are_not_fused() -> None:
              node("Add", ["m", "big"], ["y"], "bcast"),      # [2,3] + [4,2,3] -> [4,2,3]
              node("MatMul", ["x", "w"], ["m2"], "mm2"),
              node("Cast", ["m2"], ["y2"], "cast", to=6)]     # float32 -> int32
-    g = build(nodes, {"x": [2, 4]}, ["y", "y2"],
-              {"w": np.ones((4, 3), np.float32), "big": np.ones((4, 2, 3), np.float32)})
+    m = onnx_model(nodes, {"x": [2, 4]}, ["y", "y2"],
+                   {"w": np.ones((4, 3), np.float32), "big": np.ones((4, 2, 3), np.float32)})
+    m.graph.output[1].type.tensor_type.elem_type = onnx.TensorProto.INT32  # y2 is the Cast's
+    g = import_model(m, name="t")
     out = run_pass(fuse, g)
     assert [(n.name, len(n.epilogue)) for n in out.nodes] == \
         [("mm", 0), ("bcast", 0), ("mm2", 0), ("cast", 0)]
