@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Mapping
+import re
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -459,6 +460,47 @@ def _schema(op: str, opset: int, domain: str) -> Any:
         return None
 
 
+def _type_name(type_str: str) -> str:
+    """'tensor(float)' -> 'float32', as aotc's messages name dtypes; other type strings as is."""
+    m = re.fullmatch(r"tensor\((\w+)\)", type_str)
+    if m is None:
+        return type_str
+    return {"float": "float32", "double": "float64"}.get(m.group(1), m.group(1))
+
+
+def _check_type_constraints(pn: onnx.NodeProto, node_name: str, schema: Any,
+                            ins: Sequence[Value | None]) -> None:
+    """Input dtypes are allowed by the schema version in force, and inputs sharing a type
+    parameter have one dtype (the checker and onnxruntime reject anything else)."""
+    if schema is None or not schema.inputs:
+        return
+    allowed = {c.type_param_str: set(c.allowed_type_strs) for c in schema.type_constraints}
+    variadic = onnx.defs.OpSchema.FormalParameterOption.Variadic
+    bound: dict[str, str] = {}
+    for k, v in enumerate(ins):
+        if v is None:
+            continue
+        formal = schema.inputs[min(k, len(schema.inputs) - 1)]
+        if k >= len(schema.inputs) and formal.option != variadic:
+            continue
+        t = f"tensor({onnx.TensorProto.DataType.Name(v.type.dtype.onnx).lower()})"
+        ts = formal.type_str
+        where = f"input {k} ({formal.name}) has type {_type_name(t)}"
+        if ts in allowed:
+            if t not in allowed[ts]:
+                names = ", ".join(sorted(_type_name(a) for a in allowed[ts]))
+                raise AotcError(f"{where}; {pn.op_type}-{schema.since_version} allows {names}",
+                                node_name, pn.op_type)
+            if ts in bound and bound[ts] != t and formal.is_homogeneous:
+                raise AotcError(f"{where}, but another input of type {ts} is "
+                                f"{_type_name(bound[ts])}; they must agree",
+                                node_name, pn.op_type)
+            bound.setdefault(ts, t)
+        elif ts.startswith("tensor(") and ts != t:
+            raise AotcError(f"{where}; {pn.op_type}-{schema.since_version} needs "
+                            f"{_type_name(ts)}", node_name, pn.op_type)
+
+
 # Conv/ConvTranspose/pooling window attributes: one value per spatial dim (pads two), never empty.
 _WINDOW_ATTRS = frozenset({"kernel_shape", "strides", "dilations", "pads", "output_padding",
                            "output_shape"})
@@ -497,6 +539,7 @@ def _convert_node(pn: onnx.NodeProto, node_name: str, opset: int, values: dict[s
     version = schema.since_version if schema is not None else opdef.since
     node = Node(pn.op_type, node_name, tuple(pn.input), tuple(pn.output), attrs, version, domain)
     ins = [_with_known(values[i], known) if i else None for i in node.inputs]
+    _check_type_constraints(pn, node_name, schema, ins)
     opdef.check_attrs(node, [a.name for a in pn.attribute])
     opdef.check_quant_params(node, ins)
     opdef.check(node, ins)

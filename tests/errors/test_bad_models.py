@@ -456,3 +456,36 @@ def test_window_attribute_set_but_empty(op: str, attr: str) -> None:
     with pytest.raises((onnx.checker.ValidationError, onnx.shape_inference.InferenceError)):
         onnx.checker.check_model(m, full_check=True)
     user_error(m, f"node 'n' ({op})", f"attribute {attr} is set but has no values")
+
+
+# ------------------------------------------------------------------- schema type constraints
+@pytest.mark.parametrize("case", ["dq_int64_zero_point", "pad_value_dtype", "resize_uint8_scales",
+                                  "add_mixed_dtypes"])
+def test_input_types_outside_the_schema_are_rejected(case: str, tmp_path: Path) -> None:
+    """Input dtypes the op's schema version does not allow, or inputs sharing a type parameter
+    with different dtypes: the ONNX checker and onnxruntime reject these models; aotc used to
+    compile them with a guess (fuzz accepted-invalid)."""
+    x = vi("x", [1, 2, 4, 4])
+    if case == "dq_int64_zero_point":
+        nodes = [helper.make_node("DequantizeLinear", ["q", "s", "z"], ["y"], name="dq")]
+        ins, inits = [vi("q", [4], TensorProto.INT64)], [const("s", 0.1), const("z", 0, np.int64)]
+        needles = ["'dq'", "(DequantizeLinear)", "int64", "allows"]
+    elif case == "pad_value_dtype":
+        nodes = [helper.make_node("Pad", ["x", "p", "v"], ["y"], name="pd")]
+        ins = [x]
+        inits = [const("p", [0, 0, 1, 1, 0, 0, 1, 1], np.int64), const("v", 1, np.int32)]
+        needles = ["'pd'", "(Pad)", "input 2 (constant_value) has type int32", "float32"]
+    elif case == "resize_uint8_scales":
+        nodes = [helper.make_node("Resize", ["x", "", "sc"], ["y"], name="rs")]
+        ins, inits = [x], [const("sc", [1, 1, 2, 2], np.uint8)]
+        needles = ["'rs'", "(Resize)", "input 2 (scales) has type uint8", "float32"]
+    else:
+        nodes = [helper.make_node("Add", ["x", "c"], ["y"], name="ad")]
+        ins, inits = [x], [const("c", np.ones((1, 2, 4, 4)), np.int32)]
+        needles = ["'ad'", "(Add)", "input 1 (B) has type int32", "float32", "must agree"]
+    m = model(nodes, ins, [vi("y", None)], inits, opset=19)
+    with pytest.raises(onnx.checker.ValidationError):
+        onnx.checker.check_model(m, full_check=True)
+    line = user_error(m, *needles)
+    assert_user_error(compile_cli(save(m, tmp_path / "m.onnx"), tmp_path / "o"), *needles)
+    assert "\n" not in line
