@@ -153,20 +153,42 @@ class IntArith(ConvArith):
             return self.folded_bias[[m]]
         return Cast(B[[m]], I32) if B is not None else Const(0, I32)
 
-    def fold_input_zero_point(self, kb: Any, w: np.ndarray, bias: np.ndarray | None,
-                              axis: int) -> None:
-        """sum (x - zx)(w - zw) = sum x (w - zw) - zx sum (w - zw): the second term is a
-        per-channel constant, folded into the bias at compile time, so the inner loop reads x
-        as it is (CMSIS-NN's trick). Valid when every tap reads the input (no padding)."""
-        if not self.x_zp:
+    def fold_bias(self, kb: Any, w: np.ndarray, bias: np.ndarray | None, axis: int,
+                  x_dtype: DType, fold_zp: bool) -> None:
+        """The int32 bias the accumulator starts from, fixed at compile time from constant
+        weights and bias:
+
+        - with ``fold_zp`` (every tap reads the input: no padding), sum (x - zx)(w - zw) =
+          sum x (w - zw) - zx sum (w - zw), and the second term is a per-channel constant
+          folded into the bias, so the inner loop reads x as it is (CMSIS-NN's trick);
+        - the bias is clamped to [INT32_MIN + bound, INT32_MAX - bound], bound being the
+          largest |sum| the products can reach, so no partial sum overflows int32. A bias
+          outside that range would wrap around in the accumulator (onnxruntime's kernels give
+          the saturated output, as exact arithmetic does); clamped, every output of such a
+          channel still saturates the same way unless the requantisation multiplier is below
+          about 1e-7 (docs/operators.md, Defined results)."""
+        red = tuple(k for k in range(w.ndim) if k != axis)
+        wz = minus_zp(w, self.w_zp, axis)
+        b = np.zeros(wz.sum(axis=red).shape, np.int64) if bias is None else \
+            np.broadcast_to(bias.astype(np.int64).reshape(-1), wz.sum(axis=red).shape)
+        x_zp, folded = self.x_zp, False
+        if fold_zp and x_zp:
+            cand = b - x_zp * wz.sum(axis=red)
+            if np.abs(cand).max(initial=0) < 2 ** 31:
+                b, x_zp, folded = cand, 0, True
+        lo, hi = qrange(x_dtype)
+        xmax = max(abs(lo - x_zp), abs(hi - x_zp))
+        bound = np.abs(wz).sum(axis=red) * xmax
+        top = 2 ** 31 - 1 - bound
+        if (top < 0).any():
+            if folded:  # the clamp cannot help; keep the plain (unfolded) form
+                return
+            top = np.maximum(top, 0)
+        clamped = np.clip(b, -top, top)
+        if not folded and (bias is None or (clamped == b).all()):
             return
-        sums = minus_zp(w, self.w_zp, axis).sum(axis=tuple(k for k in range(w.ndim) if k != axis))
-        b = (np.zeros(sums.shape, np.int64) if bias is None else bias.astype(np.int64))
-        folded = b - self.x_zp * sums
-        if np.abs(folded).max(initial=0) >= 2 ** 31:
-            return
-        self.folded_bias = kb.const("bias", folded.astype(np.int32), I32)
-        self.x_zp = 0
+        self.folded_bias = kb.const("bias", clamped.astype(np.int32), I32)
+        self.x_zp = x_zp
 
     def finish(self, kb: Any, acc: Expr, m: Expr, B: Any = None) -> Expr:
         # The bias already started the accumulator (init).
@@ -230,6 +252,10 @@ class QLinearConv(QuantOp):
     dtypes = QT
     const_inputs = (1, 2, 4, 5, 6, 7)
     onnx_tests = ("test_qlinearconv*",)
+    defined = ("a constant int32 bias is clamped to [INT32_MIN + b, INT32_MAX - b], b the "
+               "largest sum the products can reach, so the int32 accumulator never wraps: "
+               "the output saturates as in exact arithmetic (onnxruntime) unless the "
+               "requantisation multiplier is below about 1e-7")
 
     def reference(self, x: np.ndarray, x_scale: np.ndarray, x_zero_point: np.ndarray,
                   w: np.ndarray, w_scale: np.ndarray, w_zero_point: np.ndarray,
@@ -289,20 +315,19 @@ class QLinearConv(QuantOp):
         lo, hi = act_range(node, out)
         rq = Requant(node.attrs["_real"], node.attrs["_yz"], lo, hi, mode_of(node), out)
         arith = IntArith(node.attrs["_xz"], node.attrs["_wz"], rq)
-        _fold_zp_if_unpadded(node, kb, arith)
+        _fold_bias(node, kb, arith)
         Conv().lower(node, kb, arith)
 
 
-def _fold_zp_if_unpadded(node: Node, kb: Any, arith: IntArith) -> None:
+def _fold_bias(node: Node, kb: Any, arith: IntArith) -> None:
     from aotc.ops.conv import conv_pads
 
     X, w = kb.inputs[0], kb.input_const(1)
     if w is None or (len(kb.inputs) > 2 and kb.input_const(2) is None):
         return
     pb, pe = conv_pads(node, X.shape[2:], w.shape[2:])
-    if any(pb) or any(pe):
-        return
-    arith.fold_input_zero_point(kb, w, kb.input_const(2) if len(kb.inputs) > 2 else None, 0)
+    arith.fold_bias(kb, w, kb.input_const(2) if len(kb.inputs) > 2 else None, 0, X.dtype,
+                    fold_zp=not any(pb) and not any(pe))
 
 
 def _check_conv(node: Node, x: Value | None, w: Value | None) -> None:
@@ -380,6 +405,10 @@ class QLinearMatMul(_MatMulQ):
     dtypes = QT
     const_inputs = (1, 2, 4, 5, 6, 7)
     onnx_tests = ("test_qlinearmatmul*",)
+    defined = ("a constant int32 bias is clamped to [INT32_MIN + b, INT32_MAX - b], b the "
+               "largest sum the products can reach, so the int32 accumulator never wraps: "
+               "the output saturates as in exact arithmetic (onnxruntime) unless the "
+               "requantisation multiplier is below about 1e-7")
 
     def reference(self, a: np.ndarray, a_scale: np.ndarray, a_zero_point: np.ndarray,
                   b: np.ndarray, b_scale: np.ndarray, b_zero_point: np.ndarray,
@@ -438,7 +467,8 @@ class QLinearMatMul(_MatMulQ):
         arith = IntArith(node.attrs["_xz"], node.attrs["_wz"], rq)
         w = kb.input_const(1)
         if w is not None and w.ndim == 2 and (bias is None or kb.input_const(2) is not None):
-            arith.fold_input_zero_point(kb, w, kb.input_const(2) if bias is not None else None, 1)
+            arith.fold_bias(kb, w, kb.input_const(2) if bias is not None else None, 1,
+                            kb.inputs[0].dtype, fold_zp=True)
         MatMul().lower(node, kb, arith, bias)
 
 

@@ -141,7 +141,10 @@ class _Rewriter:
                                else bs.reshape(-1).shape)
         if np.allclose(have, want, rtol=1e-6, atol=0):
             return b.inputs[0]
-        scaled = np.rint(data.astype(np.float64) * have / want).astype(np.int32)
+        # Saturated to int32 (the kernel's accumulator clamps a bias this large further: see
+        # IntArith.fold_bias); a plain cast of an out-of-range float is undefined.
+        scaled = np.clip(np.rint(data.astype(np.float64) * have / want),
+                         -2.0 ** 31, 2.0 ** 31 - 1).astype(np.int32)
         name = f"{b.inputs[0]}__for_{like.name}"
         self.g.values[name] = Value(name, TensorType(scaled.shape, dtypes.int32), scaled)
         return name

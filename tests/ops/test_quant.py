@@ -405,3 +405,36 @@ def test_qdq_becomes_integer_kernels(kind, mode, tmp_path):
     assert_lsb(got, want)
     ops = {n.op for n in bundle.compilation.graph.nodes}
     assert not ops & banned, f"float ops left: {ops & banned}"
+
+
+@pytest.mark.parametrize("mode", ["onnx", "tflite"])
+@pytest.mark.parametrize("kind", ["conv_relu", "conv_unpadded", "fc"])
+def test_qdq_extreme_int32_bias_saturates(kind, mode, tmp_path):
+    """A bias near INT32_MAX/INT32_MIN: the exact sum (onnxruntime dequantises and computes in
+    float) saturates the output; an int32 accumulator that started from it would wrap to the
+    other end. aotc clamps the constant bias so it cannot (docs/operators.md, Defined
+    results). conv_relu's bias has another scale than x_scale * w_scale and is rescaled at
+    compile time (saturating to int32); conv_unpadded also folds the input zero point into the
+    bias."""
+    model, feeds, banned = _qdq_model("fc" if kind == "fc" else "conv_relu")
+    for init in model.graph.initializer:
+        if init.name == "b":
+            b = numpy_helper.to_array(init).copy()
+            b[:4] = [2 ** 31 - 1, -2 ** 31, 2 ** 31 - 300, -2 ** 31 + 300]
+            init.CopyFrom(numpy_helper.from_array(b, "b"))
+    if kind == "conv_unpadded":  # and bias scale = x_scale * w_scale: the bias is used as is
+        for n in model.graph.node:
+            if n.op_type == "Conv":
+                del n.attribute[:]
+        inits = {i.name: i for i in model.graph.initializer}
+        bs = np.float32(0.05) * numpy_helper.to_array(inits["ws"])
+        inits["bs"].CopyFrom(numpy_helper.from_array(bs.astype(np.float32), "bs"))
+    got, want, bundle = run_both(model, feeds, tmp_path, mode, boards=True)
+    assert_lsb(got, want)
+    ops = {n.op for n in bundle.compilation.graph.nodes}
+    assert not ops & banned, f"float ops left: {ops & banned}"
+    lo, hi = np.iinfo(np.int8).min, np.iinfo(np.int8).max
+    chan = want[0, :4] if kind != "fc" else want[0, :4, None, None]
+    assert (chan[0] == hi).all() and (chan[2] == hi).all(), "the test needs saturated channels"
+    floor = lo if kind == "fc" else 3  # Relu: the output zero point
+    assert (chan[1] == floor).all() and (chan[3] == floor).all()
