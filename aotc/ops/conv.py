@@ -387,20 +387,24 @@ class ConvTranspose(OpDef):
         mg, cg = W.shape[1], X.shape[1] // group
         f32 = X.dtype
         with kb.loops(Y.shape, ["n", "m"] + [f"o{k}" for k in range(nd)]) as (n, m, *o):
-            # The bias is added after the sum, as the definition writes it.
+            # The bias is added after the sum, as the definition writes it. The sum runs in
+            # onnxruntime's order (GEMM, then col2im): per kernel tap, the sum over input
+            # channels, and the taps added in order; a different order differs where float
+            # overflow makes the result depend on it (inf - inf).
             acc = kb.local(Const(0.0, f32), "acc", f32)
             gi = m // mg
-            with kb.loop(cg, "c") as c:
-                ic = gi * cg + c
-                self._window(kb, 0, X, W, n, m - gi * mg, ic, o, [], [], pb, s, d, acc)
+            self._window(kb, 0, X, W, n, m - gi * mg, gi * cg, cg, o, [], [], pb, s, d, acc)
             kb.store_output([n, m, *o], acc + B[m] if B is not None else acc)
 
-    def _window(self, kb: Any, dim: int, X: Any, W: Any, n: Expr, mw: Expr, ic: Expr,
-                o: list[Expr], ii: list[Expr], kk: list[Expr], pb: list[int], s: list[int],
-                d: list[int], acc: Any) -> None:
+    def _window(self, kb: Any, dim: int, X: Any, W: Any, n: Expr, mw: Expr, ic0: Expr,
+                cg: int, o: list[Expr], ii: list[Expr], kk: list[Expr], pb: list[int],
+                s: list[int], d: list[int], acc: Any) -> None:
         nd = len(X.shape) - 2
         if dim == nd:
-            kb.assign(acc, acc + X[[n, ic, *ii]] * W[[ic, mw, *kk]])
+            part = kb.local(Const(0.0, X.dtype), "part", X.dtype)
+            with kb.loop(cg, "c") as c:
+                kb.assign(part, part + X[[n, ic0 + c, *ii]] * W[[ic0 + c, mw, *kk]])
+            kb.assign(acc, acc + part)
             return
         with kb.loop(W.shape[2 + dim], f"k{dim}", unroll=True) as k:
             num = kb.local(o[dim] + pb[dim] - k * d[dim], f"t{dim}")
@@ -410,6 +414,7 @@ class ConvTranspose(OpDef):
             iv = num // s[dim] if s[dim] > 1 else num
             conds.append(cmp("lt", iv, X.shape[2 + dim]))
             with kb.if_(land(*conds)):
-                self._window(kb, dim + 1, X, W, n, mw, ic, o, ii + [iv], kk + [k], pb, s, d, acc)
+                self._window(kb, dim + 1, X, W, n, mw, ic0, cg, o, ii + [iv], kk + [k], pb, s,
+                             d, acc)
 
 

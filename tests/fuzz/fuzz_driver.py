@@ -131,6 +131,9 @@ def _died(stage: str, invalid: str, what: str, sig: str) -> tuple[str, str]:
     if stage == "reference":  # the outputs already differed from onnxruntime's
         return "wrong-result", f"outputs differ from onnxruntime (the ONNX reference evaluator " \
                                f"{what}, {sig})"
+    if stage == "fma":
+        return "wrong-result", f"outputs differ from onnxruntime (the fused multiply-add " \
+                               f"build {what}, {sig})"
     where = {"compile": "in the compiler", "build": "building or loading the bundle",
              "run": "in the generated C"}.get(stage, stage)
     return ("hang" if what == "timed out" else "crash"), f"{what} {where} ({sig})"
@@ -261,10 +264,11 @@ def run(seed: int, cases: int, jobs: int, out: Path, timeout: float = 60.0, star
     return ordered
 
 
-COLUMNS = ["user-error", "ok-verified", "ok-ort-rejects", "ok-ort-nonfinite", "ok-unrun",
-           *FINDINGS]
+COLUMNS = ["user-error", "ok-verified", "ok-ort-rejects", "ok-ort-nonfinite", "ok-fp-contract",
+           "ok-unrun", *FINDINGS]
 SHORT = {"user-error": "user-err", "ok-verified": "ok-verif", "ok-ort-rejects": "ok-ortrej",
-         "ok-unrun": "ok-unrun", "ok-ort-nonfinite": "ok-ortnan", "traceback": "traceback",
+         "ok-unrun": "ok-unrun", "ok-ort-nonfinite": "ok-ortnan", "ok-fp-contract": "ok-fma",
+         "traceback": "traceback",
          "multi-line-error": "multiline",
          "crash": "crash", "hang": "hang", "build-failure": "build", "wrong-result": "wrong",
          "accepted-invalid": "acc-inval", "fuzzer-error": "fuzz-err"}

@@ -19,6 +19,12 @@ only in elements where the reference's value is NaN or infinite, the case is "ok
 not a finding: onnxruntime's GRU/LSTM kernels, for one, give finite outputs where an infinite
 weight meets a zero state (inf * 0 is NaN in IEEE arithmetic, in the ONNX formulas as written).
 
+Fused multiply-add (FMA_RULE): onnxruntime's and numpy's matrix kernels fuse a * b + c on CPUs
+that have FMA; aotc's C99 rounds each product (the same result on every board). Where a product
+overflows float32 and meets an infinity, the unfused sum is NaN and the fused one +-inf. When the
+outputs differ and the same bundle, built again with fused multiply-add (AOTC_HOST_FMA=1), matches
+onnxruntime, the case is "ok-fp-contract", not a finding (docs/floating-point.md).
+
 Models onnxruntime refuses: when aotc builds a bundle for a model onnxruntime rejects (at load or
 at run time), that is fine only if ``onnx.checker.check_model(full_check=True)`` accepts the
 model (onnxruntime lacks a kernel or a type, say); otherwise aotc "accepted an invalid model".
@@ -55,6 +61,7 @@ OUTCOMES = {
     "ok-ort-rejects": False,   # built; onnxruntime rejects (or crashes on) a checker-valid model
     "ok-unrun": False,         # built; inputs or arena too large to run on the host
     "ok-ort-nonfinite": False,  # matches the ONNX reference; onnxruntime differs only at NaN/inf
+    "ok-fp-contract": False,   # differs only as fused multiply-add would (FMA_RULE)
     "traceback": True,         # exit 3 (internal error) or any other exit status
     "multi-line-error": True,  # exit 2 but not exactly one 'aotc: error:' line
     "crash": True,             # a signal in the compiler or in the generated C
@@ -226,9 +233,49 @@ def run_case(case_dir: Path, input_seed: int, emit: Any) -> dict[str, Any]:
     if diff:
         emit({"stage": "reference"})
         side, ort_fault = second_opinion(model, feeds, got, want, quantised)
-        return {"outcome": "ok-ort-nonfinite" if ort_fault else "wrong-result",
-                "message": _line(f"{diff}; {side}")}
+        if ort_fault:
+            return {"outcome": "ok-ort-nonfinite", "message": _line(f"{diff}; {side}")}
+        emit({"stage": "fma"})
+        if fused_build_matches(bundle, feeds, want, quantised):
+            return {"outcome": "ok-fp-contract", "message": _line(
+                f"{diff}; {side}; the same C built with fused multiply-add matches")}
+        return {"outcome": "wrong-result", "message": _line(f"{diff}; {side}")}
     return {"outcome": "ok-verified", "message": ""}
+
+
+def fused_build_matches(bundle: Path, feeds: dict[str, np.ndarray],
+                        want: dict[str, np.ndarray], quantised: bool) -> bool:
+    """FMA_RULE: the bundle built again with fused multiply-add (AOTC_HOST_FMA=1) matches
+    onnxruntime. Only on a CPU with FMA, and only when the unfused result has a NaN or an
+    infinity the fused one does not: the difference is then contraction alone (a product that
+    overflows float32 and meets an infinity), not a wrong kernel."""
+    from aotc.host import Runner
+
+    if not _cpu_has_fma():
+        return False
+    old = os.environ.get("AOTC_HOST_FMA")
+    os.environ["AOTC_HOST_FMA"] = "1"
+    try:
+        fused = Runner(bundle).run(feeds)
+    except Exception:  # noqa: BLE001 - no verdict from this build
+        return False
+    finally:
+        if old is None:
+            del os.environ["AOTC_HOST_FMA"]
+        else:
+            os.environ["AOTC_HOST_FMA"] = old
+    return compare(fused, want, quantised) == ""
+
+
+def _cpu_has_fma() -> bool:
+    import platform
+
+    if platform.machine() not in ("x86_64", "AMD64"):
+        return platform.machine() in ("aarch64", "arm64")
+    try:
+        return " fma " in Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
 
 
 def second_opinion(model_path: Path, feeds: dict[str, np.ndarray], got: dict[str, np.ndarray],
