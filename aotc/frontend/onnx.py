@@ -375,7 +375,7 @@ def import_model(model: onnx.ModelProto, input_shapes: Mapping[str, tuple[int, .
     for vi in inputs:
         values[vi.name] = Value(vi.name, _tensor_type(vi, input_shapes))
 
-    _check_supported(g.node, opset)
+    _check_supported(g.node, opset, {o.domain for o in model.opset_import})
     nodes: list[Node] = []
     known: dict[str, np.ndarray] = {}  # compile-time values of non-constant node outputs
     used_names: set[str] = set()
@@ -424,18 +424,24 @@ def _check_declared(g: onnx.GraphProto, values: Mapping[str, Value]) -> None:
         if not tt.HasField("shape"):
             continue
         # The rank, and the dims of initializers: a stale fixed dim in an output or value_info
-        # declaration is what onnxruntime tolerates (it warns and uses the computed shape).
+        # declaration is what onnxruntime tolerates (it warns and uses the computed shape),
+        # except one that the model computes as empty (a dim of 0 declared non-zero: a broken
+        # model, on which onnxruntime's kernels may crash).
         dims = [d.dim_value if d.HasField("dim_value") else None for d in tt.shape.dim]
-        if len(dims) != len(got.shape) or (kind == "graph input" and any(
-                d is not None and d != s for d, s in zip(dims, got.shape))):
+        if len(dims) != len(got.shape) or any(
+                d is not None and d != s and (kind == "graph input" or s == 0)
+                for d, s in zip(dims, got.shape)):
             shown = ["?" if d is None else d for d in dims]
             raise AotcError(f"{kind} {vi.name!r} is declared with shape {shown} but has shape "
                             f"{list(got.shape)}")
 
 
-def _check_supported(nodes: Any, opset: int) -> None:
+def _check_supported(nodes: Any, opset: int, imported: set[str]) -> None:
     bad: dict[str, list[str]] = {}
     for pn in nodes:
+        if pn.domain not in imported:  # the ONNX checker's rule ("" and "ai.onnx" are two names)
+            raise AotcError(f"no opset import for domain {pn.domain!r}", pn.name or "?",
+                            pn.op_type)
         if pn.op_type == "Constant" and pn.domain in _DEFAULT_DOMAINS:
             continue
         domain = "" if pn.domain in _DEFAULT_DOMAINS else pn.domain
@@ -506,6 +512,36 @@ _WINDOW_ATTRS = frozenset({"kernel_shape", "strides", "dilations", "pads", "outp
                            "output_shape"})
 
 
+# Where the weight of a convolution is (its spatial dims are the kernel's).
+_WEIGHT_INPUT = {"Conv": 1, "ConvTranspose": 1, "ConvInteger": 1, "DeformConv": 1,
+                 "QLinearConv": 3}
+
+
+def _check_window(pn: onnx.NodeProto, node_name: str, schema: Any, attrs: dict[str, Any],
+                  ins: Sequence[Value | None]) -> None:
+    """Convolution and pooling windows: kernel_shape, strides and dilations positive, pads and
+    output_padding not negative (the ONNX checker's rules), and a convolution's kernel_shape
+    equal to its weight's spatial dims (onnxruntime's)."""
+    if schema is None or "kernel_shape" not in schema.attributes:
+        return
+    for name, least in (("kernel_shape", 1), ("strides", 1), ("dilations", 1), ("pads", 0),
+                        ("output_padding", 0)):
+        vals = attrs.get(name)
+        if isinstance(vals, (list, tuple)) and any(int(v) < least for v in vals):
+            what = "positive" if least else "non-negative"
+            raise AotcError(f"attribute {name} = {list(vals)} must be {what}", node_name,
+                            pn.op_type)
+    k = _WEIGHT_INPUT.get(pn.op_type)
+    ks = attrs.get("kernel_shape")
+    if k is None or not ks or k >= len(ins) or ins[k] is None:
+        return
+    spatial = tuple(ins[k].type.shape[2:])  # type: ignore[union-attr]
+    # (a kernel_shape of another length is the op's check: one value per spatial dim)
+    if len(ks) == len(spatial) and tuple(int(v) for v in ks) != spatial:
+        raise AotcError(f"kernel_shape {list(ks)} does not match the weight's spatial dims "
+                        f"{list(spatial)}", node_name, pn.op_type)
+
+
 def _convert_node(pn: onnx.NodeProto, node_name: str, opset: int, values: dict[str, Value],
                   known: dict[str, np.ndarray]) -> Node:
     domain = _domain(pn)
@@ -540,6 +576,7 @@ def _convert_node(pn: onnx.NodeProto, node_name: str, opset: int, values: dict[s
     node = Node(pn.op_type, node_name, tuple(pn.input), tuple(pn.output), attrs, version, domain)
     ins = [_with_known(values[i], known) if i else None for i in node.inputs]
     _check_type_constraints(pn, node_name, schema, ins)
+    _check_window(pn, node_name, schema, attrs, ins)
     opdef.check_attrs(node, [a.name for a in pn.attribute])
     opdef.check_quant_params(node, ins)
     opdef.check(node, ins)

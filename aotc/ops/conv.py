@@ -9,10 +9,11 @@ from typing import Any
 
 import numpy as np
 
+from aotc import dtypes
 from aotc.dtypes import DType
 from aotc.errors import AotcError
 from aotc.ir.graph import Node, TensorType, Value
-from aotc.lower.loop_ir import Const, Expr, cmp, land
+from aotc.lower.loop_ir import Const, Expr, cmp, land, select
 from aotc.ops import OpDef, register
 
 TILE_M = 8  # output channels computed together (accumulators sharing each input load)
@@ -68,6 +69,30 @@ def _in_bounds(idx: Expr, size: int, lo_pad: int, hi_pad: int) -> Expr | None:
     if hi_pad > 0 or lo_pad < 0:
         conds.append(cmp("lt", idx, size))
     return land(*conds) if conds else None
+
+
+def padded_nan_mask(w: np.ndarray | None, group: int, in_sp: Sequence[int],
+                    out_sp: Sequence[int], pb: Sequence[int], s: Sequence[int],
+                    d: Sequence[int]) -> np.ndarray | None:
+    """The outputs (m, o...) that the definition makes NaN although aotc's kernels skip the
+    padding: a tap in the zero padding contributes 0 * w, which is NaN when w is inf or NaN
+    (onnxruntime's im2col does compute it). None when no output is affected (finite weights,
+    the usual case). Compile time only: the weights are constants."""
+    if w is None or w.dtype.kind != "f" or np.isfinite(w).all():
+        return None
+    bad = ~np.isfinite(w).all(axis=1)  # (M, k...): some channel's weight at the tap
+    mask = np.zeros((w.shape[0], *out_sp), bool)
+    for kidx in np.ndindex(*w.shape[2:]):
+        hits = bad[(slice(None), *kidx)]
+        if not hits.any():
+            continue
+        padded = np.zeros(tuple(out_sp), bool)
+        for dim, (o_n, i_n) in enumerate(zip(out_sp, in_sp)):
+            pos = np.arange(o_n) * s[dim] + kidx[dim] * d[dim] - pb[dim]
+            out = (pos < 0) | (pos >= i_n)
+            padded |= out.reshape([-1 if k == dim else 1 for k in range(len(out_sp))])
+        mask |= hits.reshape((-1,) + (1,) * len(out_sp)) & padded
+    return mask if mask.any() else None
 
 
 class ConvArith:
@@ -188,13 +213,14 @@ class Conv(OpDef):
         s, d = _spatial_attrs(node, nd)
         cg = W.shape[1]
         acc_t = arith.acc
+        nan_at = self._padded_nan(node, kb, Y.shape[2:], pb, s, d)
         with kb.loops(Y.shape, ["n", "m"] + [f"o{k}" for k in range(nd)]) as (n, m, *o):
             acc = kb.local(arith.init(B, m), "acc", acc_t)
             with kb.loop(cg, "c") as c:
                 ic = (m // m_per_g) * cg + c if node.attrs["group"] > 1 else c
                 self._window(kb, 0, nd, X, lambda kk, c=c, m=m: arith.w(kb, W[[m, c, *kk]], m),
                              n, ic, o, [], [], pb, pe, s, d, [acc], in_sp, k_sp, arith)
-            kb.store_output([n, m, *o], arith.finish(kb, acc, m, B))
+            kb.store_output([n, m, *o], arith.finish(kb, nan_at(acc, m, o), m, B))
 
     def _lower_tiled(self, node: Node, kb: Any, X: Any, W: Any, B: Any,
                      arith: ConvArith) -> None:
@@ -224,6 +250,7 @@ class Conv(OpDef):
                 parts.append(wg[full * tile:].transpose(1, 2, 0).reshape(-1))
         packed = kb.const("wpack", np.concatenate(parts), arith.wdtype(W.dtype, w))
         per_group = mg * cg * kprod
+        nan_at = self._padded_nan(node, kb, Y.shape[2:], pb, s, d)
         kstrides = [int(np.prod(k_sp[i + 1:], dtype=np.int64)) for i in range(nd)]
         acc_t = arith.acc
 
@@ -254,10 +281,12 @@ class Conv(OpDef):
                     with kb.loop(width, "j", unroll=True) as j:
                         kb.store(res, [j], acc[[j]])
                     with kb.loop(width, "j") as j:
-                        kb.store_output([n, m0 + j, *o], arith.finish(kb, res[[j]], m0 + j, B))
+                        kb.store_output([n, m0 + j, *o],
+                                        arith.finish(kb, nan_at(res[[j]], m0 + j, o), m0 + j, B))
                 else:
                     with kb.loop(width, "j", unroll=kb.unroll_tiles) as j:
-                        kb.store_output([n, m0 + j, *o], arith.finish(kb, acc[[j]], m0 + j, B))
+                        kb.store_output([n, m0 + j, *o],
+                                        arith.finish(kb, nan_at(acc[[j]], m0 + j, o), m0 + j, B))
 
         with kb.loop(Y.shape[0], "n") as n:
             with kb.loop(group, "g") as gi:
@@ -271,6 +300,27 @@ class Conv(OpDef):
                     with kb.block():
                         block(n, gi, gi * mg + full * tile,
                               gbase + full * tile * cg * kprod, rest)
+
+    def _padded_nan(self, node: Node, kb: Any, out_sp: Sequence[int], pb: Sequence[int],
+                    s: Sequence[int], d: Sequence[int]) -> Any:
+        """``nan_at(acc, m, o)``: the sum, or NaN where padded_nan_mask says the definition
+        gives NaN (a compile-time table, emitted only for weights with inf/NaN and padding)."""
+        X = kb.inputs[0]
+        mask = padded_nan_mask(kb.input_const(1), node.attrs["group"], X.shape[2:], out_sp,
+                               pb, s, d)
+        if mask is None:
+            return lambda acc, m, o: acc
+        table = kb.const("padnan", mask.astype(np.uint8), dtypes.uint8)
+        strides = [int(np.prod(mask.shape[k + 1:], dtype=np.int64)) for k in range(mask.ndim)]
+
+        def nan_at(acc: Expr, m: Expr, o: Sequence[Expr]) -> Expr:
+            flat: Expr = m * strides[0]
+            for ov, st in zip(o, strides[1:]):
+                flat = flat + ov * st
+            return select(cmp("ne", table.flat(flat), 0), Const(float("nan"), X.dtype), acc,
+                          X.dtype)
+
+        return nan_at
 
     def _window(self, kb: Any, dim: int, nd: int, X: Any, wget: Any, n: Expr, ic: Expr,
                 o: list[Expr], ii: list[Expr], kk: list[Expr], pb: list[int], pe: list[int],

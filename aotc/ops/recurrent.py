@@ -118,6 +118,8 @@ class _Recurrent(OpDef):
         """(seq_length, batch, input_size, hidden_size)."""
         if len(x_shape) != 3:
             raise AotcError(f"X has rank {len(x_shape)}; expected 3", node.name, node.op)
+        if len(r_shape) != 3:
+            raise AotcError(f"R has rank {len(r_shape)}; expected 3", node.name, node.op)
         layout = int(node.attrs.get("layout", 0) or 0)
         s, b = (x_shape[1], x_shape[0]) if layout == 1 else (x_shape[0], x_shape[1])
         h = int(r_shape[-1])

@@ -26,6 +26,8 @@ CT_MODES_11 = ("half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric"
 CT_MODES_13 = CT_MODES_11[:-1]
 CT_MODES_19 = (*CT_MODES_13, "half_pixel_symmetric")
 RESIZE_DTYPES = ("float32", "int8", "uint8", "int32")
+# The compile-time (out x in) matrix of one axis, in entries (float64): 128 MiB.
+MAX_PLAN_ENTRIES = 1 << 24
 
 
 @dataclass(frozen=True)
@@ -157,8 +159,8 @@ def resize_plan(node: Node, shape: Sequence[int], roi: np.ndarray | None,
     scale = [1.0] * r
     out = list(shape)
     if sc is not None:
-        if min(sc) <= 0:
-            raise err(f"scales={sc} must be > 0")
+        if not all(math.isfinite(v) and v > 0 for v in sc):
+            raise err(f"scales={sc} must be finite and > 0")
         for a, s in zip(axes, sc):
             scale[a], out[a] = s, int(s * shape[a])
     else:
@@ -195,6 +197,10 @@ def resize_plan(node: Node, shape: Sequence[int], roi: np.ndarray | None,
             continue
         if shape[a] == 0:
             raise err(f"cannot resize the empty axis {a}")
+        if shape[a] * out[a] > MAX_PLAN_ENTRIES:
+            raise err(f"axis {a}: resizing {shape[a]} to {out[a]} needs a {out[a]}x{shape[a]} "
+                      f"interpolation table at compile time; aotc supports up to "
+                      f"{MAX_PLAN_ENTRIES} entries per axis")
         plans[a] = axis_plan(shape[a], out[a], scale[a], roi_of.get(a), attrs)
     return ResizePlan(tuple(out), plans, float(attrs.get("extrapolation_value", 0.0)))
 

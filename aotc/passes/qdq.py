@@ -129,22 +129,33 @@ class _Rewriter:
         self.cons = self.g.consumers()
 
     def bias_input(self, b: Node, x: Node, w: Node, like: Node) -> str:
-        """The int32 bias as the kernel wants it: scaled by x_scale * w_scale. TFLite's biases
-        are; any other bias scale is rescaled at compile time (rounded)."""
+        """The int32 bias as the kernel wants it: zero point 0, scaled by x_scale * w_scale.
+        TFLite's biases are; a bias zero point is subtracted with int32 wrap-around (as
+        DequantizeLinear computes it, docs/operators.md) and any other bias scale is
+        rescaled at compile time (rounded)."""
         bs = self.const(b.inputs[1])
         ws = self.const(w.inputs[1])
         data = self.const(b.inputs[0])
         assert bs is not None and ws is not None and data is not None
+        bz = self.const(b.inputs[2]) if len(b.inputs) > 2 and b.inputs[2] else None
         sx, _ = self.qparams(x)
         want = np.float64(sx) * ws.astype(np.float64).reshape(-1)
         have = np.broadcast_to(bs.astype(np.float64).reshape(-1), want.shape if want.size > 1
                                else bs.reshape(-1).shape)
-        if np.allclose(have, want, rtol=1e-6, atol=0):
+        zero_zp = bz is None or not np.asarray(bz).any()
+        same_scale = bool(np.allclose(have, want, rtol=1e-6, atol=0))
+        if zero_zp and same_scale:
             return b.inputs[0]
-        # Saturated to int32 (the kernel's accumulator clamps a bias this large further: see
-        # IntArith.fold_bias); a plain cast of an out-of-range float is undefined.
-        scaled = np.clip(np.rint(data.astype(np.float64) * have / want),
-                         -2.0 ** 31, 2.0 ** 31 - 1).astype(np.int32)
+        if not zero_zp:
+            diff = data.astype(np.int64).reshape(-1) - np.asarray(bz, np.int64).reshape(-1)
+            data = ((diff + 2 ** 31) % 2 ** 32 - 2 ** 31).astype(np.int32)
+        if same_scale:
+            scaled = data.astype(np.int32)
+        else:
+            # Saturated to int32 (the kernel's accumulator clamps a bias this large further:
+            # IntArith.fold_bias); a plain cast of an out-of-range float is undefined.
+            scaled = np.clip(np.rint(data.astype(np.float64) * have / want),
+                             -2.0 ** 31, 2.0 ** 31 - 1).astype(np.int32)
         name = f"{b.inputs[0]}__for_{like.name}"
         self.g.values[name] = Value(name, TensorType(scaled.shape, dtypes.int32), scaled)
         return name

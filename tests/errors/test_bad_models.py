@@ -489,3 +489,84 @@ def test_input_types_outside_the_schema_are_rejected(case: str, tmp_path: Path) 
     line = user_error(m, *needles)
     assert_user_error(compile_cli(save(m, tmp_path / "m.onnx"), tmp_path / "o"), *needles)
     assert "\n" not in line
+
+
+# ------------------------------------------------------------- the 5,000-case run's findings
+def _conv_with(attrs: dict[str, Any], op: str = "Conv") -> onnx.ModelProto:
+    w = np.ones((2, 2, 3, 3), np.float32)
+    return model([helper.make_node(op, ["x", "w"], ["y"], name="cv", **attrs)],
+                 [vi("x", [1, 2, 6, 6])], [vi("y", None)], [const("w", w)])
+
+
+@pytest.mark.parametrize("op, attrs, needle", [
+    ("Conv", {"kernel_shape": [3, 2]}, "kernel_shape [3, 2] does not match the weight's "
+                                       "spatial dims [3, 3]"),
+    ("ConvTranspose", {"kernel_shape": [1, 2]}, "kernel_shape [1, 2] does not match"),
+    ("Conv", {"kernel_shape": [0, 3]}, "attribute kernel_shape = [0, 3] must be positive"),
+    ("Conv", {"strides": [1, 0]}, "attribute strides = [1, 0] must be positive"),
+    ("ConvTranspose", {"strides": [2, 0]}, "attribute strides = [2, 0] must be positive"),
+    ("Conv", {"dilations": [-1, 1]}, "attribute dilations = [-1, 1] must be positive"),
+    ("Conv", {"pads": [-1, 0, 0, 0]}, "attribute pads = [-1, 0, 0, 0] must be non-negative"),
+    ("MaxPool", {"kernel_shape": [2, -2]}, "attribute kernel_shape = [2, -2] must be positive"),
+])
+def test_window_attributes_the_checker_rejects(op: str, attrs: dict[str, Any], needle: str,
+                                               tmp_path: Path) -> None:
+    """The ONNX checker rejects these windows and onnxruntime refuses them; aotc used to
+    ignore kernel_shape (taking the weight's) or compute with a zero stride."""
+    if op == "MaxPool":
+        m = model([helper.make_node(op, ["x"], ["y"], name="cv", **attrs)],
+                  [vi("x", [1, 2, 6, 6])], [vi("y", None)])
+    else:
+        m = _conv_with(attrs, op)
+    with pytest.raises(Exception):
+        onnx.checker.check_model(m, full_check=True)
+    assert_user_error(compile_cli(save(m, tmp_path / "m.onnx"), tmp_path / "o"), "'cv'",
+                      f"({op})", needle)
+
+
+def test_a_domain_needs_its_opset_import(tmp_path: Path) -> None:
+    """'ai.onnx' and '' name the same operator set, but the checker and onnxruntime want an
+    opset import for the name a node uses."""
+    m = model([helper.make_node("Relu", ["x"], ["y"], name="r", domain="ai.onnx")],
+              [vi("x", [2, 3])], [vi("y", None)])
+    assert_user_error(compile_cli(save(m, tmp_path / "m.onnx"), tmp_path / "o"), "'r'",
+                      "(Relu)", "no opset import for domain 'ai.onnx'")
+    m.opset_import.append(helper.make_opsetid("ai.onnx", 17))
+    agrees_with_onnxruntime(m, tmp_path)
+
+
+@pytest.mark.parametrize("scales, needle", [
+    ([1, 1, np.inf, 2], "must be finite and > 0"),
+    ([1, 1, 1e38, 1], "interpolation table"),
+])
+def test_resize_scales_that_cannot_be_planned(scales: list[float], needle: str,
+                                              tmp_path: Path) -> None:
+    m = model([helper.make_node("Resize", ["x", "", "sc"], ["y"], name="rs", mode="linear")],
+              [vi("x", [1, 1, 4, 4])], [vi("y", None)], [const("sc", scales)])
+    assert_user_error(compile_cli(save(m, tmp_path / "m.onnx"), tmp_path / "o"), "'rs'",
+                      "(Resize)", needle)
+
+
+def test_resize_of_a_huge_axis_is_refused_before_allocating(tmp_path: Path) -> None:
+    """A 65536 -> 131072 axis would need a 64 GiB compile-time table (a MemoryError before)."""
+    m = model([helper.make_node("Resize", ["x", "", "sc"], ["y"], name="rs", mode="nearest")],
+              [vi("x", [1, 1, 2, 65536])], [vi("y", None)], [const("sc", [1, 1, 1, 2])])
+    assert_user_error(compile_cli(save(m, tmp_path / "m.onnx"), tmp_path / "o"), "'rs'",
+                      "(Resize)", "resizing 65536 to 131072")
+
+
+def test_gru_with_a_scalar_recurrence_weight(tmp_path: Path) -> None:
+    m = model([helper.make_node("GRU", ["x", "w", "r"], ["y"], name="g", hidden_size=2)],
+              [vi("x", [1, 1, 3])], [vi("y", None)],
+              [const("w", np.ones((1, 6, 3))), const("r", 0.5)])
+    assert_user_error(compile_cli(save(m, tmp_path / "m.onnx"), tmp_path / "o"), "'g'",
+                      "(GRU)", "R has rank 0; expected 3")
+
+
+def test_an_output_declared_non_empty_that_is_computed_empty(tmp_path: Path) -> None:
+    """A stale declared dim is tolerated (onnxruntime warns and runs), but not a declared
+    non-zero dim that the model computes as 0: onnxruntime's kernels crash on such models."""
+    m = model([helper.make_node("Relu", ["x"], ["y"], name="r")],
+              [vi("x", [1, 0, 4])], [vi("y", [1, 1, 4])])
+    assert_user_error(compile_cli(save(m, tmp_path / "m.onnx"), tmp_path / "o"),
+                      "graph output 'y' is declared with shape [1, 1, 4] but has shape [1, 0, 4]")

@@ -78,6 +78,31 @@ def test_conv_bias_added_after_the_sum(op: str, channels: int) -> None:
     _compare(model, {"x": x})
 
 
+@pytest.mark.parametrize("kind", ["plain", "tiled", "depthwise"])
+def test_conv_padding_times_infinite_weight_is_nan(kind: str) -> None:
+    """A tap in the zero padding contributes 0 * w, NaN when w is inf or NaN (the definition;
+    onnxruntime's im2col computes it). aotc's kernels skip padded taps, and a compile-time
+    table marks the outputs this makes NaN (only built for non-finite weights)."""
+    rng = np.random.default_rng(3)
+    m, c, group = {"plain": (1, 2, 1), "tiled": (9, 2, 1), "depthwise": (3, 3, 3)}[kind]
+    x = rng.uniform(-1, 1, (1, c, 5, 5)).astype(np.float32)
+    w = rng.uniform(-1, 1, (m, c // group, 3, 3)).astype(np.float32)
+    w[0, 0, 0, 0] = np.inf       # NaN wherever the top-left tap is in the padding
+    if m > 1:
+        w[m - 1, -1, 2, 1] = np.nan  # channel m-1 NaN everywhere (NaN times any input)
+    b = rng.uniform(-1, 1, m).astype(np.float32)
+    model = make_model([helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1],
+                                         group=group),
+                        helper.make_node("Clip", ["c", "lo", "hi"], ["y"])],
+                       {"x": x}, {"y": (np.float32, None)},
+                       {"w": w, "b": b, "lo": np.float32(-6), "hi": np.float32(6)})
+    want = ort_run(model, {"x": x})["y"]
+    # the padding matters for this case: top row and left column NaN, the rest not
+    assert np.isnan(want[0, 0, 0]).all() and np.isnan(want[0, 0, :, 0]).all()
+    assert not np.isnan(want[0, 0, 1:, 1:]).any()
+    _compare(model, {"x": x})
+
+
 # scale, B, mean, var: scale / sqrt(var + eps) overflows float32 in every row; B - mean * s
 # is then 1 - 0.5 * inf = -inf, 0 - 0 * inf = NaN, 0 - 1e-30 * inf = -inf.
 BN_EXTREME = [(1e38, 1.0, 0.5, 1e-8), (1e38, 0.0, 0.0, 1e-8), (3e38, 0.0, 1e-30, 0.0),

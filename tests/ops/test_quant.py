@@ -407,6 +407,23 @@ def test_qdq_becomes_integer_kernels(kind, mode, tmp_path):
     assert not ops & banned, f"float ops left: {ops & banned}"
 
 
+@pytest.mark.parametrize("bz", [[5, -7, 0, 100], [1, -2 ** 31, 0, 1]])
+@pytest.mark.parametrize("same_scale", [False, True])
+def test_qdq_bias_zero_point(bz, same_scale, tmp_path):
+    """DequantizeLinear of an int32 bias with a zero point: (b - zp) * scale, the subtraction
+    wrapping in int32 as onnxruntime's (and aotc's) DequantizeLinear computes it. The QDQ pass
+    used to drop the zero point."""
+    model, feeds, banned = _qdq_model("conv_relu")
+    inits = {i.name: i for i in model.graph.initializer}
+    inits["bz"].CopyFrom(numpy_helper.from_array(np.array(bz, np.int32), "bz"))
+    if same_scale:
+        bs = np.float32(0.05) * numpy_helper.to_array(inits["ws"])
+        inits["bs"].CopyFrom(numpy_helper.from_array(bs.astype(np.float32), "bs"))
+    got, want, bundle = run_both(model, feeds, tmp_path, "onnx")
+    assert_lsb(got, want)
+    assert not {n.op for n in bundle.compilation.graph.nodes} & banned
+
+
 @pytest.mark.parametrize("mode", ["onnx", "tflite"])
 @pytest.mark.parametrize("kind", ["conv_relu", "conv_unpadded", "fc"])
 def test_qdq_extreme_int32_bias_saturates(kind, mode, tmp_path):
