@@ -482,7 +482,7 @@ def _check_type_constraints(pn: onnx.NodeProto, node_name: str, schema: Any,
         return
     allowed = {c.type_param_str: set(c.allowed_type_strs) for c in schema.type_constraints}
     variadic = onnx.defs.OpSchema.FormalParameterOption.Variadic
-    bound: dict[str, str] = {}
+    bound: dict[str, tuple[str, str]] = {}  # type parameter -> (type, "input k (name)")
     for k, v in enumerate(ins):
         if v is None:
             continue
@@ -497,11 +497,10 @@ def _check_type_constraints(pn: onnx.NodeProto, node_name: str, schema: Any,
                 names = ", ".join(sorted(_type_name(a) for a in allowed[ts]))
                 raise AotcError(f"{where}; {pn.op_type}-{schema.since_version} allows {names}",
                                 node_name, pn.op_type)
-            if ts in bound and bound[ts] != t and formal.is_homogeneous:
-                raise AotcError(f"{where}, but another input of type {ts} is "
-                                f"{_type_name(bound[ts])}; they must agree",
-                                node_name, pn.op_type)
-            bound.setdefault(ts, t)
+            if ts in bound and bound[ts][0] != t and formal.is_homogeneous:
+                raise AotcError(f"{where} but {bound[ts][1]} has {_type_name(bound[ts][0])}; "
+                                f"{pn.op_type} takes one type for {ts}", node_name, pn.op_type)
+            bound.setdefault(ts, (t, f"input {k} ({formal.name})"))
         elif ts.startswith("tensor(") and ts != t:
             raise AotcError(f"{where}; {pn.op_type}-{schema.since_version} needs "
                             f"{_type_name(ts)}", node_name, pn.op_type)

@@ -121,7 +121,7 @@ def test_nll_after_log_softmax():
 @pytest.mark.parametrize("case,match", [
     ("rank1", "scores need shape"),
     ("labels_shape", "labels shape"),
-    ("float_labels", "labels have dtype float32"),
+    ("float_labels", "has type float32; NegativeLogLikelihoodLoss-13 allows"),
     ("weight_shape", "weight shape"),
     ("reduction", "reduction='max'"),
 ])

@@ -86,7 +86,7 @@ def test_concat_of_mixed_dtypes_is_an_error():
     node = helper.make_node("Concat", ["a", "b"], ["y"], axis=0)
     m = make_model([node], {"a": data((2, 3)), "b": data((2, 3), np.int8)},
                    {"y": (np.float32, None)})
-    expect_error(m, "inputs mix dtypes")
+    expect_error(m, "has type int8 but input 0")
 
 
 # --------------------------------------------------------------------------------------- Split
