@@ -151,6 +151,10 @@ def _onnx_dtype_name(num: int) -> str:
         return f"{num} (not an ONNX data type)"
 
 
+_VALUE_FIELDS = ("raw_data", "float_data", "int32_data", "string_data", "int64_data",
+                 "double_data", "uint64_data")
+
+
 def _declared_nbytes(t: onnx.TensorProto) -> int | None:
     """Checks a TensorProto's dtype number, dims and size before its data is read; its byte size
     (None for strings, whose size is not fixed)."""
@@ -163,6 +167,10 @@ def _declared_nbytes(t: onnx.TensorProto) -> int | None:
     dims = tuple(int(d) for d in t.dims)
     if any(d < 0 for d in dims):
         raise AotcError(f"{what} has a negative dim {dims}")
+    fields = [f for f in _VALUE_FIELDS if len(getattr(t, f))]
+    if len(fields) > 1:
+        raise AotcError(f"{what} holds data in {', '.join(fields[:-1])} and {fields[-1]}; a "
+                        f"tensor has one data field")
     if npdt.kind in "OUS":
         return None
     return _check_size(what, dims, npdt.name, max(1, npdt.itemsize))

@@ -62,6 +62,13 @@ def _check_rank(node: Node, x: Value, w: Value) -> None:
                             f"dims (expected {n})", node.name, node.op)
 
 
+def check_bias(node: Node, b: Value | None, m: int) -> None:
+    """A convolution's bias B is 1-D with one value per output channel."""
+    if b is not None and b.type.shape != (m,):
+        raise AotcError(f"B has shape {list(b.type.shape)}; expected [{m}] (one value per "
+                        f"output channel)", node.name, node.op)
+
+
 def _in_bounds(idx: Expr, size: int, lo_pad: int, hi_pad: int) -> Expr | None:
     conds = []
     if lo_pad > 0:
@@ -149,6 +156,7 @@ class Conv(OpDef):
         if x.type.shape[1] % g or w.type.shape[0] % g or w.type.shape[1] * g != x.type.shape[1]:
             raise AotcError(f"channels do not match group={g}: X {x.type.shape}, W "
                             f"{w.type.shape}", node.name, node.op)
+        check_bias(node, ins[2] if len(ins) > 2 else None, w.type.shape[0])
 
     def reference(self, X: np.ndarray, W: np.ndarray, B: np.ndarray | None = None, *,
                   auto_pad: str = "NOTSET", dilations: Sequence[int] = (), group: int = 1,
@@ -359,6 +367,8 @@ class ConvTranspose(OpDef):
         super().check(node, ins)
         assert ins[0] is not None and ins[1] is not None
         _check_rank(node, ins[0], ins[1])
+        check_bias(node, ins[2] if len(ins) > 2 else None,
+                   ins[1].type.shape[1] * node.attrs["group"])
         if node.attrs["auto_pad"] not in ("NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER"):
             raise AotcError(f"auto_pad={node.attrs['auto_pad']!r} is not valid",
                             node.name, node.op)

@@ -291,6 +291,9 @@ class QLinearConv(QuantOp):
     def check(self, node: Node, ins: Sequence[Value | None]) -> None:
         _check_int_inputs(node, ins, (0, 3), (1, 2, 4, 5, 6, 7))
         _check_conv(node, ins[0], ins[3])
+        from aotc.ops.conv import check_bias
+
+        check_bias(node, ins[8] if len(ins) > 8 else None, ins[3].type.shape[0])  # type: ignore[union-attr]
 
     def prepare(self, node: Node, ins: Sequence[Value | None]) -> Node:
         x, w = ins[0], ins[3]

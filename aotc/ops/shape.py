@@ -185,6 +185,11 @@ class Dropout12(_Dropout):
 
     def check(self, node: Node, ins: Sequence[Value | None]) -> None:
         super().check(node, ins)
+        for k, what in ((1, "ratio"), (2, "training_mode")):
+            v = ins[k] if len(ins) > k else None
+            if v is not None and v.type.shape != ():
+                raise AotcError(f"{what} must be a scalar; it has shape {list(v.type.shape)}",
+                                node.name, node.op)
         if len(ins) > 2 and ins[2] is not None:
             if not ins[2].is_const or bool(ins[2].const.reshape(-1)[0]):
                 raise AotcError("training_mode must be a constant false", node.name, node.op)

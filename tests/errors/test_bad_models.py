@@ -570,3 +570,31 @@ def test_an_output_declared_non_empty_that_is_computed_empty(tmp_path: Path) -> 
               [vi("x", [1, 0, 4])], [vi("y", [1, 1, 4])])
     assert_user_error(compile_cli(save(m, tmp_path / "m.onnx"), tmp_path / "o"),
                       "graph output 'y' is declared with shape [1, 1, 4] but has shape [1, 0, 4]")
+
+
+def test_a_tensor_with_two_data_fields(tmp_path: Path) -> None:
+    """raw_data and int64_data both set: the checker and onnxruntime refuse; which one is the
+    value would be a guess."""
+    t = const("axes", [1], np.int64)
+    t.int64_data.append(0)
+    m = model([helper.make_node("Unsqueeze", ["x", "axes"], ["y"], name="u")],
+              [vi("x", [2, 3])], [vi("y", None)], [t], opset=13)
+    assert_user_error(compile_cli(save(m, tmp_path / "m.onnx"), tmp_path / "o"),
+                      "tensor 'axes' holds data in raw_data and int64_data")
+
+
+def test_dropout_ratio_must_be_a_scalar(tmp_path: Path) -> None:
+    m = model([helper.make_node("Dropout", ["x", "r"], ["y"], name="d")],
+              [vi("x", [2, 3])], [vi("y", None)], [const("r", [0.5, 0.5])], opset=13)
+    assert_user_error(compile_cli(save(m, tmp_path / "m.onnx"), tmp_path / "o"), "'d'",
+                      "(Dropout)", "ratio must be a scalar; it has shape [2]")
+
+
+@pytest.mark.parametrize("op", ["Conv", "ConvTranspose"])
+def test_conv_bias_must_have_one_value_per_output_channel(op: str, tmp_path: Path) -> None:
+    """A scalar B (a Constant value_float) indexed per channel was an internal error."""
+    m = model([helper.make_node(op, ["x", "w", "b"], ["y"], name="cv")],
+              [vi("x", [1, 2, 4, 4])], [vi("y", None)],
+              [const("w", np.ones((2, 2, 3, 3))), const("b", 0.5)])
+    assert_user_error(compile_cli(save(m, tmp_path / "m.onnx"), tmp_path / "o"), "'cv'",
+                      f"({op})", "B has shape []; expected [2]")

@@ -15,8 +15,9 @@ import onnx
 import pytest
 from fuzz_driver import _died, execute, run, write_case
 from fuzz_mutate import MUTATIONS, Case, make_case
-from fuzz_oracle import (FINDINGS, _cpu_has_fma, _differ_only_where_nonfinite, compare,
-                         fused_build_matches, ort_outputs, ort_rejected, random_inputs, run_case)
+from fuzz_oracle import (FINDINGS, _cpu_has_fma, _differ_only_where_nonfinite,
+                         checker_verdict, compare, fused_build_matches, ort_outputs,
+                         ort_rejected, random_inputs, run_case)
 from onnx import helper
 from fuzz_seeds import SEEDS, seed_model
 
@@ -37,6 +38,29 @@ def worker_slot():
     yield slot
     if slot[0] is not None:
         slot[0].kill()
+
+
+def test_oracle_stale_shape_rule(tmp_path):
+    """STALE_SHAPE_RULE: a stale declared output dim alone does not make a model invalid (the
+    checker rejects it; onnxruntime and aotc use the computed shape), anything else still
+    does."""
+    def save(y_shape, op="Relu"):
+        g = helper.make_graph(
+            [helper.make_node(op, ["x"], ["y"])], "g",
+            [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2, 3])],
+            [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, y_shape)])
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=10)
+        path = tmp_path / f"{op}_{len(y_shape)}_{y_shape[-1]}.onnx"
+        onnx.save(m, path)
+        return path
+
+    stale = save([2, 5])
+    with pytest.raises(onnx.shape_inference.InferenceError):
+        onnx.checker.check_model(onnx.load(stale), full_check=True)
+    assert checker_verdict(stale) == ""
+    assert checker_verdict(save([2, 3])) == ""
+    assert checker_verdict(save([2, 3, 1])) != ""  # a rank that differs is not stale
+    assert checker_verdict(save([2, 3], "NoSuchOp")) != ""
 
 
 def test_oracle_fma_rule(tmp_path):
