@@ -72,6 +72,8 @@ def _load_external(model: onnx.ModelProto, base: Path) -> None:
         what = f"tensor {t.name!r}"
         nbytes = _declared_nbytes(t)
         info = {e.key: e.value for e in t.external_data}
+        if any(not isinstance(k, str) or not isinstance(v, str) for k, v in info.items()):
+            raise AotcError(f"{what}: an external data entry is not valid UTF-8 text")
         loc = info.get("location", "")
         if not loc or "\0" in loc:
             raise AotcError(f"{what}: external data location {loc!r} is not a file name")
@@ -422,9 +424,17 @@ def _check_declared(g: onnx.GraphProto, values: Mapping[str, Value]) -> None:
     decls += [("graph input", vi) for vi in g.input if vi.name in initialized]
     for kind, vi in decls:
         v = values.get(vi.name)
-        if v is None or not vi.type.HasField("tensor_type"):
+        if v is None:
+            continue
+        which = vi.type.WhichOneof("value")
+        if which is not None and which != "tensor_type":
+            raise AotcError(f"{kind} {vi.name!r} is declared with {which}; aotc computes "
+                            f"tensors (sequences, maps and optionals are not supported)")
+        if which is None:
             continue
         tt = vi.type.tensor_type
+        if not tt.elem_type:
+            raise AotcError(f"{kind} {vi.name!r} is declared as a tensor with no element type")
         got = v.type
         if tt.elem_type and dtypes.BY_ONNX.get(tt.elem_type) != got.dtype:
             raise AotcError(f"{kind} {vi.name!r} is declared "

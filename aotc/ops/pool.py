@@ -56,6 +56,10 @@ class PoolGeometry:
         return self.taps(dim, self.out[dim] - 1)[-1] >= self.in_size[dim]
 
 
+# Output positions per spatial dim: the compile-time window tables are built per position.
+MAX_POOL_OUT = 1 << 24
+
+
 def _out_size(n: int, k: int, s: int, d: int, pb: int, pe: int, ceil_mode: bool) -> int:
     num = n + pb + pe - d * (k - 1) - 1
     if num < 0:
@@ -112,6 +116,9 @@ def pool_geometry(node: Node, in_sp: Sequence[int]) -> PoolGeometry:
     if min(out) < 1:
         raise AotcError(f"output would be empty (spatial {list(in_sp)}, kernel {k}, dilations "
                         f"{d}, pads {pb + pe})", node.name, node.op)
+    if max(out) > MAX_POOL_OUT:
+        raise AotcError(f"output would have {max(out)} positions along a spatial dim (pads "
+                        f"{pb + pe}); aotc supports up to {MAX_POOL_OUT}", node.name, node.op)
     geo = PoolGeometry(*(tuple(x) for x in (in_sp, k, s, d, pb, pe, out)))
     for dim in range(nd):
         if 0 in geo.valid_counts(dim):

@@ -128,7 +128,7 @@ class _Rewriter:
         self.prod = self.g.producers()
         self.cons = self.g.consumers()
 
-    def bias_input(self, b: Node, x: Node, w: Node, like: Node) -> str:
+    def bias_input(self, b: Node, x: Node, w: Node, like: Node, q: Node) -> str | None:
         """The int32 bias as the kernel wants it: zero point 0, scaled by x_scale * w_scale.
         TFLite's biases are; a bias zero point is subtracted with int32 wrap-around (as
         DequantizeLinear computes it, docs/operators.md) and any other bias scale is
@@ -152,6 +152,13 @@ class _Rewriter:
         if same_scale:
             scaled = data.astype(np.int32)
         else:
+            # Rounded to units of x_scale * w_scale, the bias must stay within a quarter of an
+            # output step of its value; otherwise (scales of absurd ratio: a unit larger than
+            # the output step) the integer kernel would lose it, and the float ops stay.
+            sy, _ = self.qparams(q)
+            exact = data.astype(np.float64) * have / want
+            if (np.abs(np.rint(exact) - exact) * want > 0.25 * sy).any():
+                return None
             # Saturated to int32 (the kernel's accumulator clamps a bias this large further:
             # IntArith.fold_bias); a plain cast of an out-of-range float is undefined.
             scaled = np.clip(np.rint(data.astype(np.float64) * have / want),
@@ -229,7 +236,10 @@ class _Rewriter:
         ins = [x.inputs[0], x.inputs[1], self.zp_in(x), w.inputs[0], w.inputs[1],
                self.zp_in(w), q.inputs[1], q.inputs[2]]
         if b is not None:
-            ins.append(self.bias_input(b, x, w, p))
+            bias = self.bias_input(b, x, w, p, q)
+            if bias is None:
+                return None
+            ins.append(bias)
         return self.node(p, "QLinearConv", ins, q)
 
     def _fc(self, mm: Node, bias: Node | None, q: Node, like: Node) -> Node | None:
@@ -245,7 +255,10 @@ class _Rewriter:
         ins = [x.inputs[0], x.inputs[1], self.zp_in(x), w.inputs[0], w.inputs[1],
                self.zp_in(w), q.inputs[1], q.inputs[2]]
         if bias is not None:
-            ins.append(self.bias_input(bias, x, w, like))
+            b_in = self.bias_input(bias, x, w, like, q)
+            if b_in is None:
+                return None
+            ins.append(b_in)
         return self.node(like, "QLinearMatMul", ins, q, attrs={})
 
     def r_MatMul(self, p: Node, q: Node) -> Node | None:

@@ -598,3 +598,35 @@ def test_conv_bias_must_have_one_value_per_output_channel(op: str, tmp_path: Pat
               [const("w", np.ones((2, 2, 3, 3))), const("b", 0.5)])
     assert_user_error(compile_cli(save(m, tmp_path / "m.onnx"), tmp_path / "o"), "'cv'",
                       f"({op})", "B has shape []; expected [2]")
+
+
+def test_external_data_entry_that_is_not_utf8(tmp_path: Path) -> None:
+    """A flipped bit in an external-data location: protobuf hands over bytes, not text."""
+    path = _external(tmp_path / "m")
+    data = path.read_bytes()
+    assert data.count(b"w.bin") == 1
+    path.write_bytes(data.replace(b"w.bin", b"w\xffbin"))
+    assert_user_error(compile_cli(path, tmp_path / "o"), "tensor 'bias'",
+                      "an external data entry is not valid UTF-8 text")
+
+
+def test_output_declared_with_a_non_tensor_type(tmp_path: Path) -> None:
+    y = onnx.ValueInfoProto()
+    y.name = "y"
+    y.type.optional_type.SetInParent()
+    m = model([helper.make_node("Relu", ["x"], ["y"], name="r")], [vi("x", [2, 3])], [y])
+    assert_user_error(compile_cli(save(m, tmp_path / "m.onnx"), tmp_path / "o"),
+                      "graph output 'y' is declared with optional_type")
+    m = model([helper.make_node("Relu", ["x"], ["y"], name="r")], [vi("x", [2, 3])],
+              [helper.make_tensor_value_info("y", TensorProto.UNDEFINED, None)])
+    assert_user_error(compile_cli(save(m, tmp_path / "m.onnx"), tmp_path / "o"),
+                      "graph output 'y' is declared as a tensor with no element type")
+
+
+def test_pool_pads_beyond_any_output(tmp_path: Path) -> None:
+    """pads of 2^63 - 1: the window tables per output position never finished building."""
+    m = model([helper.make_node("MaxPool", ["x"], ["y"], name="mp", kernel_shape=[2, 2],
+                                pads=[1, 1, 1, 2 ** 63 - 1])],
+              [vi("x", [1, 1, 4, 4])], [vi("y", None)])
+    assert_user_error(compile_cli(save(m, tmp_path / "m.onnx"), tmp_path / "o"), "'mp'",
+                      "(MaxPool)", "positions along a spatial dim", "aotc supports up to")

@@ -407,6 +407,21 @@ def test_qdq_becomes_integer_kernels(kind, mode, tmp_path):
     assert not ops & banned, f"float ops left: {ops & banned}"
 
 
+def test_qdq_bias_lost_in_the_accumulator_keeps_float_ops(tmp_path):
+    """x_scale = 1e6: one unit of the int32 accumulator (x_scale * w_scale) is ~1e4, far
+    above the output step (0.08), so the bias (~0.3, scale ~1e-3) rounds to 0 there.
+    onnxruntime computes the QDQ graph in float and keeps it; aotc then keeps the float ops
+    too. The input is its zero point, so the output is the bias alone."""
+    model, feeds, _ = _qdq_model("conv_relu")
+    inits = {i.name: i for i in model.graph.initializer}
+    inits["s"].CopyFrom(numpy_helper.from_array(np.float32(1e6), "s"))
+    feeds = {"x": np.full_like(feeds["x"], -2)}
+    got, want, bundle = run_both(model, feeds, tmp_path, "onnx")
+    assert_lsb(got, want)
+    assert "Conv" in {n.op for n in bundle.compilation.graph.nodes}
+    assert len(np.unique(want)) > 1  # the bias shows in the output: the case can fail
+
+
 @pytest.mark.parametrize("bz", [[5, -7, 0, 100], [1, -2 ** 31, 0, 1]])
 @pytest.mark.parametrize("same_scale", [False, True])
 def test_qdq_bias_zero_point(bz, same_scale, tmp_path):
