@@ -310,11 +310,17 @@ def _check_arity(pn: onnx.NodeProto, node_name: str, schema: Any) -> None:
             want = f"{lo}" if lo == hi else f"{lo} to {hi}" if hi < 2**31 - 1 else f"{lo} or more"
             raise AotcError(f"the node has {len(names)} {kind}(s); {pn.op_type} takes {want}",
                             node_name, pn.op_type)
-        single = onnx.defs.OpSchema.FormalParameterOption.Single
-        for k, (name, formal) in enumerate(zip(names, formals)):
-            if not name and formal.option == single:
+        opt = onnx.defs.OpSchema.FormalParameterOption
+        for k, name in enumerate(names):
+            formal = formals[min(k, len(formals) - 1)] if formals else None
+            if formal is None or name:
+                continue
+            if formal.option == opt.Single:
                 raise AotcError(f"{kind} {k} ({formal.name}) is required but empty", node_name,
                                 pn.op_type)
+            if formal.option == opt.Variadic and kind == "input":
+                raise AotcError(f"{kind} {k} ({formal.name}) is empty; a variadic input "
+                                f"cannot be left out", node_name, pn.op_type)
 
 
 def _toposort(nodes: list[onnx.NodeProto], available: set[str]) -> list[onnx.NodeProto]:

@@ -630,3 +630,11 @@ def test_pool_pads_beyond_any_output(tmp_path: Path) -> None:
               [vi("x", [1, 1, 4, 4])], [vi("y", None)])
     assert_user_error(compile_cli(save(m, tmp_path / "m.onnx"), tmp_path / "o"), "'mp'",
                       "(MaxPool)", "positions along a spatial dim", "aotc supports up to")
+
+
+def test_an_empty_variadic_input(tmp_path: Path) -> None:
+    """Concat('', x): an omitted input in a variadic list (an internal error before)."""
+    m = model([helper.make_node("Concat", ["", "x"], ["y"], name="cc", axis=0)],
+              [vi("x", [2, 3])], [vi("y", None)])
+    assert_user_error(compile_cli(save(m, tmp_path / "m.onnx"), tmp_path / "o"), "'cc'",
+                      "(Concat)", "input 0 (inputs) is empty")

@@ -265,9 +265,10 @@ def run(seed: int, cases: int, jobs: int, out: Path, timeout: float = 60.0, star
 
 
 COLUMNS = ["user-error", "ok-verified", "ok-ort-rejects", "ok-ort-nonfinite", "ok-fp-contract",
-           "ok-unrun", *FINDINGS]
+           "ok-ref-agrees", "ok-unrun", *FINDINGS]
 SHORT = {"user-error": "user-err", "ok-verified": "ok-verif", "ok-ort-rejects": "ok-ortrej",
          "ok-unrun": "ok-unrun", "ok-ort-nonfinite": "ok-ortnan", "ok-fp-contract": "ok-fma",
+         "ok-ref-agrees": "ok-ref",
          "traceback": "traceback",
          "multi-line-error": "multiline",
          "crash": "crash", "hang": "hang", "build-failure": "build", "wrong-result": "wrong",

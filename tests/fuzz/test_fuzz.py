@@ -63,6 +63,35 @@ def test_oracle_stale_shape_rule(tmp_path):
     assert checker_verdict(save([2, 3], "NoSuchOp")) != ""
 
 
+def test_oracle_reference_rule(tmp_path):
+    """REFERENCE_RULE: LayerNormalization of a row close to its mean, scaled by -1e4 (case 3181
+    of seed 6): onnxruntime's double statistics differ from the float32 ones ONNX specifies;
+    aotc agrees with the reference evaluator, so the case is ok-ref-agrees."""
+    row = np.array([[0.5, 0.87373245, 1.14032567, 1.19471049, 1.0335803, 0.5]], np.float32)
+    g = helper.make_graph(
+        [helper.make_node("LayerNormalization", ["x", "g", "b"], ["y"], axis=-1)], "ln",
+        [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 6])],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, 6])],
+        [onnx.numpy_helper.from_array(np.array([1, -1e4, 1, 1, 1, 1], np.float32), "g"),
+         onnx.numpy_helper.from_array(np.full(6, 0.74, np.float32), "b")])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=10)
+    onnx.save(model, tmp_path / "model.onnx")
+    want = ort_outputs(tmp_path / "model.onnx", {"x": row})["y"]
+    from onnx.reference import ReferenceEvaluator
+
+    ref = ReferenceEvaluator(model).run(None, {"x": row})[0]
+    assert compare({"y": ref}, {"y": want}, False) != ""  # the two disagree: the case can fail
+    import fuzz_oracle
+
+    old = fuzz_oracle.random_inputs
+    fuzz_oracle.random_inputs = lambda specs, seed: {"x": row}
+    try:
+        res = run_case(tmp_path, 0, lambda _: None)
+    finally:
+        fuzz_oracle.random_inputs = old
+    assert res["outcome"] == "ok-ref-agrees", res
+
+
 def test_oracle_fma_rule(tmp_path):
     """FMA_RULE: products beyond float32's range meeting infinities (case 278 of the CI run):
     aotc's unfused C gives NaN where onnxruntime's fused GEMM gives +-inf. On a CPU with FMA
