@@ -168,12 +168,14 @@ def feature_set(cc: str, cflags: Sequence[str] = ()) -> str:
 
 CMAKE_SNIPPET = """\
 # CMSIS-NN, built from the tree CMSIS_NN_PATH names (aotc does not copy it into the bundle).
-set(CMSIS_NN_PATH "{default}" CACHE PATH "CMSIS-NN tree (the directory holding Include/ and Source/)")
+set(CMSIS_NN_PATH "{default}" CACHE PATH
+    "CMSIS-NN tree (the directory holding Include/ and Source/)")
 if(NOT CMSIS_NN_PATH AND DEFINED ENV{{CMSIS_NN_PATH}})
   set(CMSIS_NN_PATH "$ENV{{CMSIS_NN_PATH}}" CACHE PATH "CMSIS-NN tree" FORCE)
 endif()
 if(NOT EXISTS "${{CMSIS_NN_PATH}}/Include/arm_nnfunctions.h")
-  message(FATAL_ERROR "CMSIS_NN_PATH='${{CMSIS_NN_PATH}}' is not a CMSIS-NN tree (no Include/arm_nnfunctions.h): configure with -DCMSIS_NN_PATH=DIR")
+  message(FATAL_ERROR "CMSIS_NN_PATH='${{CMSIS_NN_PATH}}' is not a CMSIS-NN tree "
+                      "(no Include/arm_nnfunctions.h): configure with -DCMSIS_NN_PATH=DIR")
 endif()
 file(GLOB_RECURSE {var} CONFIGURE_DEPENDS "${{CMSIS_NN_PATH}}/Source/*.c")
 list(FILTER {var} EXCLUDE REGEX "_(f16|f32|flt)\\\\.c$")
