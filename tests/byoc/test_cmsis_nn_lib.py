@@ -227,12 +227,13 @@ def _run_harness(lib, tmp, body, x_nhwc, y_shape_nhwc, scratch_bytes):
     return y
 
 
-def _compare(model, x, got_nchw, tmp: Path) -> None:
-    want = ort_run(model, {"x": x})["y"]
+def _compare(model, x, got_nchw, tmp: Path, act: tuple[int, int] = (-128, 127)) -> None:
+    want = np.clip(ort_run(model, {"x": x})["y"], *act)
     assert got_nchw.shape == want.shape
     d = np.abs(got_nchw.astype(np.int64) - want.astype(np.int64))
     assert d.max() <= 1, f"{int((d > 0).sum())} of {d.size} differ, max {d.max()} LSB"
     ours = aotc.compile(model, tmp / "aotc", name="m", requant="tflite").load().run({"x": x})["y"]
+    ours = np.clip(ours, *act)  # a fused clamp after the requantisation: the same as clipping
     np.testing.assert_array_equal(got_nchw, ours)
     assert (got_nchw != want).mean() < 0.05  # ties only, not a systematic offset
 
@@ -250,15 +251,16 @@ CONV_CASES = {
 }
 
 
-@pytest.mark.parametrize("case", sorted(CONV_CASES))
+@pytest.mark.parametrize("case", sorted(CONV_CASES) + ["3x3_stride2_pad+clamp"])
 def test_conv_bit_exact(lib: library.CmsisNN, tmp_path: Path, case: str) -> None:
-    x_shape, w_shape, group, strides, pads, bias = CONV_CASES[case]
+    x_shape, w_shape, group, strides, pads, bias = CONV_CASES[case.split("+")[0]]
+    act = (-3, 100) if case.endswith("+clamp") else (-128, 127)  # a fused Relu + Clip(max)
     rng = np.random.default_rng(sum(map(ord, case)))
     model, x, w, b, real = _qconv(rng, x_shape, w_shape, group=group, strides=strides,
                                   pads=pads, bias=bias)
     y_shape = ort_run(model, {"x": x})["y"].shape
     call = params.conv_call(x.shape, w, b, y_shape, x_zp=5, real=real, y_zp=-3, group=group,
-                            strides=strides, pads=pads)
+                            strides=strides, pads=pads, act_lo=act[0], act_hi=act[1])
     assert call.function == ("arm_depthwise_conv_wrapper_s8" if group > 1
                              else "arm_convolve_wrapper_s8")
     assert call.params.input_offset == -5 and call.params.output_offset == -3
@@ -272,7 +274,7 @@ def test_conv_bit_exact(lib: library.CmsisNN, tmp_path: Path, case: str) -> None
                                    multiplier="m0", shift="s0", scratch_bytes=size))
     y = _run_harness(lib, tmp_path, body, x.transpose(0, 2, 3, 1),
                      (y_shape[0], y_shape[2], y_shape[3], y_shape[1]), size)
-    _compare(model, x, y.transpose(0, 3, 1, 2), tmp_path)
+    _compare(model, x, y.transpose(0, 3, 1, 2), tmp_path, act)
 
 
 @pytest.mark.parametrize("per_column", [False, True])
