@@ -17,6 +17,10 @@ import numpy as np
 import onnx
 
 from aotc import __version__, dtypes
+from aotc.byoc import load_backends
+from aotc.byoc.backend import Library
+from aotc.byoc.lowering import lower_external
+from aotc.byoc.partition import Row, partition
 from aotc.codegen.bundle import TensorDecl, format_array, provenance, write_bundle
 from aotc.codegen.c import CPrinter
 from aotc.codegen.names import Namer, c_comment, c_ident
@@ -30,6 +34,7 @@ from aotc.memory.liveness import Liveness, analyse, io_inclusive_bound
 from aotc.memory.planner import plan
 from aotc.memory.report import ascii_timeline, plan_to_json
 from aotc.passes import PASS_NAMES, Pass, default_pipeline, run_pipeline
+from aotc.passes.layout import to_layout
 from aotc.qmath import REQUANT_MODES
 from aotc.schedule import Schedule, make_schedule
 
@@ -52,6 +57,10 @@ class CompileOptions:
     requant: str = "tflite"
     verify_ir: bool = False
     command_line: str = ""
+    # BYOC backends, in priority order: names (--byoc), paths to .py files, or backend objects
+    # (aotc/byoc). cmsis_nn_path: where CMSIS-NN is (else $CMSIS_NN_PATH).
+    byoc: tuple[Any, ...] = ()
+    cmsis_nn_path: str | None = None
 
 
 @dataclass
@@ -68,6 +77,22 @@ class Compilation:
     io_lower_bound: int
     model_const_bytes: int
     weights: dict[str, tuple[str, np.ndarray]]  # key -> (C symbol, data)
+    backends: list[Any] = field(default_factory=list)  # enabled BYOC backends
+
+    @property
+    def partition(self) -> list[Row]:
+        return list(self.graph.meta.get("partition", []))
+
+    @property
+    def libraries(self) -> list[Library]:
+        """What the claimed kernels need at build time, once per library name."""
+        used = {ls.backend for ls in self.lowered if ls.backend}
+        out: dict[str, Library] = {}
+        for b in self.backends:
+            if b.name in used:
+                for lib in getattr(b, "libraries", lambda: ())():
+                    out.setdefault(lib.name, lib)
+        return list(out.values())
 
     @property
     def weights_bytes(self) -> int:
@@ -120,9 +145,19 @@ def compile_model(model: str | os.PathLike[str] | onnx.ModelProto, options: Comp
     graph = run_pipeline(graph, _pipeline(options.passes, options.requant),
                          verify=options.verify_ir,
                          on_pass=on_pass)
-    sched = make_schedule(graph)
     features = _target_features(options.target)
-    lowered = [lower_step(sched, st, options.unroll_max, features) for st in sched.steps]
+    backends = _backends(options, features)
+    if backends:
+        graph = partition(graph, backends, options.requant)
+        layout_of = {b.name: getattr(b, "layout", "NCHW") for b in backends}
+        if "NHWC" in layout_of.values():
+            graph = to_layout(graph, lambda n: layout_of[n.attrs["_byoc"]] == "NHWC")
+        if on_pass is not None:
+            on_pass("byoc", graph)
+    sched = make_schedule(graph)
+    by_name = {b.name: b for b in backends}
+    lowered = [lower_external(sched, st, by_name, options.requant) if "_byoc" in st.node.attrs
+               else lower_step(sched, st, options.unroll_max, features) for st in sched.steps]
     scratch = {ls.step.index: ls.scratch for ls in lowered if ls.scratch}
     live = analyse(sched, scratch, options.align, options.inplace)
     try:
@@ -134,7 +169,23 @@ def compile_model(model: str | os.PathLike[str] | onnx.ModelProto, options: Comp
     weights = _collect_weights(sched, lowered, name)
     return Compilation(options, model_name, model_hash, sched.graph, sched, lowered, live,
                        the_plan, lower_bound(bound_reqs), io_inclusive_bound(sched),
-                       model_const_bytes, weights)
+                       model_const_bytes, weights, backends)
+
+
+def _backends(options: CompileOptions, features: frozenset[str]) -> list[Any]:
+    backends = load_backends(options.byoc, cmsis_nn_path=options.cmsis_nn_path)
+    for b in backends:
+        configure = getattr(b, "configure", None)
+        if configure is None:
+            continue
+        try:
+            configure(options.target, features)
+        except AotcError:
+            raise
+        except Exception as e:
+            raise AotcError(f"BYOC backend {b.name!r}: configure raised {type(e).__name__}: "
+                            f"{e}") from None
+    return backends
 
 
 def _collect_weights(s: Schedule, lowered: list[LoweredStep], prefix: str
@@ -211,12 +262,15 @@ def render_context(c: Compilation) -> dict[str, Any]:
     io = {"in:" + t.value: t.cname for t in ins} | {"out:" + t.value: t.cname for t in outs}
     printer = CPrinter()
     kernels, calls = [], []
+    includes: list[str] = []
     for ls in c.lowered:
         k = _with_noalias(c, ls)
-        kernels.append(printer.kernel(k))
+        kernels.append(ls.source if ls.source is not None else printer.kernel(k))
+        includes += [i for i in ls.includes if i not in includes]
         args = [_pointer(c, kind, key, b.dtype.ctype, io)
                 for (kind, key), b in zip(ls.args, k.params)]
-        calls.append({"kernel": k.name, "args": args, "comment": k.comment})
+        calls.append({"kernel": k.name, "args": args, "comment": k.comment,
+                      "status": ls.source is not None})
     run_params = ", ".join([f"const {t.dtype.ctype} *{t.cname}" for t in ins] +
                            [f"{t.dtype.ctype} *{t.cname}" for t in outs] +
                            ["void *arena", "size_t arena_size"])
@@ -244,6 +298,8 @@ def render_context(c: Compilation) -> dict[str, Any]:
                      "bytes": int(np.prod(t.shape, dtype=np.int64)) * t.dtype.itemsize}
                     for t in outs],
         "kernels": [ls.kernel.name for ls in c.lowered],
+        "byoc": {ls.kernel.name: ls.backend for ls in c.lowered if ls.backend},
+        "libraries": [lib.to_json() for lib in c.libraries],
         "largest_weights": [f"{sym} ({arr.nbytes} B)" for sym, arr in
                             sorted(c.weights.values(), key=lambda w: (-w[1].nbytes, w[0]))[:3]],
         "aotc_version": __version__, "model": c.model_name, "model_sha256": c.model_hash,
@@ -258,7 +314,18 @@ def render_context(c: Compilation) -> dict[str, Any]:
         "null_checks": null_checks, "kernels": kernels, "calls": calls, "weights": weights,
         "weights_bytes": c.weights_bytes, "weights_align": max(c.options.align, 4),
         "weights_section": c.options.weights_section, "meta": meta,
+        "includes": includes, "libraries": _cmake_libraries(c.libraries),
     }
+
+
+def _cmake_libraries(libs: list[Library]) -> list[dict[str, Any]]:
+    out = []
+    for lib in libs:
+        out.append({"name": lib.name, "cmake": lib.cmake,
+                    "sources": [p.as_posix() for p in lib.sources],
+                    "include_dirs": [p.as_posix() for p in lib.include_dirs],
+                    "defines": list(lib.defines), "cflags": list(lib.cflags)})
+    return out
 
 
 def memory_report(c: Compilation) -> dict[str, Any]:

@@ -30,7 +30,8 @@ HOST_FLAGS = ["-O2", "-ffp-contract=off", "-fPIC", "-shared"]
 # uninstrumented Python needs the runtimes preloaded: scripts/sanitize.sh sets that up.
 SANITIZE_FLAGS = ["-fsanitize=address,undefined,float-cast-overflow",
                   "-fno-sanitize-recover=all", "-fno-omit-frame-pointer", "-g"]
-STATUS = {0: "ok", 1: "null pointer argument", 2: "arena too small", 3: "arena misaligned"}
+STATUS = {0: "ok", 1: "null pointer argument", 2: "arena too small", 3: "arena misaligned",
+          4: "a BYOC kernel (external library) returned an error"}
 
 
 def cache_dir() -> Path:
@@ -68,6 +69,14 @@ def _compiler_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
 
 
+def bundle_libraries(bundle_dir: Path) -> list[dict]:
+    """The BYOC libraries a bundle links (bundle.json "libraries"; none for most bundles)."""
+    meta = bundle_dir / "bundle.json"
+    if not meta.is_file():
+        return []
+    return list(json.loads(meta.read_text()).get("libraries", []))
+
+
 def clang_check(bundle_dir: Path) -> None:
     """With AOTC_CLANG_CHECK=1 (the test suite sets it), the bundle (+ runtime) must also be
     warning-free under ``clang -std=c99 -Wall -Wextra -Werror -pedantic``: a syntax-only
@@ -86,10 +95,16 @@ def clang_check(bundle_dir: Path) -> None:
     for f in files:
         h.update(f.name.encode())
         h.update(f.read_bytes())
+    libs = bundle_libraries(bundle_dir)
+    if libs:
+        from aotc.byoc.build import include_flags
+
+        h.update(" ".join(include_flags(libs)).encode())
     ok = cache_dir() / f"clang_{h.hexdigest()[:24]}.ok"
     if ok.exists():
         return
     cmd = [clang, *WARN_FLAGS, "-fsyntax-only", "-I", str(bundle_dir), "-I", str(runtime_dir()),
+           *(include_flags(libs) if libs else []),
            *(str(f) for f in files if f.suffix == ".c")]
     res = subprocess.run(cmd, capture_output=True, text=True, env=_compiler_env())
     if res.returncode != 0:
@@ -104,8 +119,14 @@ def build_shared(bundle_dir: Path) -> Path:
     sources = sorted(bundle_dir.glob("*.c")) + sorted(runtime_dir().glob("*.c"))
     headers = sorted(bundle_dir.glob("*.h")) + sorted(runtime_dir().glob("*.h"))
     cc = _cc()
-    flags = host_flags()
-    h = hashlib.sha256(" ".join([cc, *WARN_FLAGS, *flags]).encode())
+    libs = bundle_libraries(bundle_dir)
+    archives: list[str] = []
+    if libs:  # BYOC libraries (CMSIS-NN, ...): built once per content into aotc's cache
+        from aotc.byoc.build import archive, include_flags
+
+        archives = [str(archive(lib, cc, ["-O2", "-fPIC"])) for lib in libs]
+    flags = host_flags() + (include_flags(libs) if libs else [])
+    h = hashlib.sha256(" ".join([cc, *WARN_FLAGS, *flags, *archives]).encode())
     for f in sources + headers:
         h.update(f.name.encode())
         h.update(f.read_bytes())
@@ -115,7 +136,7 @@ def build_shared(bundle_dir: Path) -> Path:
     with tempfile.TemporaryDirectory(dir=cache_dir()) as tmp:
         tmp_out = Path(tmp) / out.name
         cmd = [cc, *WARN_FLAGS, *flags, "-I", str(bundle_dir), "-I", str(runtime_dir()),
-               *map(str, sources), "-o", str(tmp_out), "-lm"]
+               *map(str, sources), *archives, "-o", str(tmp_out), "-lm"]
         res = subprocess.run(cmd, capture_output=True, text=True, env=_compiler_env())
         if res.returncode != 0:
             first = next((ln for ln in res.stderr.splitlines() if "error" in ln), res.stderr[:300])

@@ -12,6 +12,8 @@ const char *aotc_status_str(int status)
         return "arena too small";
     case AOTC_ERR_ARENA_MISALIGNED:
         return "arena misaligned";
+    case AOTC_ERR_BACKEND:
+        return "a BYOC kernel (external library) returned an error";
     default:
         return "unknown status";
     }

@@ -18,6 +18,7 @@ extern "C" {
 #define AOTC_ERR_NULL_POINTER 1
 #define AOTC_ERR_ARENA_TOO_SMALL 2
 #define AOTC_ERR_ARENA_MISALIGNED 3
+#define AOTC_ERR_BACKEND 4 /* a BYOC-emitted kernel (e.g. CMSIS-NN) returned an error */
 
 /* Element types of tensor descriptors (the ONNX TensorProto enum values). */
 #define AOTC_FLOAT32 1

@@ -29,6 +29,12 @@ class LoweredStep:
     args: list[tuple[str, str]]  # per kernel param: ("value"|"const"|"scratch", name)
     consts: dict[str, np.ndarray] = field(default_factory=dict)
     scratch: list[tuple[str, int]] = field(default_factory=list)  # (name, bytes)
+    # A kernel a BYOC backend emitted (aotc/byoc/lowering.py): its C source replaces the
+    # printed loop nest (``kernel`` then has the parameters and an empty body), and the call
+    # returns a status.
+    source: str | None = None
+    includes: tuple[str, ...] = ()
+    backend: str | None = None
 
 
 def _opdef(g: Graph, n: Node) -> OpDef:

@@ -218,6 +218,18 @@ class Copy(OpDef):
         copy_flat(kb)
 
 
+@register
+class Reinterpret(View):
+    """Internal: the same bytes under another shape: a Transpose that moves only size-1
+    dimensions (NCHW <-> NHWC of [N, C, 1, 1] or [1, 1, H, W]), made by the layout pass."""
+
+    name = "Reinterpret"
+    domain = "aotc"
+
+    def reference(self, x: np.ndarray) -> np.ndarray:
+        raise NotImplementedError  # made after folding and shape inference; never evaluated
+
+
 class _StaticShapeOp(OpDef):
     """Shape and Size depend only on static shapes: constant folding always removes them; the
     lowering (used only if folding is switched off) writes the values from a flash table."""

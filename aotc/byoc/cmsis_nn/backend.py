@@ -1,0 +1,228 @@
+"""``--byoc cmsis-nn``: int8 kernels of a ``--requant tflite`` model handed to Arm's CMSIS-NN.
+
+Each pattern's check refuses, with the reason, what CMSIS-NN cannot compute exactly as aotc's
+own tflite kernels do (params.py's ``*_refusal``: uint8 activations, asymmetric weights,
+dilation, ...); the claimed kernel's codegen emits one small C function per kernel that fills
+CMSIS-NN's structs and calls the library, with the weights re-laid out for NHWC (OHWI, 1HWC,
+[N, K]) and the per-channel multipliers/shifts as flash constants, and the scratch bytes the
+library's own ``arm_*_get_buffer_size*`` asks for (scratch.py) planned in the arena.
+
+Scratch size and the fully connected MVE context depend on the code path the library is built
+for (pure C, DSP, MVE). With ``--target BOARD`` the board's features decide it; without a
+target the bundle must run on any board, so it takes the largest size over the three, and
+carries the fully connected kernel sums the MVE path reads (4 bytes per output, flash).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+from aotc.byoc.backend import Backend, Constant, Emitted, Library, Pattern, Subgraph
+from aotc.byoc.cmsis_nn import library, params
+from aotc.byoc.cmsis_nn.library import FEATURES
+from aotc.errors import AotcError
+
+INCLUDES = ("arm_nnfunctions.h",)
+
+
+def _int8(sub: Subgraph) -> bool:
+    return sub.attr("_out") == "int8"
+
+
+def _requant(sub: Subgraph) -> str | None:
+    if sub.requant != "tflite":
+        return ("--requant onnx rounds with float scales; CMSIS-NN implements TFLite's fixed "
+                "point (--requant tflite)")
+    return None
+
+
+def _act(sub: Subgraph) -> tuple[int | None, int | None]:
+    return sub.attr("_act_lo"), sub.attr("_act_hi")
+
+
+# ------------------------------------------------------------------------------ conv
+def _conv_args(sub: Subgraph) -> dict:
+    from aotc.ops.conv import conv_pads
+
+    x, y = sub.input_type(0), sub.output_type(0)
+    w = sub.const(3)
+    assert x is not None and y is not None
+    if w is None:
+        raise AotcError("the weights are not a compile-time constant")
+    nd = len(x.shape) - 2
+    pb, pe = conv_pads(sub.node, x.shape[2:], w.shape[2:])
+    return dict(x_shape=x.shape, w=w, bias=sub.const(8), y_shape=y.shape,
+                strides=list(sub.node.attrs.get("strides") or [1] * nd), pads=pb + pe,
+                dilations=list(sub.node.attrs.get("dilations") or [1] * nd),
+                group=int(sub.node.attrs.get("group", 1)), w_zp=sub.attr("_wz"),
+                x_dtype=x.dtype.name, y_dtype=y.dtype.name)
+
+
+def _conv_check(sub: Subgraph) -> str | None:
+    why = _requant(sub)
+    if why:
+        return why
+    if sub.const(3) is None or (len(sub.inputs) > 8 and sub.inputs[8] and sub.const(8) is None):
+        return "the weights and bias must be compile-time constants"
+    a = _conv_args(sub)
+    return params.conv_refusal(a["x_shape"], a["w"], a["bias"], x_dtype=a["x_dtype"],
+                               y_dtype=a["y_dtype"], w_zp=a["w_zp"], group=a["group"],
+                               strides=a["strides"], pads=a["pads"], dilations=a["dilations"],
+                               y_shape=a["y_shape"])
+
+
+# ------------------------------------------------------------------------------ fully connected
+def _fc_check(sub: Subgraph) -> str | None:
+    why = _requant(sub)
+    if why:
+        return why
+    a, y, b = sub.input_type(0), sub.output_type(0), sub.const(3)
+    assert a is not None and y is not None
+    if b is None:
+        return "B must be a compile-time constant"
+    if len(a.shape) != 2:
+        return f"A must be 2-D (rows x features), got {list(a.shape)}"
+    if len(sub.inputs) > 8 and sub.inputs[8] and sub.const(8) is None:
+        return "the bias must be a compile-time constant"
+    return params.fc_refusal(a.shape, b, sub.const(8), a_dtype=a.dtype.name,
+                             y_dtype=y.dtype.name, b_zp=sub.attr("_wz"))
+
+
+# ------------------------------------------------------------------------------ C text
+def _function(symbol: str, args: Sequence[str], body: Sequence[str]) -> str:
+    return "\n".join([f"static int {symbol}({', '.join(args)})", "{",
+                      *(f"    {line}" for line in body), "}", ""])
+
+
+def _dims(name: str, d: params.Dims) -> str:
+    return f"const cmsis_nn_dims {name} = {d.c_init()};"
+
+
+class CmsisNNBackend(Backend):
+    name = "cmsis-nn"
+    layout = "NHWC"
+
+    def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
+        self.lib = library.locate(path)
+        self.features: tuple[str, ...] = FEATURES  # code paths the bundle may be built for
+        self._scratch = None
+
+    def configure(self, target: str | None, features: frozenset[str]) -> None:
+        if target is None:
+            self.features = FEATURES
+        elif "mve" in features:
+            self.features = ("mve",)
+        elif "dsp" in features:
+            self.features = ("dsp",)
+        else:
+            self.features = ("none",)  # the host, Cortex-M0+/M3, RISC-V: CMSIS-NN's pure C
+
+    @property
+    def scratch(self):  # type: ignore[no-untyped-def]
+        if self._scratch is None:
+            from aotc.byoc.cmsis_nn.scratch import Scratch
+
+            self._scratch = Scratch(self.lib)  # type: ignore[assignment]
+        return self._scratch
+
+    def patterns(self) -> Sequence[Pattern]:
+        return [
+            Pattern("conv2d", "QLinearConv", dtypes=("int8",), check=_conv_check),
+            Pattern("fully_connected", "QLinearMatMul", dtypes=("int8",), check=_fc_check),
+        ]
+
+    def libraries(self) -> Sequence[Library]:
+        return [Library("cmsis-nn", tuple(self.lib.include_dirs), tuple(self.lib.sources()),
+                        cflags=tuple(library.LIB_FLAGS),
+                        cmake=library.cmake_snippet("cmsis-nn", self.lib.root))]
+
+    def codegen(self, sub: Subgraph, symbol: str) -> Emitted:
+        if sub.op == "QLinearConv":
+            return self._conv(sub, symbol)
+        if sub.op == "QLinearMatMul":
+            return self._fc(sub, symbol)
+        raise AotcError(f"no code generator for {sub.op}")
+
+    # -------------------------------------------------------------------- conv
+    def _conv(self, sub: Subgraph, symbol: str) -> Emitted:
+        a = _conv_args(sub)
+        lo, hi = _act(sub)
+        call = params.conv_call(a["x_shape"], a["w"], a["bias"], a["y_shape"],
+                                x_zp=sub.attr("_xz"), real=sub.attr("_real"), y_zp=sub.attr("_yz"),
+                                w_zp=a["w_zp"], act_lo=lo, act_hi=hi, group=a["group"],
+                                strides=a["strides"], pads=a["pads"], dilations=a["dilations"])
+        size = max(self.scratch.conv(call, f) for f in self.features)
+        consts = [Constant("weights", call.weights)]
+        args = ["const int8_t *input", "int8_t *output", "const int8_t *weights"]
+        if call.bias is not None:
+            consts.append(Constant("bias", call.bias))
+            args.append("const int32_t *bias")
+        consts += [Constant("multiplier", call.multiplier), Constant("shift", call.shift)]
+        args += ["const int32_t *multiplier", "const int32_t *shift"]
+        if size > 0:
+            args.append("void *scratch")
+        ptype = "cmsis_nn_dw_conv_params" if call.depthwise else "cmsis_nn_conv_params"
+        body = [
+            f"const cmsis_nn_context ctx = {{{'scratch' if size else 'NULL'}, {size}}};",
+            f"const {ptype} conv_params = {call.params.c_init()};",
+            "const cmsis_nn_per_channel_quant_params quant = {(int32_t *)multiplier, "
+            "(int32_t *)shift};",
+            _dims("input_dims", call.input_dims), _dims("filter_dims", call.filter_dims),
+            _dims("bias_dims", call.bias_dims), _dims("output_dims", call.output_dims),
+            f"return (int){call.function}(&ctx, &conv_params, &quant, &input_dims, input, "
+            f"&filter_dims, weights,",
+            f"    &bias_dims, {'bias' if call.bias is not None else 'NULL'}, &output_dims, "
+            f"output);",
+        ]
+        kind = "depthwise" if call.depthwise else "conv"
+        return Emitted(_function(symbol, args, body), consts, size, INCLUDES,
+                       f"{call.function} ({kind}, scratch {size} B)")
+
+    # -------------------------------------------------------------------- fully connected
+    def _fc(self, sub: Subgraph, symbol: str) -> Emitted:
+        a, b = sub.input_type(0), sub.const(3)
+        assert a is not None and b is not None
+        lo, hi = _act(sub)
+        call = params.fc_call(a.shape, b, sub.const(8), x_zp=sub.attr("_xz"),
+                              real=sub.attr("_real"), y_zp=sub.attr("_yz"), w_zp=sub.attr("_wz"),
+                              act_lo=lo, act_hi=hi)
+        consts = [Constant("weights", call.weights)]
+        args = ["const int8_t *input", "int8_t *output", "const int8_t *weights"]
+        if call.bias is not None:
+            consts.append(Constant("bias", call.bias))
+            args.append("const int32_t *bias")
+        consts += [Constant("multiplier", call.multiplier), Constant("shift", call.shift)]
+        args += ["const int32_t *multiplier", "const int32_t *shift"]
+        mve = "mve" in self.features
+        n_out = call.output_dims.c
+        if mve:
+            consts.append(Constant("kernel_sums", self.scratch.kernel_sums(call)))
+            args.append("const int32_t *kernel_sums")
+        if call.per_channel:
+            quant = ("const cmsis_nn_per_channel_quant_params quant = {(int32_t *)multiplier, "
+                     "(int32_t *)shift};")
+        else:
+            quant = "const cmsis_nn_per_tensor_quant_params quant = {multiplier[0], shift[0]};"
+        if mve and len(self.features) == 1:
+            ctx = [f"const cmsis_nn_context ctx = {{(void *)kernel_sums, {4 * n_out}}};"]
+        elif mve:  # any board: the MVE path reads the kernel sums, the others nothing
+            ctx = ["#if defined(ARM_MATH_MVEI)",
+                   f"const cmsis_nn_context ctx = {{(void *)kernel_sums, {4 * n_out}}};",
+                   "#else",
+                   "const cmsis_nn_context ctx = {NULL, 0};",
+                   "(void)kernel_sums;",
+                   "#endif"]
+        else:
+            ctx = ["const cmsis_nn_context ctx = {NULL, 0};"]
+        body = [*ctx,
+                f"const cmsis_nn_fc_params fc_params = {call.params.c_init()};", quant,
+                _dims("input_dims", call.input_dims), _dims("filter_dims", call.filter_dims),
+                _dims("bias_dims", call.bias_dims), _dims("output_dims", call.output_dims),
+                f"return (int){call.function}(&ctx, &fc_params, &quant, &input_dims, input, "
+                f"&filter_dims, weights,",
+                f"    &bias_dims, {'bias' if call.bias is not None else 'NULL'}, &output_dims, "
+                f"output);"]
+        text = _function(symbol, args, body).replace("    #", "#")
+        return Emitted(text, consts, 0, INCLUDES, f"{call.function}")
+
