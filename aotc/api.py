@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import onnx
 
+from aotc.byoc.partition import NATIVE, Row
 from aotc.compiler import Compilation, CompileOptions, compile_model, emit, memory_report
 from aotc.ops import resolve
 
@@ -99,7 +100,25 @@ def inspect(model: ModelLike, name: str = "model",
         "kernels": [ls.kernel.name for ls in comp.lowered],
         "total_macs": sum(macs.values()), "weights_bytes": comp.weights_bytes,
         "model_const_bytes": comp.model_const_bytes, "memory": memory_report(comp),
+        "partition": _partition_rows(comp),
     }
+
+
+def _partition_rows(comp: Compilation) -> list[dict[str, str]]:
+    """The BYOC partition, by kernel symbol (empty without --byoc)."""
+    if not comp.backends:
+        return []
+    by_node = {r.kernel: r for r in comp.partition}
+    rows = []
+    for ls in comp.lowered:
+        n = ls.step.node
+        r = by_node.get(n.name)
+        if r is None:  # made after partitioning: a layout transpose or an output copy
+            why = ("layout transpose at a region boundary" if n.op == "Transpose"
+                   else "inserted by aotc")
+            r = Row(n.name, "+".join([n.op] + [e.op for e in n.epilogue]), NATIVE, "", why)
+        rows.append({**r.to_json(), "node": n.name, "kernel": ls.kernel.name})
+    return rows
 
 
 

@@ -64,6 +64,12 @@ def _common(p: argparse.ArgumentParser) -> None:
                    help="integer requantisation: tflite (fixed point, bit-exact with TensorFlow "
                         "Lite Micro, no FPU needed; default) or onnx (float scale, round half to "
                         "even, as onnxruntime)")
+    p.add_argument("--byoc", default=None, metavar="NAME[,NAME]",
+                   help="hand the kernels these BYOC backends accept to them, in this priority "
+                        "order: cmsis-nn (int8 --requant tflite kernels to Arm CMSIS-NN), an "
+                        "installed backend, or a .py file defining BACKEND (docs/byoc.md)")
+    p.add_argument("--cmsis-nn-path", default=None, metavar="DIR",
+                   help="the CMSIS-NN tree for --byoc cmsis-nn (default: $CMSIS_NN_PATH)")
 
 
 def _options(args: argparse.Namespace, argv: Sequence[str]) -> dict[str, Any]:
@@ -72,7 +78,9 @@ def _options(args: argparse.Namespace, argv: Sequence[str]) -> dict[str, Any]:
                 passes=tuple(p for p in args.passes.split(",") if p) if args.passes else None,
                 planner=args.planner, inplace=not args.no_inplace,
                 weights_section=args.weights_section, target=args.target,
-                requant=args.requant, command_line=_recorded_command(argv))
+                requant=args.requant, command_line=_recorded_command(argv),
+                byoc=tuple(b for b in (args.byoc or "").split(",") if b.strip()),
+                cmsis_nn_path=args.cmsis_nn_path)
 
 
 def _recorded_command(argv: Sequence[str]) -> str:
@@ -195,7 +203,23 @@ def _fmt_inspect(rep: dict[str, Any]) -> str:
         lines += [f"in place: step {i['step']} writes {i['output']} over {i['input']}"
                   for i in m["inplace"]]
     lines += ["", m["timeline"]]
+    if rep.get("partition"):
+        lines += ["", *format_partition(rep["partition"])]
     return "\n".join(lines)
+
+
+def format_partition(rows: list[dict[str, Any]]) -> list[str]:
+    """The BYOC partition table: each kernel, who runs it, and why the backends refused it."""
+    offloaded = sum(r["backend"] != "native" for r in rows)
+    wk = max([len(r["kernel"]) for r in rows] + [6])
+    wo = max([len(r["ops"]) for r in rows] + [2])
+    wb = max([len(r["backend"]) for r in rows] + [7])
+    out = [f"partition: {offloaded} of {len(rows)} kernels offloaded",
+           f"{'kernel':<{wk}}  {'ops':<{wo}}  {'backend':<{wb}}  reason"]
+    for r in rows:
+        why = r["pattern"] if r["backend"] != "native" else r["reason"]
+        out.append(f"{r['kernel']:<{wk}}  {r['ops']:<{wo}}  {r['backend']:<{wb}}  {why}")
+    return out
 
 
 def cmd_inspect(args: argparse.Namespace, argv: Sequence[str]) -> int:

@@ -12,6 +12,7 @@ import shlex
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -157,6 +158,19 @@ def _compile_flags(tokens: list[str]) -> list[str]:
     return flags
 
 
+def library_flags(strict: Sequence[str]) -> list[str]:
+    """The board's code-generation flags (-mcpu, -mfloat-abi, specs, ...) for a BYOC library:
+    the harness flags without warnings, -std, optimisation level and stack-usage outputs (the
+    library brings its own -std and -O)."""
+    out = []
+    for f in strict:
+        if f.startswith(("-W", "-std=", "-O", "-fstack-usage", "-fcallgraph-info")) or \
+                f in ("-pedantic", "-g"):
+            continue
+        out.append(f)
+    return out
+
+
 def build_firmware_fast(
     bundle_dir: str | Path,
     board: str | Board,
@@ -183,9 +197,18 @@ def build_firmware_fast(
         shutil.copy(f, build_dir)
     elf = build_dir / "aotc_app.elf"
     link = [f.replace(_MAP, str(build_dir / "aotc_app.map")) for f in recipe.link_flags]
+    libs = meta.get("libraries", [])
+    lib_flags, archives = [], []
+    if libs:  # BYOC libraries (CMSIS-NN, ...) built for this board, cached by content
+        from aotc.byoc.build import archive, include_flags
+
+        lib_flags = include_flags(libs)
+        archives = [str(archive(lib, recipe.compiler, library_flags(recipe.strict_flags)))
+                    for lib in libs]
     cmd = [recipe.compiler, *recipe.strict_flags, f"-I{bundle_dir}", f"-I{runtime_dir}",
-           "-dumpdir", f"{build_dir}/", str(Path(main).resolve()),
-           *map(str, sorted(bundle_dir.glob("*.c"))), *recipe.objects, *link]  # fmt: skip
+           *lib_flags, "-dumpdir", f"{build_dir}/", str(Path(main).resolve()),
+           *map(str, sorted(bundle_dir.glob("*.c"))), *recipe.objects, *archives,
+           *link]  # fmt: skip
     (build_dir / "aotc_bundle.json").write_text(json.dumps(meta, indent=1))
     try:
         run_build([*cmd, "-o", str(elf), *recipe.libraries], board, "build")

@@ -83,6 +83,7 @@ class _Binary(QuantOp):
 
     domain = MS
     dtypes = QT
+    layout_free = True  # same-shape operands: the layout pass may run it NHWC
 
     def reference(self, A: np.ndarray, A_scale: np.ndarray, A_zero_point: np.ndarray,
                   B: np.ndarray, B_scale: np.ndarray, B_zero_point: np.ndarray,

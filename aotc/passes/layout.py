@@ -10,6 +10,8 @@ only where a region boundary really needs one.
    the original value.
 3. A Transpose that moves only size-1 dimensions (NHWC <-> NCHW of a [1, 1, H, W] map or a
    [N, C, 1, 1] vector) reorders no bytes: it becomes a view (no kernel, no copy).
+A native elementwise kernel (no broadcasting, scalar constants) that reads an NHWC region's
+output runs NHWC as well, so a residual Add between offloaded convolutions costs no transposes.
 Unused transposes are then removed. What remains is a real boundary: a native kernel between
 two offloaded ones, or a graph input/output in the other layout.
 """
@@ -35,12 +37,39 @@ def _fresh(values: dict[str, Value], base: str) -> str:
     return name
 
 
+def _layout_free(g: Graph, n: Node) -> bool:
+    """A native elementwise kernel computes the same in any layout when every operand it reads
+    at run time has the output's 4-D shape (no broadcasting) and its constants are scalars."""
+    from aotc.ops import resolve
+
+    opdef = resolve(n.op, g.opset, n.domain)
+    if opdef is None or not (opdef.kind == "elementwise" or getattr(opdef, "layout_free", False)):
+        return False
+    outs = [o for o in n.outputs if o]
+    if len(outs) != 1 or len(g.type(outs[0]).shape) != 4:
+        return False
+    shape = g.type(outs[0]).shape
+    for node in (n, *n.epilogue):
+        for i in node.inputs:
+            if not i or i == CHAIN:
+                continue
+            v = g.values[i]
+            if (v.is_const and v.type.numel != 1) or (not v.is_const and v.type.shape != shape):
+                return False
+    return True
+
+
 def to_layout(g: Graph, wants_nhwc: Callable[[Node], bool]) -> Graph:
     values = dict(g.values)
     nodes: list[Node] = []
     opset_tr = 13 if g.opset >= 13 else 1  # Transpose's since-version in force
+    from_nhwc: set[str] = set()  # NCHW values that are a transpose of an NHWC one
     for n in g.nodes:
-        if "_byoc" not in n.attrs or not wants_nhwc(n):
+        claimed = "_byoc" in n.attrs and wants_nhwc(n)
+        # A native elementwise kernel fed from an NHWC region runs NHWC too (no transposes).
+        follows = (not claimed and "_byoc" not in n.attrs and _layout_free(g, n)
+                   and any(i in from_nhwc for node in (n, *n.epilogue) for i in node.inputs))
+        if not (claimed or follows):
             nodes.append(n)
             continue
         renamed: dict[str, str] = {}
@@ -66,6 +95,7 @@ def to_layout(g: Graph, wants_nhwc: Callable[[Node], bool]) -> Graph:
             values[y] = Value(y, _perm_type(t, TO_NHWC))
             after.append(Node("Transpose", f"{n.name}__to_nchw_{k}", (y,), (o,),
                               {"perm": list(TO_NCHW)}, opset_tr, ""))
+            from_nhwc.add(o)
             outs.append(y)
 
         def ren(node: Node) -> Node:
@@ -73,7 +103,8 @@ def to_layout(g: Graph, wants_nhwc: Callable[[Node], bool]) -> Graph:
 
         nodes.append(ren(n).with_(outputs=tuple(outs),
                                   epilogue=tuple(ren(e) for e in n.epilogue),
-                                  attrs={**n.attrs, "_layout": "NHWC"}))
+                                  attrs={**n.attrs, "_layout": "NHWC"} if claimed
+                                  else n.attrs))
         nodes += after
     g = g.replace(values=values, nodes=nodes)
     return _drop_unused(_views_of_unit_transposes(_cancel_transposes(g)))

@@ -1,0 +1,213 @@
+"""``--byoc cmsis-nn`` end to end: the MLPerf Tiny int8 models bit-exact with TensorFlow Lite
+Micro's outputs (``output_tflm``) and with the same model compiled without the backend, on the
+host (CMSIS-NN's pure C through cffi) and on QEMU boards (pure C, DSP, MVE paths); the partition
+offloads what it should; no run-time transposes; the arena stays within the liveness bound plus
+the library's scratch; every refusing check falls back to native code with right outputs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+from opcheck import ort_run
+
+import aotc
+from aotc.cli import main as cli_main
+
+CMSIS_NN = Path(__file__).resolve().parents[3] / "shared" / "third_party" / "cmsis-nn"
+INT8_MODELS = ["kws_ref_model_int8_qdq", "vww_96_int8_qdq", "pretrainedResnet_int8_qdq",
+               "ad01_int8_qdq", "str_ww_ref_model_int8_qdq"]
+# Every kernel of these ops must go to CMSIS-NN in KWS, VWW and IC.
+OFFLOADED_OPS = {"QLinearConv", "QLinearMatMul"}
+
+
+@pytest.fixture(scope="module")
+def cmsis_nn() -> str:
+    if not (CMSIS_NN / "Include" / "arm_nnfunctions.h").is_file():
+        pytest.fail(f"pinned CMSIS-NN not found at {CMSIS_NN} (../shared/third_party)")
+    return str(CMSIS_NN)
+
+
+def _run_all(runner, meta, inputs: np.ndarray) -> np.ndarray:
+    i, o = meta["inputs"][0]["name"], meta["outputs"][0]["name"]
+    return np.stack([runner.run({i: x})[o] for x in inputs])
+
+
+def _scratch(c) -> int:
+    return max([n for ls in c.lowered for _, n in ls.scratch if ls.backend] + [0])
+
+
+@pytest.mark.parametrize("stem", INT8_MODELS)
+def test_mlperf_host_bit_exact(stem, mlperf_dir, tmp_path, cmsis_nn):
+    vec = np.load(mlperf_dir / "vectors" / f"{stem}.npz")
+    native = aotc.compile(mlperf_dir / f"{stem}.onnx", tmp_path / "native", name="m")
+    byoc = aotc.compile(mlperf_dir / f"{stem}.onnx", tmp_path / "byoc", name="m",
+                        byoc=("cmsis-nn",), cmsis_nn_path=cmsis_nn)
+    host = byoc.load()
+    got = _run_all(host, host.meta, vec["input"])
+    want = vec["output_tflm"]
+    np.testing.assert_array_equal(got.reshape(want.shape), want)
+    nat = native.load()
+    np.testing.assert_array_equal(got, _run_all(nat, nat.meta, vec["input"]))
+
+    c = byoc.compilation
+    rows = {r.kernel: r for r in c.partition}
+    steps = [ls.step.node for ls in c.lowered]
+    # No run-time transposes: the layout pass cancelled or folded every one.
+    assert not [n.name for n in steps if n.op == "Transpose"], [ls.kernel.name for ls in c.lowered]
+    for n in steps:
+        if n.op in OFFLOADED_OPS:
+            assert rows[n.name].backend == "cmsis-nn", (n.name, rows[n.name].reason)
+    assert any(ls.backend == "cmsis-nn" for ls in c.lowered)
+    # RAM: within the native liveness bound plus the largest scratch CMSIS-NN asks for.
+    assert c.plan.size <= native.compilation.lower_bound + _scratch(c), (
+        c.plan.size, native.compilation.lower_bound, _scratch(c))
+    src = (tmp_path / "byoc" / "m.c").read_text()
+    assert '#include "arm_nnfunctions.h"' in src and "return AOTC_ERR_BACKEND;" in src
+    cmake = (tmp_path / "byoc" / "CMakeLists.txt").read_text()
+    assert "CMSIS_NN_PATH" in cmake and "target_link_libraries(m PUBLIC cmsis-nn)" in cmake
+    # aotc never copies the library into the bundle.
+    assert not list((tmp_path / "byoc").rglob("arm_*.c"))
+
+
+# Boards: cortex-m0plus (pure C) has 16 KB of RAM: only AD and the streaming wakeword model fit
+# it (natively too); cortex-m4f runs the DSP path and cortex-m55 the MVE path.
+BOARD_CASES = [("cortex-m0plus", "ad01_int8_qdq"), ("cortex-m0plus", "str_ww_ref_model_int8_qdq")]
+BOARD_CASES += [(b, s) for b in ("cortex-m4f", "cortex-m55") for s in INT8_MODELS]
+
+
+@pytest.mark.parametrize("board,stem", BOARD_CASES)
+def test_mlperf_board_bit_exact(board, stem, mlperf_dir, tmp_path, cmsis_nn):
+    vec = np.load(mlperf_dir / "vectors" / f"{stem}.npz")
+    b = aotc.compile(mlperf_dir / f"{stem}.onnx", tmp_path, name="m", byoc=("cmsis-nn",),
+                     cmsis_nn_path=cmsis_nn, target=board)
+    meta = b.load().meta
+    got = _run_all(b.load(board), meta, vec["input"][:2])
+    want = vec["output_tflm"][:2]
+    np.testing.assert_array_equal(got.reshape(want.shape), want)
+
+
+def test_portable_bundle_runs_on_mve_and_host(mlperf_dir, tmp_path, cmsis_nn):
+    """Without --target the bundle runs on any board: scratch for the largest code path and the
+    fully connected kernel sums behind #if defined(ARM_MATH_MVEI)."""
+    stem = "ad01_int8_qdq"
+    vec = np.load(mlperf_dir / "vectors" / f"{stem}.npz")
+    b = aotc.compile(mlperf_dir / f"{stem}.onnx", tmp_path, name="m", byoc=("cmsis-nn",),
+                     cmsis_nn_path=cmsis_nn)
+    assert "#if defined(ARM_MATH_MVEI)" in (tmp_path / "m.c").read_text()
+    meta = b.load().meta
+    for runner in (b.load(), b.load("cortex-m55")):
+        got = _run_all(runner, meta, vec["input"][:2])
+        np.testing.assert_array_equal(got.reshape(vec["output_tflm"][:2].shape),
+                                      vec["output_tflm"][:2])
+
+
+def test_inspect_partition_table(mlperf_dir, cmsis_nn, capsys):
+    rc = cli_main(["inspect", str(mlperf_dir / "kws_ref_model_int8_qdq.onnx"), "--byoc",
+                   "cmsis-nn", "--cmsis-nn-path", cmsis_nn])
+    assert rc == 0
+    out = capsys.readouterr().out
+    table = out[out.index("partition:"):].splitlines()
+    assert table[1].split() == ["kernel", "ops", "backend", "reason"]
+    convs = [ln for ln in table if "QLinearConv" in ln]
+    assert len(convs) == 9 and all("cmsis-nn" in ln and "conv2d" in ln for ln in convs)
+
+
+# ----------------------------------------------------------------------------- refusals
+def _qconv_model(*, x_dtype=TensorProto.INT8, w_zp=0, dilations=(1, 1), seed=0,
+                 shape=(1, 4, 7, 7)) -> tuple[onnx.ModelProto, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    m = 6
+    np_x = np.uint8 if x_dtype == TensorProto.UINT8 else np.int8
+    lo, hi = np.iinfo(np_x).min, np.iinfo(np_x).max
+    inits = {"xs": np.float32(0.05), "xz": np_x(3), "w": rng.integers(-127, 128, (m, 4, 3, 3))
+             .astype(np.int8), "ws": rng.uniform(0.002, 0.02, m).astype(np.float32),
+             "wz": np.full(m, w_zp, np.int8), "ys": np.float32(0.1), "yz": np_x(lo + 100),
+             "b": rng.integers(-500, 500, m).astype(np.int32)}
+    node = helper.make_node("QLinearConv", ["x", "xs", "xz", "w", "ws", "wz", "ys", "yz", "b"],
+                            ["y"], pads=[1, 1, 1, 1], dilations=list(dilations),
+                            kernel_shape=[3, 3])
+    g = helper.make_graph(
+        [node], "q", [helper.make_tensor_value_info("x", x_dtype, list(shape))],
+        [helper.make_tensor_value_info("y", x_dtype, None)],
+        [numpy_helper.from_array(np.asarray(v), k) for k, v in inits.items()])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    return model, rng.integers(lo, hi + 1, shape).astype(np_x)
+
+
+REFUSALS = {
+    # case: (model kwargs, compile kwargs, reason fragment)
+    "uint8_activations": ({"x_dtype": TensorProto.UINT8}, {}, "input dtype uint8"),
+    "weight_zero_point": ({"w_zp": 2}, {}, "weights must be symmetric"),
+    "dilation": ({"dilations": (2, 2)}, {}, "dilations [2, 2] are not supported"),
+    "requant_onnx": ({}, {"requant": "onnx"}, "--requant onnx"),
+    "conv3d": ({"shape": (1, 4, 7, 7, 5)}, {}, "only 2-D convolutions"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(REFUSALS))
+def test_refused_kernels_fall_back_to_native(case, tmp_path, cmsis_nn):
+    mk, ck, why = REFUSALS[case]
+    if case == "conv3d":
+        model, x = _qconv3d()
+    else:
+        model, x = _qconv_model(**mk)
+    rep = aotc.inspect(model, byoc=("cmsis-nn",), cmsis_nn_path=cmsis_nn, **ck)
+    (row,) = rep["partition"]
+    assert row["backend"] == "native" and why in row["reason"], row
+    b = aotc.compile(model, tmp_path, name="m", byoc=("cmsis-nn",), cmsis_nn_path=cmsis_nn, **ck)
+    assert not b.compilation.libraries  # nothing offloaded: nothing to link
+    got = b.load().run({"x": x})["y"]
+    want = ort_run(model, {"x": x})["y"]
+    # onnxruntime requantises in float (round half to even), --requant tflite in fixed point:
+    # a tie may round the other way (1 LSB); --requant onnx is exact.
+    tol = 0 if ck.get("requant") == "onnx" else 1
+    assert np.abs(got.astype(np.int32) - want.astype(np.int32)).max() <= tol
+
+
+def _qconv3d() -> tuple[onnx.ModelProto, np.ndarray]:
+    rng = np.random.default_rng(3)
+    inits = {"xs": np.float32(0.05), "xz": np.int8(3),
+             "w": rng.integers(-127, 128, (2, 4, 3, 3, 3)).astype(np.int8),
+             "ws": np.float32(0.01), "wz": np.int8(0), "ys": np.float32(0.1), "yz": np.int8(-20)}
+    node = helper.make_node("QLinearConv", ["x", "xs", "xz", "w", "ws", "wz", "ys", "yz"], ["y"],
+                            kernel_shape=[3, 3, 3])
+    g = helper.make_graph(
+        [node], "q", [helper.make_tensor_value_info("x", TensorProto.INT8, [1, 4, 5, 5, 5])],
+        [helper.make_tensor_value_info("y", TensorProto.INT8, None)],
+        [numpy_helper.from_array(np.asarray(v), k) for k, v in inits.items()])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    return model, rng.integers(-128, 128, (1, 4, 5, 5, 5)).astype(np.int8)
+
+
+def test_native_kernel_between_offloaded_ones_gets_two_transposes(tmp_path, cmsis_nn):
+    """conv (offloaded) -> dilated conv (refused: native, NCHW) -> conv (offloaded): exactly
+    one transpose on each side of the native kernel, and the right answer."""
+    rng = np.random.default_rng(5)
+    nodes, inits = [], {"s": np.float32(0.05), "z": np.int8(0), "wz": np.zeros(4, np.int8)}
+    prev = "x"
+    for k, dil in enumerate([1, 2, 1]):
+        inits[f"w{k}"] = rng.integers(-60, 60, (4, 4, 3, 3)).astype(np.int8)
+        inits[f"ws{k}"] = np.float32(0.01)
+        nodes.append(helper.make_node(
+            "QLinearConv", [prev, "s", "z", f"w{k}", f"ws{k}", "wz", "s", "z"], [f"y{k}"],
+            pads=[dil, dil, dil, dil], dilations=[dil, dil], kernel_shape=[3, 3]))
+        prev = f"y{k}"
+    g = helper.make_graph(
+        nodes, "q", [helper.make_tensor_value_info("x", TensorProto.INT8, [1, 4, 6, 6])],
+        [helper.make_tensor_value_info(prev, TensorProto.INT8, None)],
+        [numpy_helper.from_array(np.asarray(v), k) for k, v in inits.items()])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    b = aotc.compile(model, tmp_path, name="m", byoc=("cmsis-nn",), cmsis_nn_path=cmsis_nn)
+    ops = [(ls.step.node.op, ls.backend) for ls in b.compilation.lowered]
+    # The graph input and output are NCHW: a transpose at each end, and around the native conv.
+    assert ops == [("Transpose", None), ("QLinearConv", "cmsis-nn"), ("Transpose", None),
+                   ("QLinearConv", None), ("Transpose", None), ("QLinearConv", "cmsis-nn"),
+                   ("Transpose", None)], ops
+    x = rng.integers(-128, 128, (1, 4, 6, 6)).astype(np.int8)
+    got = b.load().run({"x": x})[prev]
+    native = aotc.compile(model, tmp_path / "n", name="m").load().run({"x": x})[prev]
+    np.testing.assert_array_equal(got, native)
