@@ -4,9 +4,13 @@ and per MAC, flash (.text + .rodata + .data) and RAM (.data + .bss, of which the
 stack and heap link.ld reserves) from the ELF, the deepest kernel frame and recursion.
 
     python bench/boards.py [--board cortex-m4f] [--models DIR] [--verbose] [--int8] [--only kws]
+    python bench/boards.py --byoc cmsis-nn [--boards cortex-m4f,cortex-m7,cortex-m55]
 
---verbose adds a per-kernel instruction table for each model. Needs the board's toolchain and
-QEMU (see boards/README.md).
+--verbose adds a per-kernel instruction table for each model. --byoc NAME compares, for the
+int8 models on each board, aotc's own kernels with the backend's (both compiled --target BOARD):
+instructions per inference and per MAC, flash and RAM. CMSIS-NN comes from --cmsis-nn-path,
+else $CMSIS_NN_PATH, else ../shared/third_party/cmsis-nn. Needs the board's toolchain and QEMU
+(see boards/README.md).
 """
 
 from __future__ import annotations
@@ -29,8 +33,8 @@ INT8_MODELS = ["kws_ref_model_int8_qdq", "vww_96_int8_qdq", "pretrainedResnet_in
                "ad01_int8_qdq", "str_ww_ref_model_int8_qdq"]
 
 
-def measure(model_dir: Path, stem: str, board: str, out: Path) -> dict:
-    bundle = aotc.compile(model_dir / f"{stem}.onnx", out, name="m")
+def measure(model_dir: Path, stem: str, board: str, out: Path, **options) -> dict:
+    bundle = aotc.compile(model_dir / f"{stem}.onnx", out, name="m", **options)
     runner = bundle.load(board)
     vectors = np.load(model_dir / "vectors" / f"{stem}.npz")
     feeds = {runner.meta["inputs"][0]["name"]: vectors["input"][0]}
@@ -38,6 +42,7 @@ def measure(model_dir: Path, stem: str, board: str, out: Path) -> dict:
     return {
         "model": stem, "macs": sum(macs_of(bundle.compilation).values()), "counts": counts,
         "sizes": runner.sizes(), "stack": runner.stack(), "board": boards.load_board(board),
+        "bundle": bundle,
     }
 
 
@@ -74,6 +79,49 @@ def kernel_table(r: dict) -> str:
     return "\n".join(lines)
 
 
+def byoc_table(rows: list[tuple[dict, dict]], backend: str) -> str:
+    head = (f"{'board':<14} {'model':<26} {'MACs':>10} {'instr native':>13} "
+            f"{'instr ' + backend:>14} {'ratio':>6} {'instr/MAC':>10} {'(' + backend + ')':>11} "
+            f"{'flash native':>12} {'flash ' + backend:>14} {'RAM native':>10} "
+            f"{'RAM ' + backend:>12} {'offloaded':>9}")
+    lines = [head, "-" * len(head)]
+    for nat, byo in rows:
+        n0, n1 = nat["counts"]["inference"], byo["counts"]["inference"]
+        macs = max(nat["macs"], 1)
+        lines.append(
+            f"{nat['board'].name:<14} {nat['model']:<26} {nat['macs']:>10,} {n0:>13,} "
+            f"{n1:>14,} {n1 / n0:>6.2f} {n0 / macs:>10.2f} {n1 / macs:>11.2f} "
+            f"{nat['sizes']['flash']:>12,} {byo['sizes']['flash']:>14,} "
+            f"{nat['sizes']['ram']:>10,} {byo['sizes']['ram']:>12,} {byo['offloaded']:>9}")
+    return "\n".join(lines)
+
+
+def main_byoc(args: argparse.Namespace) -> int:
+    import os
+
+    path = (args.cmsis_nn_path or os.environ.get("CMSIS_NN_PATH")
+            or str(ROOT.parent / "shared" / "third_party" / "cmsis-nn"))
+    stems = INT8_MODELS
+    if args.only:
+        stems = [m for m in stems if any(o in m for o in args.only.split(","))]
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="aotc_bench_byoc_") as tmp:
+        for board in args.boards.split(","):
+            for stem in stems:
+                d = Path(tmp) / board / stem
+                nat = measure(args.models, stem, board, d / "native", target=board)
+                byo = measure(args.models, stem, board, d / "byoc", target=board,
+                              byoc=(args.byoc,), cmsis_nn_path=path)
+                lowered = byo["bundle"].compilation.lowered
+                byo["offloaded"] = f"{sum(1 for ls in lowered if ls.backend)}/{len(lowered)}"
+                rows.append((nat, byo))
+    print(f"int8 MLPerf Tiny models, aotc native vs --byoc {args.byoc} (both --target BOARD); "
+          f"instructions per inference from QEMU, flash = text + rodata + data, RAM = data + "
+          f"bss (arena included, stack and heap not)\n")
+    print(byoc_table(rows, args.byoc))
+    return 0
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--board", default="cortex-m4f")
@@ -81,7 +129,13 @@ def main() -> int:
     p.add_argument("--verbose", action="store_true", help="per-kernel instruction tables")
     p.add_argument("--int8", action="store_true", help="the int8 QDQ models (tflite requant)")
     p.add_argument("--only", default=None, help="comma-separated model stems")
+    p.add_argument("--byoc", default=None, help="compare native kernels with this backend's")
+    p.add_argument("--boards", default="cortex-m4f,cortex-m7,cortex-m55",
+                   help="boards for --byoc (comma-separated)")
+    p.add_argument("--cmsis-nn-path", default=None)
     args = p.parse_args()
+    if args.byoc:
+        return main_byoc(args)
     if not args.models.is_dir():
         sys.exit(f"no models at {args.models}")
     b = boards.load_board(args.board)
