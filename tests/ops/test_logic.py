@@ -66,7 +66,7 @@ def test_compare_with_constant_operand():
 def test_compare_mixed_dtypes_rejected(tmp_path):
     node = helper.make_node("Less", ["a", "b"], ["y"])
     m = make_model([node], {"a": rand(3), "b": rand(3, dtype=np.int32)}, {"y": (bool, [3])})
-    with pytest.raises(AotcError, match="but input 0 \(A\) has"):
+    with pytest.raises(AotcError, match=r"but input 0 \(A\) has"):
         aotc.compile(m, tmp_path, name="m")
 
 
