@@ -121,14 +121,20 @@ def _input_radius(integer_bits: int, left_shift: int) -> int:
     return math.floor(((1 << integer_bits) - 1) * (1 << (31 - integer_bits)) / (1 << left_shift))
 
 
+def softmax_params(input_scale: float, beta: float = 1.0) -> tuple[int, int, int]:
+    """TFLM's int8 softmax Prepare: (input multiplier, left shift, diff_min) for
+    kScaledDiffIntegerBits = 5 (PreprocessSoftmaxScaling, CalculateInputRadius)."""
+    real = min(beta * input_scale * (1 << (31 - 5)), (1 << 31) - 1.0)
+    multiplier, left_shift = quantize_multiplier(real)
+    assert left_shift >= 0
+    return multiplier, left_shift, -_input_radius(5, left_shift)
+
+
 def softmax_table(input_scale: float, beta: float = 1.0) -> np.ndarray:
     """TFLM's int8 softmax with the per-element exp taken from a table indexed by
     d = max_in_row - x (0..255): exp[d] in Q0.31 (0 when d is beyond diff_min, which TFLM
     skips; a zero entry gives the same result)."""
-    real = min(beta * input_scale * (1 << (31 - 5)), (1 << 31) - 1.0)
-    multiplier, left_shift = quantize_multiplier(real)
-    assert left_shift >= 0
-    diff_min = -_input_radius(5, left_shift)
+    multiplier, left_shift, diff_min = softmax_params(input_scale, beta)
     exp = np.zeros(256, np.int32)
     for d in range(256):
         diff = -d

@@ -20,8 +20,9 @@ from aotc.cli import main as cli_main
 CMSIS_NN = Path(__file__).resolve().parents[3] / "shared" / "third_party" / "cmsis-nn"
 INT8_MODELS = ["kws_ref_model_int8_qdq", "vww_96_int8_qdq", "pretrainedResnet_int8_qdq",
                "ad01_int8_qdq", "str_ww_ref_model_int8_qdq"]
-# Every kernel of these ops must go to CMSIS-NN in KWS, VWW and IC.
-OFFLOADED_OPS = {"QLinearConv", "QLinearMatMul"}
+# Every kernel of these ops must go to CMSIS-NN in the MLPerf models.
+OFFLOADED_OPS = {"QLinearConv", "QLinearMatMul", "QLinearAveragePool", "QLinearSoftmax",
+                 "QLinearAdd"}
 
 
 @pytest.fixture(scope="module")
@@ -213,3 +214,92 @@ def test_native_kernel_between_offloaded_ones_gets_two_transposes(tmp_path, cmsi
     got = b.load().run({"x": x})[prev]
     native = aotc.compile(model, tmp_path / "n", name="m").load().run({"x": x})[prev]
     np.testing.assert_array_equal(got, native)
+
+
+# ----------------------------------------------------------------------------- pools, softmax,
+# elementwise: one-node models, offloaded or refused, always equal to aotc's own kernels
+def _ms_model(nodes, x_shapes, inits, out_dtype=TensorProto.INT8) -> onnx.ModelProto:
+    g = helper.make_graph(
+        nodes, "q", [helper.make_tensor_value_info(k, TensorProto.INT8, list(v))
+                     for k, v in x_shapes.items()],
+        [helper.make_tensor_value_info("y", out_dtype, None)],
+        [numpy_helper.from_array(np.asarray(v), k) for k, v in inits.items()])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17),
+                                               helper.make_opsetid("com.microsoft", 1)],
+                             ir_version=8)
+
+
+def _pool(op, ys=0.05, yz=-4, **attrs):
+    inits = {"xs": np.float32(0.05), "xz": np.int8(-4), "ys": np.float32(ys), "yz": np.int8(yz)}
+    return _ms_model([helper.make_node(op, ["x", "xs", "xz", "ys", "yz"], ["y"],
+                                       domain="com.microsoft", **attrs)],
+                     {"x": (1, 6, 9, 11)}, inits)
+
+
+def _binary(op, b_shape=(1, 6, 9, 11)):
+    inits = {"as": np.float32(0.05), "az": np.int8(-4), "bs": np.float32(0.02),
+             "bz": np.int8(9), "ys": np.float32(0.07), "yz": np.int8(3)}
+    return _ms_model([helper.make_node(op, ["x", "as", "az", "b", "bs", "bz", "ys", "yz"], ["y"],
+                                       domain="com.microsoft")],
+                     {"x": (1, 6, 9, 11), "b": b_shape}, inits)
+
+
+def _softmax(shape, ys=1 / 256, yz=-128):
+    inits = {"xs": np.float32(0.1), "xz": np.int8(5), "ys": np.float32(ys), "yz": np.int8(yz)}
+    return _ms_model([helper.make_node("QLinearSoftmax", ["x", "xs", "xz", "ys", "yz"], ["y"],
+                                       domain="com.microsoft", axis=-1, opset=13)],
+                     {"x": shape}, inits)
+
+
+def _maxpool(**attrs):
+    return _ms_model([helper.make_node("MaxPool", ["x"], ["y"], **attrs)], {"x": (1, 6, 9, 11)},
+                     {})
+
+
+KERNEL_CASES = {
+    # case: (model, offloaded?, reason fragment when refused)
+    "avgpool_3x3_s2_pad": (lambda: _pool("QLinearAveragePool", kernel_shape=[3, 3],
+                                         strides=[2, 2], pads=[1, 1, 1, 1]), True, ""),
+    "avgpool_ceil": (lambda: _pool("QLinearAveragePool", kernel_shape=[2, 3], strides=[2, 2],
+                                   ceil_mode=1), True, ""),
+    "global_avgpool": (lambda: _pool("QLinearGlobalAveragePool"), True, ""),
+    "avgpool_rescale": (lambda: _pool("QLinearAveragePool", ys=0.1, kernel_shape=[2, 2]), False,
+                        "arm_avgpool_s8 does not requantise"),
+    "avgpool_include_pad": (lambda: _pool("QLinearAveragePool", kernel_shape=[3, 3],
+                                          pads=[1, 1, 1, 1], count_include_pad=1), False,
+                            "count_include_pad=1"),
+    "maxpool_3x3_s2_pad": (lambda: _maxpool(kernel_shape=[3, 3], strides=[2, 2],
+                                            pads=[1, 0, 1, 2]), True, ""),
+    "maxpool_dilated": (lambda: _maxpool(kernel_shape=[2, 2], dilations=[2, 2]), False,
+                        "dilations [2, 2]"),
+    "add": (lambda: _binary("QLinearAdd"), True, ""),
+    "mul": (lambda: _binary("QLinearMul"), True, ""),
+    "add_broadcast": (lambda: _binary("QLinearAdd", (1, 6, 1, 1)), False, "broadcasting"),
+    "softmax_2d": (lambda: _softmax((3, 40)), True, ""),
+    "softmax_4d": (lambda: _softmax((1, 2, 3, 40)), False, "4-D input"),
+    "softmax_scale": (lambda: _softmax((3, 40), ys=1 / 128), False, "scale 1/256"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(KERNEL_CASES))
+def test_kernels_offloaded_or_refused_and_equal_to_native(case, tmp_path, cmsis_nn):
+    make, offloaded, why = KERNEL_CASES[case]
+    model = make()
+    rng = np.random.default_rng(sum(map(ord, case)))
+    feeds = {i.name: rng.integers(-128, 128, [d.dim_value for d in
+                                              i.type.tensor_type.shape.dim]).astype(np.int8)
+             for i in model.graph.input}
+    feeds[model.graph.input[0].name].flat[:2] = [-128, 127]  # the extremes
+    b = aotc.compile(model, tmp_path / "b", name="m", byoc=("cmsis-nn",), cmsis_nn_path=cmsis_nn)
+    (row,) = b.compilation.partition
+    if offloaded:
+        assert row.backend == "cmsis-nn", row.reason
+    else:
+        assert row.backend == "native" and why in row.reason, row.reason
+    got = b.load().run(feeds)["y"]
+    native = aotc.compile(model, tmp_path / "n", name="m").load().run(feeds)["y"]
+    np.testing.assert_array_equal(got, native)  # both TFLite's integer arithmetic: exact
+    want = ort_run(model, feeds)["y"]
+    # onnxruntime requantises in float: a tie may round the other way (1 LSB); its int8
+    # softmax is float: within 1 LSB of TFLite's fixed point here.
+    assert np.abs(got.astype(np.int32) - want.astype(np.int32)).max() <= 1

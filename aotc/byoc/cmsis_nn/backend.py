@@ -89,6 +89,75 @@ def _fc_check(sub: Subgraph) -> str | None:
                              y_dtype=y.dtype.name, b_zp=sub.attr("_wz"))
 
 
+# ------------------------------------------------------------------------------ pooling
+MS = "com.microsoft"
+
+
+def _pool_geometry(sub: Subgraph):  # type: ignore[no-untyped-def]
+    from aotc.ops.pool import global_geometry, pool_geometry
+
+    x = sub.input_type(0)
+    assert x is not None
+    if sub.op == "QLinearGlobalAveragePool":
+        return global_geometry(x.shape[2:])
+    return pool_geometry(sub.node, x.shape[2:])
+
+
+def _pool_check(sub: Subgraph) -> str | None:
+    x = sub.input_type(0)
+    assert x is not None
+    if len(x.shape) != 4:
+        return f"only 2-D pooling (NCHW input), got input rank {len(x.shape)}"
+    if sub.node.attrs.get("channels_last", 0):
+        return "channels_last=1 is not supported"
+    geo = _pool_geometry(sub)
+    if any(int(d) != 1 for d in geo.dilations):
+        return f"dilations {list(geo.dilations)} are not supported (only 1)"
+    if sub.op == "MaxPool":
+        if len([o for o in sub.node.outputs if o]) > 1:
+            return "the Indices output is not supported"
+        return None
+    why = _requant(sub)
+    if why:
+        return why
+    p = sub.attr("_p")
+    if (p["sx"], p["zx"]) != (p["sy"], p["zy"]):
+        return ("input and output scale and zero point differ: arm_avgpool_s8 does not "
+                "requantise")
+    if sub.node.attrs.get("count_include_pad", 0) and any(geo.pads_begin + geo.pads_end):
+        return "count_include_pad=1 with padding is not supported (TFLite counts valid taps)"
+    return None
+
+
+# ------------------------------------------------------------------------------ softmax, add, mul
+def _softmax_check(sub: Subgraph) -> str | None:
+    from aotc.ops.qtable import QLinearSoftmax
+
+    why = _requant(sub)
+    if why:
+        return why
+    x = sub.input_type(0)
+    assert x is not None
+    if len(x.shape) == 4:
+        return "4-D input: in NHWC the last axis would be the channels, not ONNX's last axis"
+    if not QLinearSoftmax.fixed_point(sub.prepared, sub.attr("_p"), x.dtype.np):
+        return "the output must be int8 with scale 1/256 and zero point -128 (TFLite's softmax)"
+    return None
+
+
+def _binary_check(sub: Subgraph) -> str | None:
+    why = _requant(sub)
+    if why:
+        return why
+    a, b = sub.input_type(0), sub.input_type(3)
+    assert a is not None and b is not None
+    if a.shape != b.shape:
+        return f"broadcasting {list(a.shape)} with {list(b.shape)} is not supported"
+    if b.dtype.name != "int8":
+        return f"input B dtype {b.dtype.name} is not supported (int8)"
+    return None
+
+
 # ------------------------------------------------------------------------------ C text
 def _function(symbol: str, args: Sequence[str], body: Sequence[str]) -> str:
     return "\n".join([f"static int {symbol}({', '.join(args)})", "{",
@@ -130,6 +199,13 @@ class CmsisNNBackend(Backend):
         return [
             Pattern("conv2d", "QLinearConv", dtypes=("int8",), check=_conv_check),
             Pattern("fully_connected", "QLinearMatMul", dtypes=("int8",), check=_fc_check),
+            Pattern("avgpool", "QLinearAveragePool", MS, dtypes=("int8",), check=_pool_check),
+            Pattern("avgpool", "QLinearGlobalAveragePool", MS, dtypes=("int8",),
+                    check=_pool_check),
+            Pattern("maxpool", "MaxPool", dtypes=("int8",), check=_pool_check),
+            Pattern("softmax", "QLinearSoftmax", MS, dtypes=("int8",), check=_softmax_check),
+            Pattern("add", "QLinearAdd", MS, dtypes=("int8",), check=_binary_check),
+            Pattern("mul", "QLinearMul", MS, dtypes=("int8",), check=_binary_check),
         ]
 
     def libraries(self) -> Sequence[Library]:
@@ -142,7 +218,79 @@ class CmsisNNBackend(Backend):
             return self._conv(sub, symbol)
         if sub.op == "QLinearMatMul":
             return self._fc(sub, symbol)
+        if sub.op in ("QLinearAveragePool", "QLinearGlobalAveragePool", "MaxPool"):
+            return self._pool(sub, symbol)
+        if sub.op == "QLinearSoftmax":
+            return self._softmax(sub, symbol)
+        if sub.op in ("QLinearAdd", "QLinearMul"):
+            return self._binary(sub, symbol)
         raise AotcError(f"no code generator for {sub.op}")
+
+    # -------------------------------------------------------------------- pooling
+    def _pool(self, sub: Subgraph, symbol: str) -> Emitted:
+        x, y = sub.input_type(0), sub.output_type(0)
+        assert x is not None and y is not None
+        geo = _pool_geometry(sub)
+        lo, hi = _act(sub)
+        pool = (f"{{{{{geo.strides[1]}, {geo.strides[0]}}}, "
+                f"{{{geo.pads_begin[1]}, {geo.pads_begin[0]}}}, "
+                f"{params.activation(lo, hi).c_init()}}}")
+        avg = sub.op != "MaxPool"
+        fn = "arm_avgpool_s8" if avg else "arm_max_pool_s8"
+        size = max(self.scratch.avgpool(y.shape[3], y.shape[1], f) for f in self.features) \
+            if avg else 0
+        body = [
+            f"const cmsis_nn_context ctx = {{{'scratch' if size else 'NULL'}, {size}}};",
+            f"const cmsis_nn_pool_params pool_params = {pool};",
+            _dims("input_dims", params.nhwc_dims(x.shape)),
+            _dims("filter_dims", params.Dims(1, geo.kernel[0], geo.kernel[1], 1)),
+            _dims("output_dims", params.nhwc_dims(y.shape)),
+            f"return (int){fn}(&ctx, &pool_params, &input_dims, input, &filter_dims, "
+            f"&output_dims, output);",
+        ]
+        args = ["const int8_t *input", "int8_t *output"] + (["void *scratch"] if size else [])
+        return Emitted(_function(symbol, args, body), (), size, INCLUDES,
+                       f"{fn} (scratch {size} B)" if size else fn)
+
+    # -------------------------------------------------------------------- softmax
+    def _softmax(self, sub: Subgraph, symbol: str) -> Emitted:
+        from aotc import qmath
+
+        x = sub.input_type(0)
+        assert x is not None
+        mult, shift, diff_min = qmath.softmax_params(sub.attr("_p")["sx"])
+        depth = x.shape[-1]
+        rows = x.numel // depth
+        body = [f"arm_softmax_s8(input, {rows}, {depth}, {mult}, {shift}, {diff_min}, output);",
+                "return 0;"]
+        return Emitted(_function(symbol, ["const int8_t *input", "int8_t *output"], body), (),
+                       0, INCLUDES, "arm_softmax_s8")
+
+    # -------------------------------------------------------------------- add, mul
+    def _binary(self, sub: Subgraph, symbol: str) -> Emitted:
+        from aotc import qmath
+        from aotc.ops.qlinear import QLinearAdd
+
+        y = sub.output_type(0)
+        assert y is not None
+        p = sub.attr("_p")
+        lo, hi = _act(sub)
+        act = params.activation(lo, hi)
+        ins = ["const int8_t *a", "const int8_t *b"] if len(sub.activations) == 2 else \
+            ["const int8_t *a"]
+        second = "b" if len(sub.activations) == 2 else "a"
+        if sub.op == "QLinearAdd":
+            (m1, s1), (m2, s2), (mo, so) = QLinearAdd._tfl(p)
+            call = (f"return (int)arm_elementwise_add_s8(a, {second}, {-p['za']}, {m1}, {s1}, "
+                    f"{-p['zb']}, {m2}, {s2}, {QLinearAdd.LEFT_SHIFT}, output, {p['zy']}, "
+                    f"{mo}, {so}, {act.min}, {act.max}, {y.numel});")
+            fn = "arm_elementwise_add_s8"
+        else:
+            m, sh = qmath.quantize_multiplier(p["sa"] * p["sb"] / p["sy"])
+            call = (f"return (int)arm_elementwise_mul_s8(a, {second}, {-p['za']}, {-p['zb']}, "
+                    f"output, {p['zy']}, {m}, {sh}, {act.min}, {act.max}, {y.numel});")
+            fn = "arm_elementwise_mul_s8"
+        return Emitted(_function(symbol, [*ins, "int8_t *output"], [call]), (), 0, INCLUDES, fn)
 
     # -------------------------------------------------------------------- conv
     def _conv(self, sub: Subgraph, symbol: str) -> Emitted:
