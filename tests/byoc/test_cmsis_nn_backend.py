@@ -122,18 +122,21 @@ def test_inspect_partition_table(mlperf_dir, cmsis_nn, capsys):
 
 # ----------------------------------------------------------------------------- refusals
 def _qconv_model(*, x_dtype=TensorProto.INT8, w_zp=0, dilations=(1, 1), seed=0,
-                 shape=(1, 4, 7, 7)) -> tuple[onnx.ModelProto, np.ndarray]:
+                 shape=(1, 4, 7, 7), kernel=(3, 3), pads=(1, 1, 1, 1), bias=500
+                 ) -> tuple[onnx.ModelProto, np.ndarray]:
     rng = np.random.default_rng(seed)
     m = 6
     np_x = np.uint8 if x_dtype == TensorProto.UINT8 else np.int8
     lo, hi = np.iinfo(np_x).min, np.iinfo(np_x).max
-    inits = {"xs": np.float32(0.05), "xz": np_x(3), "w": rng.integers(-127, 128, (m, 4, 3, 3))
-             .astype(np.int8), "ws": rng.uniform(0.002, 0.02, m).astype(np.float32),
+    inits = {"xs": np.float32(0.05), "xz": np_x(3),
+             "w": rng.integers(-127, 128, (m, 4, *kernel)).astype(np.int8),
+             "ws": rng.uniform(0.002, 0.02, m).astype(np.float32),
              "wz": np.full(m, w_zp, np.int8), "ys": np.float32(0.1), "yz": np_x(lo + 100),
-             "b": rng.integers(-500, 500, m).astype(np.int32)}
+             "b": (rng.integers(-bias, bias, m) if bias < 2**30 else np.full(m, bias))
+             .astype(np.int32)}
     node = helper.make_node("QLinearConv", ["x", "xs", "xz", "w", "ws", "wz", "ys", "yz", "b"],
-                            ["y"], pads=[1, 1, 1, 1], dilations=list(dilations),
-                            kernel_shape=[3, 3])
+                            ["y"], pads=list(pads), dilations=list(dilations),
+                            kernel_shape=list(kernel))
     g = helper.make_graph(
         [node], "q", [helper.make_tensor_value_info("x", x_dtype, list(shape))],
         [helper.make_tensor_value_info("y", x_dtype, None)],
@@ -149,6 +152,9 @@ REFUSALS = {
     "dilation": ({"dilations": (2, 2)}, {}, "dilations [2, 2] are not supported"),
     "requant_onnx": ({}, {"requant": "onnx"}, "--requant onnx"),
     "conv3d": ({"shape": (1, 4, 7, 7, 5)}, {}, "only 2-D convolutions"),
+    "1xN_padding": ({"shape": (1, 4, 1, 12), "kernel": (1, 3), "pads": (0, 2, 0, 0)}, {},
+                    "not TFLite-style"),
+    "huge_bias": ({"bias": 2**31 - 1000}, {}, "int32 accumulator could overflow"),
 }
 
 
@@ -165,7 +171,21 @@ def test_refused_kernels_fall_back_to_native(case, tmp_path, cmsis_nn):
     b = aotc.compile(model, tmp_path, name="m", byoc=("cmsis-nn",), cmsis_nn_path=cmsis_nn, **ck)
     assert not b.compilation.libraries  # nothing offloaded: nothing to link
     got = b.load().run({"x": x})["y"]
-    want = ort_run(model, {"x": x})["y"]
+    if case == "huge_bias":
+        # onnxruntime's (and the reference evaluator's) int32 accumulator wraps here; aotc
+        # defines the result as exact arithmetic would give it (docs/operators.md, QLinearConv):
+        # computed here in float64 from the model's own numbers.
+        from aotc.ops.conv import Conv
+
+        init = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+        acc = Conv().reference((x.astype(np.float64) - float(init["xz"])),
+                               init["w"].astype(np.float64), pads=[1, 1, 1, 1])
+        acc = acc + init["b"].astype(np.float64).reshape(1, -1, 1, 1)
+        real = (np.float64(init["xs"]) * init["ws"].astype(np.float64)
+                / np.float64(init["ys"])).reshape(1, -1, 1, 1)
+        want = np.clip(np.rint(acc * real) + float(init["yz"]), -128, 127).astype(np.int8)
+    else:
+        want = ort_run(model, {"x": x})["y"]
     # onnxruntime requantises in float (round half to even), --requant tflite in fixed point:
     # a tie may round the other way (1 LSB); --requant onnx is exact.
     tol = 0 if ck.get("requant") == "onnx" else 1
