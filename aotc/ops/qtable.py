@@ -30,6 +30,9 @@ class QLinearSoftmax(QuantOp):
     since = 1
     domain = MS
     dtypes = QT
+    defined = ("with --requant tflite, int8, output scale 1/256 and zero point -128: TFLite's "
+               "integer softmax (bit-exact with TFLM) when the input scale is above 2^-26, "
+               "which TFLM's Prepare requires; otherwise float exp and rounding, as onnxruntime")
 
     def reference(self, X: np.ndarray, X_scale: np.ndarray, x_zero_point: np.ndarray,
                   y_scale: np.ndarray, y_zero_point: np.ndarray | None = None, *,
@@ -52,8 +55,12 @@ class QLinearSoftmax(QuantOp):
 
     @staticmethod
     def fixed_point(node: Node, p: dict[str, Any], dt: np.dtype) -> bool:
+        """TFLite's integer softmax applies: int8, output 1/256 and -128, and an input scale
+        TFLM's Prepare accepts (input scale * 2^26 > 1, its QuantizeMultiplierGreaterThanOne
+        check). Otherwise the kernel computes in float, as onnxruntime does."""
         return (mode_of(node) == "tflite" and np.dtype(dt) == np.int8 and p["zy"] == -128
-                and np.float32(p["sy"]) == np.float32(1 / 256))
+                and np.float32(p["sy"]) == np.float32(1 / 256)
+                and float(p["sx"]) * (1 << 26) > 1.0)
 
     def prepare(self, node: Node, ins: Sequence[Value | None]) -> Node:
         return node.with_(inputs=node.inputs[:1], attrs={**node.attrs, "_p": unary_params(ins)})

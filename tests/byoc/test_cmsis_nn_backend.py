@@ -265,8 +265,8 @@ def _binary(op, b_shape=(1, 6, 9, 11)):
                      {"x": (1, 6, 9, 11), "b": b_shape}, inits)
 
 
-def _softmax(shape, ys=1 / 256, yz=-128):
-    inits = {"xs": np.float32(0.1), "xz": np.int8(5), "ys": np.float32(ys), "yz": np.int8(yz)}
+def _softmax(shape, ys=1 / 256, yz=-128, xs=0.1):
+    inits = {"xs": np.float32(xs), "xz": np.int8(5), "ys": np.float32(ys), "yz": np.int8(yz)}
     return _ms_model([helper.make_node("QLinearSoftmax", ["x", "xs", "xz", "ys", "yz"], ["y"],
                                        domain="com.microsoft", axis=-1, opset=13)],
                      {"x": shape}, inits)
@@ -299,6 +299,9 @@ KERNEL_CASES = {
     "softmax_2d": (lambda: _softmax((3, 40)), True, ""),
     "softmax_4d": (lambda: _softmax((1, 2, 3, 40)), False, "4-D input"),
     "softmax_scale": (lambda: _softmax((3, 40), ys=1 / 128), False, "scale 1/256"),
+    # input scales TFLM's Prepare rejects (multiplier not above 1) or that need 1 << 31
+    "softmax_tiny_input_scale": (lambda: _softmax((3, 40), xs=2.0**-28), False, "above 2^-26"),
+    "softmax_huge_input_scale": (lambda: _softmax((3, 40), xs=40.0), False, "shift of 31"),
 }
 
 

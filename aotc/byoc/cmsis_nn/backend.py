@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
+from aotc import qmath
 from aotc.byoc.backend import Backend, Constant, Emitted, Library, Pattern, Subgraph
 from aotc.byoc.cmsis_nn import library, params
 from aotc.byoc.cmsis_nn.library import FEATURES
@@ -141,7 +142,12 @@ def _softmax_check(sub: Subgraph) -> str | None:
     if len(x.shape) == 4:
         return "4-D input: in NHWC the last axis would be the channels, not ONNX's last axis"
     if not QLinearSoftmax.fixed_point(sub.prepared, sub.attr("_p"), x.dtype.np):
-        return "the output must be int8 with scale 1/256 and zero point -128 (TFLite's softmax)"
+        return ("the output must be int8 with scale 1/256 and zero point -128, the input scale "
+                "above 2^-26 (TFLite's softmax)")
+    _, shift, _ = qmath.softmax_params(sub.attr("_p")["sx"])
+    if shift >= 31:
+        return (f"input scale {sub.attr('_p')['sx']:g} needs a left shift of 31: "
+                "arm_softmax_s8 computes 1 << 31 in int")
     return None
 
 
@@ -254,8 +260,6 @@ class CmsisNNBackend(Backend):
 
     # -------------------------------------------------------------------- softmax
     def _softmax(self, sub: Subgraph, symbol: str) -> Emitted:
-        from aotc import qmath
-
         x = sub.input_type(0)
         assert x is not None
         mult, shift, diff_min = qmath.softmax_params(sub.attr("_p")["sx"])
@@ -268,7 +272,7 @@ class CmsisNNBackend(Backend):
 
     # -------------------------------------------------------------------- add, mul
     def _binary(self, sub: Subgraph, symbol: str) -> Emitted:
-        from aotc import qmath
+
         from aotc.ops.qlinear import QLinearAdd
 
         y = sub.output_type(0)
