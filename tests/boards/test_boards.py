@@ -102,7 +102,7 @@ def test_board_files_agree(name: str) -> None:
 
 
 def test_list_boards() -> None:
-    expected = {"cortex-m0plus", "cortex-m4f", "cortex-m7", "cortex-m33", "cortex-m55", "rv32imc"}
+    expected = {"cortex-m0plus", "rp2040", "cortex-m4f", "cortex-m7", "cortex-m33", "cortex-m55", "rv32imc"}
     assert expected | {"host"} <= set(ALL_BOARDS)
     with pytest.raises(ValueError, match="unknown board"):
         boards.load_board("no-such-board")

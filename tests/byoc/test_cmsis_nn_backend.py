@@ -74,11 +74,14 @@ def test_mlperf_host_bit_exact(stem, mlperf_dir, tmp_path, cmsis_nn):
     assert not list((tmp_path / "byoc").rglob("arm_*.c"))
 
 
-# Boards: of the five models only the streaming wakeword model fits cortex-m0plus (pure C; the
-# nRF51822's 16 KB of RAM and 256 KB of flash: KWS, VWW and IC need more RAM, AD more flash,
-# natively too); cortex-m4f runs the DSP path and cortex-m55 the MVE path on every model;
-# cortex-m7 and cortex-m33 (DSP) and rv32imc (pure C on RISC-V) run KWS.
+# Boards: Cortex-M0+ code (pure C) on both M0+ boards: cortex-m0plus (the nRF51822's 16 KB of
+# RAM and 256 KB of flash, on QEMU's Cortex-M0, which traps any instruction outside ARMv6-M) fits
+# only the streaming wakeword model (KWS, VWW and IC need more RAM, AD more flash, natively
+# too); rp2040 (the same code with the RP2040's memory) runs the other four. cortex-m4f runs the
+# DSP path and cortex-m55 the MVE path on every model; cortex-m7 and cortex-m33 (DSP) and
+# rv32imc (pure C on RISC-V) run KWS.
 BOARD_CASES = [("cortex-m0plus", "str_ww_ref_model_int8_qdq")]
+BOARD_CASES += [("rp2040", s) for s in INT8_MODELS if s != "str_ww_ref_model_int8_qdq"]
 BOARD_CASES += [(b, s) for b in ("cortex-m4f", "cortex-m55") for s in INT8_MODELS]
 BOARD_CASES += [(b, "kws_ref_model_int8_qdq") for b in ("cortex-m7", "cortex-m33", "rv32imc")]
 
