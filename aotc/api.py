@@ -14,6 +14,7 @@ import onnx
 from aotc.byoc.partition import NATIVE, Row
 from aotc.compiler import Compilation, CompileOptions, compile_model, emit, memory_report
 from aotc.ops import resolve
+from aotc.progress import QUIET, Progress
 
 ModelLike = str | os.PathLike[str] | onnx.ModelProto
 
@@ -60,10 +61,13 @@ def _options(name: str, input_shapes: Mapping[str, Sequence[int]] | None,
 
 
 def compile(model: ModelLike, out_dir: str | os.PathLike[str], name: str = "model",  # noqa: A001
-            input_shapes: Mapping[str, Sequence[int]] | None = None, **kw: Any) -> Bundle:
+            input_shapes: Mapping[str, Sequence[int]] | None = None,
+            progress: Progress = QUIET, **kw: Any) -> Bundle:
     """Compile ``model`` (path or ModelProto) into a C bundle in ``out_dir``."""
-    comp = compile_model(model, _options(name, input_shapes, **kw))
-    emit(comp, out_dir)
+    with progress.stage("compile"):
+        comp = compile_model(model, _options(name, input_shapes, **kw), progress=progress)
+        progress.detail("write")
+        emit(comp, out_dir)
     return Bundle(Path(out_dir), name, comp)
 
 
@@ -78,9 +82,11 @@ def macs_of(comp: Compilation) -> dict[str, int]:
 
 
 def inspect(model: ModelLike, name: str = "model",
-            input_shapes: Mapping[str, Sequence[int]] | None = None, **kw: Any) -> dict[str, Any]:
+            input_shapes: Mapping[str, Sequence[int]] | None = None,
+            progress: Progress = QUIET, **kw: Any) -> dict[str, Any]:
     """Ops, shapes, parameters, MACs per node, and the arena plan against its lower bound."""
-    comp = compile_model(model, _options(name, input_shapes, **kw))
+    with progress.stage("compile"):
+        comp = compile_model(model, _options(name, input_shapes, **kw), progress=progress)
     g = comp.graph
     macs = macs_of(comp)
     kernel_of = {ls.step.node.name: ls.kernel.name for ls in comp.lowered}

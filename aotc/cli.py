@@ -19,6 +19,7 @@ from typing import Any, NoReturn
 import numpy as np
 
 from aotc.errors import AotcError
+from aotc.progress import Progress
 
 EXIT_USER = 2
 EXIT_INTERNAL = 3
@@ -70,6 +71,13 @@ def _common(p: argparse.ArgumentParser) -> None:
                         "installed backend, or a .py file defining BACKEND (docs/byoc.md)")
     p.add_argument("--cmsis-nn-path", default=None, metavar="DIR",
                    help="the CMSIS-NN tree for --byoc cmsis-nn (default: $CMSIS_NN_PATH)")
+    _quiet(p)
+
+
+def _quiet(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-q", "--quiet", action="store_true",
+                   help="no progress bar (one is drawn only when stderr is a terminal, and "
+                        "never when the CI variable is set)")
 
 
 def _options(args: argparse.Namespace, argv: Sequence[str]) -> dict[str, Any]:
@@ -120,11 +128,14 @@ def cmd_compile(args: argparse.Namespace, argv: Sequence[str]) -> int:
 
     if dump - {"all", "fold", "fold-bn", "views", "dce", "fuse"}:
         raise AotcError(f"--dump-after: unknown pass {sorted(dump)}")
-    comp = compile_model(args.model, opts, on_pass)
-    try:
-        emit(comp, args.output)
-    except OSError as e:
-        raise AotcError(f"cannot write the bundle to {args.output}: {e.strerror or e}") from None
+    with Progress("compile", 1, quiet=args.quiet) as progress, progress.stage("compile"):
+        comp = compile_model(args.model, opts, on_pass, progress)
+        progress.detail("write")
+        try:
+            emit(comp, args.output)
+        except OSError as e:
+            raise AotcError(f"cannot write the bundle to {args.output}: {e.strerror or e}"
+                            ) from None
     print(f"aotc: wrote {args.output} ({len(comp.lowered)} kernels, arena {comp.plan.size} B, "
           f"bound {comp.lower_bound} B, weights {comp.weights_bytes} B)", file=sys.stderr)
     return 0
@@ -159,20 +170,22 @@ def cmd_verify(args: argparse.Namespace, argv: Sequence[str]) -> int:
     from aotc.verification import run_verification
 
     opts = _options(args, argv)
-    with tempfile.TemporaryDirectory(prefix="aotc_verify_") as tmp:
+    with (tempfile.TemporaryDirectory(prefix="aotc_verify_") as tmp,
+          Progress("verify", 4, quiet=args.quiet) as progress):  # compile, build, 2 vectors
         out = args.output or tmp
-        bundle = compile_bundle(args.model, out, **opts)
+        bundle = compile_bundle(args.model, out, progress=progress, **opts)
         inputs = expected = None
         if args.vectors:
             meta = json.loads((Path(out) / "bundle.json").read_text())
             inputs, expected = _load_vectors(args.vectors, meta["inputs"], args.expected_key)
+            progress.set_total(2 + len(inputs))
             if expected is not None:
                 outs = [o["name"] for o in meta["outputs"]]
                 if len(outs) != 1:
                     raise AotcError("batched vectors need a one-output model")
                 expected = [{outs[0]: e["__single__"]} for e in expected]
         rep = run_verification(args.model, bundle, inputs, expected, args.atol, args.rtol,
-                               args.seed, args.board)
+                               args.seed, args.board, progress=progress)
     errs = ", ".join(f"{k}: {v:.3g}" for k, v in rep["max_abs_error"].items())
     ref = "expected vectors" if expected is not None else "onnxruntime"
     print(f"aotc: verify OK on {rep['board']}: {rep['vectors']} vectors vs {ref}, max abs error "
@@ -226,7 +239,8 @@ def cmd_inspect(args: argparse.Namespace, argv: Sequence[str]) -> int:
     from aotc.api import inspect
 
     opts = _options(args, argv)
-    rep = inspect(args.model, **opts)
+    with Progress("inspect", 1, quiet=args.quiet) as progress:
+        rep = inspect(args.model, progress=progress, **opts)
     if args.json:
         print(json.dumps(rep, indent=2, default=str))
     else:
@@ -255,9 +269,12 @@ def cmd_run(args: argparse.Namespace, argv: Sequence[str]) -> int:
     from aotc.api import compile as compile_bundle
 
     out = Path(args.output)
-    bundle = compile_bundle(args.model, out, **_options(args, argv))
-    runner = bundle.load(args.board)
-    outs = runner.run(_npz_inputs(args.inputs, runner.meta["inputs"], args.seed))
+    with Progress("run", 3, quiet=args.quiet) as progress:
+        bundle = compile_bundle(args.model, out, progress=progress, **_options(args, argv))
+        with progress.stage(f"build for {args.board}"):
+            runner = bundle.load(args.board)
+        with progress.stage(f"run on {args.board}"):
+            outs = runner.run(_npz_inputs(args.inputs, runner.meta["inputs"], args.seed))
     if args.save:
         np.savez(args.save, **outs)
     for k, v in outs.items():
@@ -272,15 +289,19 @@ def cmd_bench(args: argparse.Namespace, argv: Sequence[str]) -> int:
     from aotc.api import macs_of
 
     out = Path(args.output)
-    bundle = compile_bundle(args.model, out, **_options(args, argv))
-    runner = bundle.load(args.board)
-    msg = runner.fits()
-    if msg:
-        raise AotcError(msg)
-    feeds = _npz_inputs(args.inputs, runner.meta["inputs"], args.seed)
-    counts = runner.count_instructions(feeds)
-    sizes = runner.sizes()
-    stack = runner.stack()
+    with Progress("bench", 4, quiet=args.quiet) as progress:
+        bundle = compile_bundle(args.model, out, progress=progress, **_options(args, argv))
+        with progress.stage(f"build for {args.board}"):
+            runner = bundle.load(args.board)
+            msg = runner.fits()
+            if msg:
+                raise AotcError(msg)
+        with progress.stage("count instructions in QEMU"):
+            feeds = _npz_inputs(args.inputs, runner.meta["inputs"], args.seed)
+            counts = runner.count_instructions(feeds)
+        with progress.stage("sizes and stack"):
+            sizes = runner.sizes()
+            stack = runner.stack()
     macs = sum(macs_of(bundle.compilation).values())
     # "inference": from entering <name>_run to its return, libm and soft-float helpers included.
     kernels_total = sum(counts["kernels"].values())
@@ -307,8 +328,11 @@ def cmd_bench(args: argparse.Namespace, argv: Sequence[str]) -> int:
 def cmd_quantize(args: argparse.Namespace, argv: Sequence[str]) -> int:
     from aotc.quantize import quantize
 
-    res = quantize(args.model, args.calibration, args.output, per_channel=not args.per_tensor,
-                   symmetric_activations=args.symmetric_activations)
+    with (Progress("quantize", 1, quiet=args.quiet) as progress,
+          progress.stage("calibrate, quantise, compile")):
+        res = quantize(args.model, args.calibration, args.output,
+                       per_channel=not args.per_tensor,
+                       symmetric_activations=args.symmetric_activations)
     floats = ", ".join(res.float_ops) or "none"
     weights = "per-channel" if res.per_channel else "per-tensor"
     acts = "symmetric" if res.symmetric_activations else "asymmetric"
@@ -363,6 +387,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="one weight scale per tensor (default: per output channel)")
     q.add_argument("--symmetric-activations", action="store_true",
                    help="activation zero point 0 (default: asymmetric, calibrated min/max)")
+    _quiet(q)
     return p
 
 

@@ -35,6 +35,7 @@ from aotc.memory.planner import plan
 from aotc.memory.report import ascii_timeline, plan_to_json
 from aotc.passes import PASS_NAMES, Pass, default_pipeline, run_pipeline
 from aotc.passes.layout import to_layout
+from aotc.progress import QUIET, Progress
 from aotc.qmath import REQUANT_MODES
 from aotc.schedule import Schedule, make_schedule
 
@@ -131,8 +132,10 @@ def _pipeline(names: tuple[str, ...] | None, requant: str = "tflite") -> list[Pa
 
 
 def compile_model(model: str | os.PathLike[str] | onnx.ModelProto, options: CompileOptions,
-                  on_pass: Callable[[str, Graph], None] | None = None) -> Compilation:
+                  on_pass: Callable[[str, Graph], None] | None = None,
+                  progress: Progress = QUIET) -> Compilation:
     name = _validate_name(options.name)
+    progress.detail("import")
     if isinstance(model, onnx.ModelProto):
         proto, model_name = model, model.graph.name or "model"
         model_hash = hashlib.sha256(model.SerializeToString()).hexdigest()
@@ -142,6 +145,7 @@ def compile_model(model: str | os.PathLike[str] | onnx.ModelProto, options: Comp
     shapes = {k: tuple(int(d) for d in v) for k, v in options.input_shapes.items()}
     graph = import_model(proto, shapes, name)
     model_const_bytes = graph.const_bytes()
+    progress.detail("graph passes")
     graph = run_pipeline(graph, _pipeline(options.passes, options.requant),
                          verify=options.verify_ir,
                          on_pass=on_pass)
@@ -156,8 +160,13 @@ def compile_model(model: str | os.PathLike[str] | onnx.ModelProto, options: Comp
             on_pass("byoc", graph)
     sched = make_schedule(graph)
     by_name = {b.name: b for b in backends}
-    lowered = [lower_external(sched, st, by_name, options.requant) if "_byoc" in st.node.attrs
-               else lower_step(sched, st, options.unroll_max, features) for st in sched.steps]
+    lowered = []
+    for st in sched.steps:
+        progress.detail(f"lowering kernel {st.index + 1}/{len(sched.steps)}")
+        lowered.append(lower_external(sched, st, by_name, options.requant)
+                       if "_byoc" in st.node.attrs
+                       else lower_step(sched, st, options.unroll_max, features))
+    progress.detail("memory plan")
     scratch = {ls.step.index: ls.scratch for ls in lowered if ls.scratch}
     live = analyse(sched, scratch, options.align, options.inplace)
     try:

@@ -10,6 +10,7 @@ import numpy as np
 import onnx
 
 from aotc.errors import AotcError
+from aotc.progress import QUIET, Progress
 
 
 def random_inputs(meta_inputs: list[dict[str, Any]], seed: int) -> dict[str, np.ndarray]:
@@ -50,15 +51,18 @@ def onnxruntime_outputs(model: str | os.PathLike[str] | onnx.ModelProto,
 def run_verification(model: Any, bundle: Any, inputs: Sequence[Mapping[str, np.ndarray]] | None,
                      expected: Sequence[Mapping[str, np.ndarray]] | None, atol: float,
                      rtol: float, seed: int, board: str | None,
-                     input_shapes: Any = None) -> dict[str, Any]:
-    runner = bundle.load(board)
+                     input_shapes: Any = None, progress: Progress = QUIET) -> dict[str, Any]:
+    """Stages for ``progress``: one build, then one per vector (two random ones by default)."""
+    with progress.stage(f"build for {board or 'the host'}"):
+        runner = bundle.load(board)
     specs = runner.meta["inputs"]
     if inputs is None:
         inputs = [random_inputs(specs, seed + k) for k in range(2)]
     worst: dict[str, float] = {}
     for k, feeds in enumerate(inputs):
-        got = runner.run(feeds)
-        ref = expected[k] if expected is not None else onnxruntime_outputs(model, feeds)
+        with progress.stage(f"vector {k + 1}/{len(inputs)}"):
+            got = runner.run(feeds)
+            ref = expected[k] if expected is not None else onnxruntime_outputs(model, feeds)
         for name, g in got.items():
             if name not in ref:
                 raise AotcError(f"no reference value for output {name!r}")

@@ -25,6 +25,7 @@ import numpy as np
 import aotc
 from aotc import boards
 from aotc.api import macs_of
+from aotc.progress import Progress
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_MODELS = ROOT.parent / "shared" / "models" / "mlperf_tiny"
@@ -105,16 +106,18 @@ def main_byoc(args: argparse.Namespace) -> int:
     if args.only:
         stems = [m for m in stems if any(o in m for o in args.only.split(","))]
     rows = []
-    with tempfile.TemporaryDirectory(prefix="aotc_bench_byoc_") as tmp:
-        for board in args.boards.split(","):
-            for stem in stems:
+    cases = [(b, s) for b in args.boards.split(",") for s in stems]
+    with (tempfile.TemporaryDirectory(prefix="aotc_bench_byoc_") as tmp,
+          Progress("bench", len(cases), quiet=args.quiet) as progress):
+        for board, stem in cases:
+            with progress.stage(f"{stem} on {board}"):
                 d = Path(tmp) / board / stem
                 nat = measure(args.models, stem, board, d / "native", target=board)
                 byo = measure(args.models, stem, board, d / "byoc", target=board,
                               byoc=(args.byoc,), cmsis_nn_path=path)
-                lowered = byo["bundle"].compilation.lowered
-                byo["offloaded"] = f"{sum(1 for ls in lowered if ls.backend)}/{len(lowered)}"
-                rows.append((nat, byo))
+            lowered = byo["bundle"].compilation.lowered
+            byo["offloaded"] = f"{sum(1 for ls in lowered if ls.backend)}/{len(lowered)}"
+            rows.append((nat, byo))
     print(f"int8 MLPerf Tiny models, aotc native vs --byoc {args.byoc} (both --target BOARD); "
           f"instructions per inference from QEMU, flash = text + rodata + data, RAM = data + "
           f"bss (arena included, stack and heap not)\n")
@@ -133,6 +136,7 @@ def main() -> int:
     p.add_argument("--boards", default="cortex-m4f,cortex-m7,cortex-m55",
                    help="boards for --byoc (comma-separated)")
     p.add_argument("--cmsis-nn-path", default=None)
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     args = p.parse_args()
     if args.byoc:
         return main_byoc(args)
@@ -140,12 +144,14 @@ def main() -> int:
         sys.exit(f"no models at {args.models}")
     b = boards.load_board(args.board)
     rows = []
-    with tempfile.TemporaryDirectory(prefix="aotc_bench_boards_") as tmp:
-        stems = INT8_MODELS if args.int8 else FLOAT_MODELS
-        if args.only:
-            stems = [m for m in stems if any(o in m for o in args.only.split(","))]
+    stems = INT8_MODELS if args.int8 else FLOAT_MODELS
+    if args.only:
+        stems = [m for m in stems if any(o in m for o in args.only.split(","))]
+    with (tempfile.TemporaryDirectory(prefix="aotc_bench_boards_") as tmp,
+          Progress("bench", len(stems), quiet=args.quiet) as progress):
         for stem in stems:
-            rows.append(measure(args.models, stem, args.board, Path(tmp) / stem))
+            with progress.stage(stem):
+                rows.append(measure(args.models, stem, args.board, Path(tmp) / stem))
     print(f"board {b.name} ({b.description}; QEMU {b.machine}; part {b.part}: "
           f"{b.flash_bytes:,} B flash, {b.ram_bytes:,} B RAM, link.ld reserves stack "
           f"{b.stack_bytes:,} B + heap {b.heap_bytes:,} B)\n")
