@@ -277,14 +277,9 @@ def cmd_bench(args: argparse.Namespace, argv: Sequence[str]) -> int:
     msg = runner.fits()
     if msg:
         raise AotcError(msg)
-    feeds = _npz_inputs(args.inputs, runner.meta["inputs"], args.seed)
-    counts = runner.count_instructions(feeds)
-    sizes = runner.sizes()
-    stack = runner.stack()
+    bench = runner.bench(_npz_inputs(args.inputs, runner.meta["inputs"], args.seed))
+    sizes, stack, run_total = bench["sizes"], bench["stack"], bench["instructions"]
     macs = sum(macs_of(bundle.compilation).values())
-    # "inference": from entering <name>_run to its return, libm and soft-float helpers included.
-    kernels_total = sum(counts["kernels"].values())
-    run_total = counts.get("inference") or (counts.get("run") or 0) + kernels_total
     print(f"board {args.board}: {run_total:,} instructions per inference"
           + (f" ({run_total / macs:.2f} per MAC, {macs:,} MACs)" if macs else ""))
     print(f"flash {sizes['flash']:,} B (text {sizes['text']:,}, rodata {sizes['rodata']:,}, "
@@ -296,11 +291,10 @@ def cmd_bench(args: argparse.Namespace, argv: Sequence[str]) -> int:
           f"deepest call chain {stack.get('path_bytes')} B" + (f" + {library}" if library else "")
           + f"; recursion: {cycles}")
     print(f"{'kernel':<40} {'instructions':>14} {'share':>7}")
-    for k, n in [*counts["kernels"].items(),
-                 ("(run function, libm, helpers)", run_total - kernels_total)]:
+    for k, n in [*bench["kernels"].items(), ("(run function, libm, helpers)", bench["other"])]:
         print(f"{k:<40} {n:>14,} {100.0 * n / max(run_total, 1):>6.1f}%")
-    if counts.get("inlined"):
-        print(f"inlined (counted in the run function): {', '.join(counts['inlined'])}")
+    if bench["inlined"]:
+        print(f"inlined (counted in the run function): {', '.join(bench['inlined'])}")
     return 0
 
 
