@@ -1,4 +1,4 @@
-"""aotc command line: compile | verify | inspect | ops | run | bench | quantize.
+"""aotc command line: compile | verify | inspect | ops | run | bench | report | quantize.
 
 Every user error is an AotcError, printed as one line on stderr with exit status 2. Set
 AOTC_DEBUG=1 to see Python tracebacks.
@@ -298,6 +298,25 @@ def cmd_bench(args: argparse.Namespace, argv: Sequence[str]) -> int:
     return 0
 
 
+def cmd_report(args: argparse.Namespace, argv: Sequence[str]) -> int:
+    from aotc.report import write_report
+
+    inputs = None
+    if args.inputs:
+        try:
+            inputs = dict(np.load(args.inputs))
+        except Exception as e:
+            raise AotcError(f"cannot read inputs {args.inputs}: {e}") from None
+    data = write_report(args.model, args.output, board=args.board, inputs=inputs,
+                        seed=args.seed, **_options(args, argv))
+    m = data["memory"]
+    print(f"aotc: wrote {args.output} ({len(data['kernels'])} kernels, arena "
+          f"{m['arena_bytes']} B, bound {m['lower_bound']} B"
+          + (f", {data['bench']['instructions']:,} instructions on {args.board}"
+             if data["bench"] else "") + ")", file=sys.stderr)
+    return 0
+
+
 def cmd_quantize(args: argparse.Namespace, argv: Sequence[str]) -> int:
     from aotc.quantize import quantize
 
@@ -346,6 +365,17 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--inputs", default=None)
     b.add_argument("--seed", type=int, default=0)
     b.add_argument("-o", "--output", default="build/aotc_bench", help="bundle directory")
+    rp = sub.add_parser("report", help="one self-contained HTML page: summary, kernels, memory "
+                        "timeline, graph after fusion, BYOC partition")
+    _common(rp)
+    rp.add_argument("-o", "--output", required=True, help="the .html file to write")
+    rp.add_argument("--board", default=None,
+                    help="also build for this QEMU board and show instructions and code size "
+                         "per kernel, as aotc bench counts them")
+    rp.add_argument("--inputs", default=None,
+                    help="with --board: .npz with one array per graph input, by name "
+                         "(default: random)")
+    rp.add_argument("--seed", type=int, default=0)
     q = sub.add_parser("quantize", help="int8 QDQ post-training quantisation (onnxruntime "
                        "quantize_static) calibrated on an .npz")
     q.add_argument("model", help="the float .onnx file")
@@ -361,7 +391,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 COMMANDS = {"compile": cmd_compile, "verify": cmd_verify, "inspect": cmd_inspect, "ops": cmd_ops,
-            "run": cmd_run, "bench": cmd_bench, "quantize": cmd_quantize}
+            "run": cmd_run, "bench": cmd_bench, "report": cmd_report, "quantize": cmd_quantize}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
