@@ -14,7 +14,7 @@ from aotc.paths import templates_dir
 from aotc.report.graph import MAC_HEAT, backend_colours, graph_svg, mac_fill
 from aotc.report.timeline import timeline
 
-NAME_CHARS = 48  # longer ONNX names are shortened in the middle (the full name is on hover)
+NAME_CHARS = 40  # longer ONNX names are shortened in the middle (the full name is on hover)
 
 
 @functools.cache
