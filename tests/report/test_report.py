@@ -228,3 +228,22 @@ def test_missing_dot_is_one_line(mlperf_dir, tmp_path, capsys, monkeypatch):
                                    str(tmp_path / "r.html")])
     assert err == "aotc: error: graphviz's dot is not installed (apt-get install graphviz)\n"
     assert not (tmp_path / "r.html").exists()
+
+
+def test_timeline_geometry():
+    """Rectangles sit at their offsets and lifetimes, inside the plot; the bound line is at or
+    below the arena line."""
+    from aotc.report.timeline import timeline
+
+    buffers = [{"name": "a", "offset": 0, "size": 64, "first": 0, "last": 1, "kind": "tensor",
+                "kernel": "k0", "tensors": ["a"]},
+               {"name": "s", "offset": 64, "size": 32, "first": 1, "last": 1, "kind": "scratch",
+                "kernel": "k1", "tensors": ["s"]}]
+    t = timeline({"arena_bytes": 96, "lower_bound": 80, "buffers": buffers}, ["k0", "k1", "k2"])
+    a, s = t["rects"]
+    assert a["x"] == t["left"] and a["w"] == pytest.approx(2 * t["plot_w"] / 3)
+    assert a["y"] + a["h"] == pytest.approx(t["bottom"])  # offset 0 on the axis
+    assert s["y"] == pytest.approx(t["top"]) and s["fill"] != a["fill"]  # top of a full arena
+    assert "scratch of k1" in s["title"] and "written by k0" in a["title"]
+    arena, bound = t["lines"]
+    assert arena["y"] == pytest.approx(t["top"]) and bound["y"] > arena["y"]
