@@ -13,6 +13,7 @@ import onnx
 
 from aotc.byoc.partition import NATIVE, Row
 from aotc.compiler import Compilation, CompileOptions, compile_model, emit, memory_report
+from aotc.ir.graph import CHAIN, Graph, Node
 from aotc.ops import resolve
 from aotc.progress import QUIET, Progress
 
@@ -87,27 +88,101 @@ def inspect(model: ModelLike, name: str = "model",
     """Ops, shapes, parameters, MACs per node, and the arena plan against its lower bound."""
     with progress.stage("compile"):
         comp = compile_model(model, _options(name, input_shapes, **kw), progress=progress)
+    return describe(comp)
+
+
+def describe(comp: Compilation) -> dict[str, Any]:
+    """The dict ``inspect`` returns, for a compilation already made (``aotc report`` renders it).
+
+    "nodes" lists the graph's nodes (views included), "schedule" the kernels in call order with
+    the tensors each reads and writes, "memory" the arena plan, one entry per buffer."""
     g = comp.graph
     macs = macs_of(comp)
     kernel_of = {ls.step.node.name: ls.kernel.name for ls in comp.lowered}
     nodes = []
     for n in g.nodes:
-        params = sum(g.values[i].type.numel for s in (n, *n.epilogue) for i in s.inputs
-                     if i in g.values and g.values[i].is_const)
         nodes.append({
             "name": n.name, "op": "+".join([n.op] + [e.op for e in n.epilogue]),
             "inputs": [str(g.type(i)) for i in n.inputs if i],
             "outputs": [str(g.type(o)) for o in n.outputs if o],
-            "params": int(params), "macs": macs[n.name],
+            "params": _params(g, n), "macs": macs[n.name],
             "kernel": kernel_of.get(n.name, "(view: no kernel)"),
         })
     return {
         "model": comp.model_name, "opset": g.opset, "nodes": nodes,
         "kernels": [ls.kernel.name for ls in comp.lowered],
-        "total_macs": sum(macs.values()), "weights_bytes": comp.weights_bytes,
-        "model_const_bytes": comp.model_const_bytes, "memory": memory_report(comp),
+        "inputs": [_tensor(g, v) for v in g.inputs],
+        "outputs": _graph_outputs(comp),
+        "schedule": _schedule_rows(comp, macs),
+        "total_macs": sum(macs.values()), "params": sum(n["params"] for n in nodes),
+        "weights_bytes": comp.weights_bytes,
+        "model_const_bytes": comp.model_const_bytes, "memory": _memory(comp),
         "partition": _partition_rows(comp),
     }
+
+
+def _params(g: Graph, n: Node) -> int:
+    """Elements of the constants an anchor and its epilogue read."""
+    return int(sum(g.values[i].type.numel for s in (n, *n.epilogue) for i in s.inputs
+                   if i in g.values and g.values[i].is_const))
+
+
+def _tensor(g: Graph, value: str) -> dict[str, Any]:
+    t = g.type(value)
+    return {"name": value, "dtype": t.dtype.name, "shape": list(t.shape), "type": str(t)}
+
+
+def _writers(comp: Compilation) -> dict[str, str]:
+    """Storage root -> the kernel that writes it."""
+    return {o: ls.kernel.name for ls in comp.lowered for o in ls.step.node.outputs if o}
+
+
+def _graph_outputs(comp: Compilation) -> list[dict[str, Any]]:
+    g, s = comp.graph, comp.schedule
+    public = g.meta.get("output_names", {})
+    writer = _writers(comp)
+    return [{**_tensor(g, o), "name": public.get(o, o), "tensor": o,
+             "kernel": writer.get(s.root[o])} for o in g.outputs]
+
+
+def _schedule_rows(comp: Compilation, macs: Mapping[str, int]) -> list[dict[str, Any]]:
+    """One row per kernel in call order: the fused ONNX nodes, who runs it, its cost, and
+    where each tensor it reads comes from: "kernel" (its writer) or "graph_input".
+    A view (Reshape, ...) has no kernel: its reader is linked to the view's storage root."""
+    g, s = comp.graph, comp.schedule
+    writer = _writers(comp)
+    rows = []
+    for ls in comp.lowered:
+        n = ls.step.node
+        reads = [i for node in (n, *n.epilogue) for i in node.inputs
+                 if i and i != CHAIN and not g.values[i].is_const]
+        rows.append({
+            "step": ls.step.index, "kernel": ls.kernel.name, "node": n.name, "op": n.op,
+            "ops": "+".join([n.op] + [e.op for e in n.epilogue]),
+            "fused": [{"name": f.name, "op": f.op} for f in (n, *n.epilogue)],
+            "backend": ls.backend or NATIVE, "macs": macs[n.name], "params": _params(g, n),
+            "inputs": [{**_tensor(g, i), "kernel": writer.get(s.root[i]),
+                        "graph_input": s.root[i] if s.storage_kind(i) == "input" else None}
+                       for i in dict.fromkeys(reads)],
+            "outputs": [_tensor(g, o) for o in n.outputs if o and o not in s.dead],
+            "scratch_bytes": sum(nbytes for _, nbytes in ls.scratch),
+        })
+    return rows
+
+
+def _memory(comp: Compilation) -> dict[str, Any]:
+    """memory_report with, per buffer, its kind, the kernel that first writes it and the
+    tensors it holds (more than one when an output was written in place over an input)."""
+    rep = memory_report(comp)
+    scratch = {name for ls in comp.lowered for name, _ in ls.scratch}
+    held: dict[str, list[str]] = {}
+    for root, buf in comp.liveness.alias.items():
+        held.setdefault(buf, []).append(root)
+    for b in rep["buffers"]:
+        b["kind"] = "scratch" if b["name"] in scratch else "tensor"
+        b["kernel"] = comp.lowered[b["first"]].kernel.name
+        b["tensors"] = [b["name"], *sorted(held.get(b["name"], []))]
+    return rep
 
 
 def _partition_rows(comp: Compilation) -> list[dict[str, str]]:
@@ -125,8 +200,6 @@ def _partition_rows(comp: Compilation) -> list[dict[str, str]]:
             r = Row(n.name, "+".join([n.op] + [e.op for e in n.epilogue]), NATIVE, "", why)
         rows.append({**r.to_json(), "node": n.name, "kernel": ls.kernel.name})
     return rows
-
-
 
 
 def verify(model: ModelLike, out_dir: str | os.PathLike[str] | None = None, name: str = "model",

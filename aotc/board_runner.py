@@ -130,3 +130,21 @@ class BoardRunner:
         harness's or startup's), the deepest chain from <name>_run ("path_bytes", library
         frames not counted: "library_calls"), and "recursion": the call cycles (none: [])."""
         return boards.stack_usage(self.build_dir, self.meta["kernels"], f"{self.meta['name']}_run")
+
+    def kernel_flash(self) -> dict[str, int]:
+        """Code bytes per kernel function in the ELF (boards.kernel_flash)."""
+        return boards.kernel_flash(self.elf, self.board, self.meta["kernels"])
+
+    def bench(self, inputs: Mapping[str, object]) -> dict[str, Any]:
+        """What `aotc bench` prints: "instructions" per inference (from entering <name>_run to
+        its return, libm and soft-float helpers included), per kernel ("kernels", self counts
+        keyed as count_instructions keys them), the rest ("other": the run function, libm,
+        helpers), "inlined" kernels, the ELF's "sizes", code bytes per kernel ("kernel_flash")
+        and "stack"."""
+        counts = self.count_instructions(inputs)
+        kernels_total = sum(counts["kernels"].values())
+        total = counts.get("inference") or (counts.get("run") or 0) + kernels_total
+        return {"board": self.board.name, "instructions": total, "kernels": counts["kernels"],
+                "other": total - kernels_total, "inlined": counts["inlined"],
+                "sizes": self.sizes(), "kernel_flash": self.kernel_flash(),
+                "stack": self.stack()}

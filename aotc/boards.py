@@ -395,6 +395,19 @@ def elf_sizes(elf: str | Path, board: str | Board) -> dict:
     return sizes
 
 
+def kernel_flash(elf: str | Path, board: str | Board, kernels: list[str]) -> dict[str, int]:
+    """Code bytes of each kernel function, from `nm -S`, keyed as count_instructions keys its
+    counts: gcc's clones and .cold parts count for their kernel, kernels folded into one body
+    share one entry "a=b", an inlined kernel has none. In kernel order."""
+    board = load_board(board)
+    ranges = measure.symbol_ranges(board.tool("nm"), Path(elf), kernels)
+    sizes: dict[str, int] = {}
+    for key, lo, hi in measure.merge_aliases(ranges, kernels):
+        sizes[key] = sizes.get(key, 0) + hi - lo
+    rank = {k: i for i, k in enumerate(kernels)}
+    return dict(sorted(sizes.items(), key=lambda kv: rank[kv[0].split("=")[0]]))
+
+
 def fits_check(sizes: dict, board: str | Board) -> str | None:
     """None when the firmware fits the board's real part, else what is exceeded and by how much.
     RAM needed = data + bss + the stack and heap reserved in the board's link.ld."""

@@ -1,4 +1,4 @@
-"""aotc command line: compile | verify | inspect | ops | run | bench | quantize.
+"""aotc command line: compile | verify | inspect | ops | run | bench | report | quantize.
 
 Every user error is an AotcError, printed as one line on stderr with exit status 2. Set
 AOTC_DEBUG=1 to see Python tracebacks.
@@ -289,23 +289,17 @@ def cmd_bench(args: argparse.Namespace, argv: Sequence[str]) -> int:
     from aotc.api import macs_of
 
     out = Path(args.output)
-    with Progress("bench", 4, quiet=args.quiet) as progress:
+    with Progress("bench", 3, quiet=args.quiet) as progress:
         bundle = compile_bundle(args.model, out, progress=progress, **_options(args, argv))
         with progress.stage(f"build for {args.board}"):
             runner = bundle.load(args.board)
             msg = runner.fits()
             if msg:
                 raise AotcError(msg)
-        with progress.stage("count instructions in QEMU"):
-            feeds = _npz_inputs(args.inputs, runner.meta["inputs"], args.seed)
-            counts = runner.count_instructions(feeds)
-        with progress.stage("sizes and stack"):
-            sizes = runner.sizes()
-            stack = runner.stack()
+        with progress.stage("count instructions in QEMU, sizes, stack"):
+            bench = runner.bench(_npz_inputs(args.inputs, runner.meta["inputs"], args.seed))
+    sizes, stack, run_total = bench["sizes"], bench["stack"], bench["instructions"]
     macs = sum(macs_of(bundle.compilation).values())
-    # "inference": from entering <name>_run to its return, libm and soft-float helpers included.
-    kernels_total = sum(counts["kernels"].values())
-    run_total = counts.get("inference") or (counts.get("run") or 0) + kernels_total
     print(f"board {args.board}: {run_total:,} instructions per inference"
           + (f" ({run_total / macs:.2f} per MAC, {macs:,} MACs)" if macs else ""))
     print(f"flash {sizes['flash']:,} B (text {sizes['text']:,}, rodata {sizes['rodata']:,}, "
@@ -317,11 +311,30 @@ def cmd_bench(args: argparse.Namespace, argv: Sequence[str]) -> int:
           f"deepest call chain {stack.get('path_bytes')} B" + (f" + {library}" if library else "")
           + f"; recursion: {cycles}")
     print(f"{'kernel':<40} {'instructions':>14} {'share':>7}")
-    for k, n in [*counts["kernels"].items(),
-                 ("(run function, libm, helpers)", run_total - kernels_total)]:
+    for k, n in [*bench["kernels"].items(), ("(run function, libm, helpers)", bench["other"])]:
         print(f"{k:<40} {n:>14,} {100.0 * n / max(run_total, 1):>6.1f}%")
-    if counts.get("inlined"):
-        print(f"inlined (counted in the run function): {', '.join(counts['inlined'])}")
+    if bench["inlined"]:
+        print(f"inlined (counted in the run function): {', '.join(bench['inlined'])}")
+    return 0
+
+
+def cmd_report(args: argparse.Namespace, argv: Sequence[str]) -> int:
+    from aotc.report import write_report
+
+    inputs = None
+    if args.inputs:
+        try:
+            inputs = dict(np.load(args.inputs))
+        except Exception as e:
+            raise AotcError(f"cannot read inputs {args.inputs}: {e}") from None
+    with Progress("report", 3 if args.board else 1, quiet=args.quiet) as progress:
+        data = write_report(args.model, args.output, board=args.board, inputs=inputs,
+                            seed=args.seed, progress=progress, **_options(args, argv))
+    m = data["memory"]
+    print(f"aotc: wrote {args.output} ({len(data['kernels'])} kernels, arena "
+          f"{m['arena_bytes']} B, bound {m['lower_bound']} B"
+          + (f", {data['bench']['instructions']:,} instructions on {args.board}"
+             if data["bench"] else "") + ")", file=sys.stderr)
     return 0
 
 
@@ -376,6 +389,17 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--inputs", default=None)
     b.add_argument("--seed", type=int, default=0)
     b.add_argument("-o", "--output", default="build/aotc_bench", help="bundle directory")
+    rp = sub.add_parser("report", help="one self-contained HTML page: summary, kernels, memory "
+                        "timeline, graph after fusion, BYOC partition")
+    _common(rp)
+    rp.add_argument("-o", "--output", required=True, help="the .html file to write")
+    rp.add_argument("--board", default=None,
+                    help="also build for this QEMU board and show instructions and code size "
+                         "per kernel, as aotc bench counts them")
+    rp.add_argument("--inputs", default=None,
+                    help="with --board: .npz with one array per graph input, by name "
+                         "(default: random)")
+    rp.add_argument("--seed", type=int, default=0)
     q = sub.add_parser("quantize", help="int8 QDQ post-training quantisation (onnxruntime "
                        "quantize_static) calibrated on an .npz")
     q.add_argument("model", help="the float .onnx file")
@@ -392,7 +416,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 COMMANDS = {"compile": cmd_compile, "verify": cmd_verify, "inspect": cmd_inspect, "ops": cmd_ops,
-            "run": cmd_run, "bench": cmd_bench, "quantize": cmd_quantize}
+            "run": cmd_run, "bench": cmd_bench, "report": cmd_report, "quantize": cmd_quantize}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
