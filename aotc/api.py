@@ -121,6 +121,8 @@ def _partition_rows(comp: Compilation) -> list[dict[str, str]]:
     return rows
 
 
+
+
 def verify(model: ModelLike, out_dir: str | os.PathLike[str] | None = None, name: str = "model",
            inputs: Sequence[Mapping[str, np.ndarray]] | None = None,
            expected: Sequence[Mapping[str, np.ndarray]] | None = None, atol: float = 1e-4,

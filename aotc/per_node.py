@@ -14,11 +14,12 @@ with the layout transpose; tensors aotc makes up (integer views moved above a De
 output copies, layout transposes) get a row with a note and no numbers.
 
 The reference is onnxruntime with graph optimisations disabled, on the reference model (the
-compiled one, or ``reference``) with the same tensors as outputs. Disabled, because exposing a
-QuantizeLinear output stops onnxruntime's QDQ fusion (DequantizeLinear -> Conv -> QuantizeLinear
-into QLinearConv) at that tensor: with optimisations on, each probe would run other kernels than
-the original model. Without them every run computes the ONNX operators as written (float
-DequantizeLinear -> op -> QuantizeLinear), whatever is exposed.
+compiled one, or ``reference``) with the same tensors as outputs. Disabled, because with them
+on, which DequantizeLinear -> op -> QuantizeLinear groups onnxruntime fuses into its integer
+kernels depends on which tensors are graph outputs (exposing the KWS int8 model's intermediates
+turns its QLinearConv back into float Conv and its float Gemm into QGemm): each probe would run
+other kernels than the original model. Without them every run computes the ONNX operators as
+written, whatever is exposed.
 """
 
 from __future__ import annotations
@@ -92,13 +93,13 @@ def kernel_probes(comp: Compilation, tensors: set[str]) -> list[Probe]:
 
 def _internal(n: Node, outs: Sequence[str], seen: set[str]) -> str:
     if n.op == "Copy" and n.domain == "aotc":
-        return "copy of a graph output (inserted by aotc)"
+        return "copy of a graph output, inserted by aotc"
     if "__to_nhwc_" in n.name or "__to_nchw_" in n.name:
         return "layout transpose at a BYOC region boundary"
     if any(o in seen for o in outs):
         return "writes the tensor of an earlier row"
     if any(o.endswith("__int") for o in outs):
-        return "integer view moved above a DequantizeLinear (no such tensor in the model)"
+        return "integer view moved above a DequantizeLinear: no such tensor in the model"
     return f"aotc-internal tensor {', '.join(outs)}"
 
 
@@ -280,11 +281,11 @@ def format_table(rows: Sequence[Mapping[str, Any]], name_width: int = 48) -> lis
     for r in rows:
         within = r.get("within_tolerance")
         mark = ">>" if r["first_divergence"] else (" !" if within is False else "  ")
-        tensor = r["tensor"] or "-"
+        tensor = r["tensor"] or ""
         if len(tensor) > name_width:
             tensor = tensor[:name_width - 3] + "..."
         if r["note"]:
-            tensor = f"{tensor} ({r['note']})"
+            tensor = f"{tensor} ({r['note']})" if tensor else f"({r['note']})"
         shape = "x".join(map(str, r["shape"])) if "shape" in r else "-"
         err = f"{r['max_abs_error']:.3g}" if "max_abs_error" in r else "-"
         lsb = str(r["lsb"]) if "lsb" in r else "-"
