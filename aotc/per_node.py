@@ -10,8 +10,8 @@ no kernel; ``probe_bundle`` checks that each kernel of the real compile is in th
 same loop nest and raises otherwise. Only tensors of the ONNX model are compared, like with
 like: a QDQ kernel's output is the int8 output of the model's QuantizeLinear; an NHWC output of
 a BYOC kernel (``X__nhwc``) is compared as the model's NCHW ``X``, which the probe materialises
-with the layout transpose; tensors aotc makes up (integer views moved above a DequantizeLinear,
-output copies, layout transposes) get a row with a note and no numbers.
+with the layout transpose; tensors aotc makes up (the integer result of a shape op moved above
+its DequantizeLinear, output copies, layout transposes) get a row with a note and no numbers.
 
 The reference is onnxruntime with graph optimisations disabled, on the reference model (the
 compiled one, or ``reference``) with the same tensors as outputs. Disabled, because with them
@@ -99,7 +99,7 @@ def _internal(n: Node, outs: Sequence[str], seen: set[str]) -> str:
     if any(o in seen for o in outs):
         return "writes the tensor of an earlier row"
     if any(o.endswith("__int") for o in outs):
-        return "integer view moved above a DequantizeLinear: no such tensor in the model"
+        return "shape op moved above its DequantizeLinear: the model has this tensor in float"
     return f"aotc-internal tensor {', '.join(outs)}"
 
 
