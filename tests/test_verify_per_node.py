@@ -274,3 +274,16 @@ def test_cli_reference_with_other_tensor_names_notes_the_rows(tmp_path, capsys):
                      str(tmp_path / "ref.onnx"), "-p", "qdq,fold,views,dce"]) == 0
     out = capsys.readouterr().out
     assert "not computed by the reference model" in out
+
+
+def test_cli_reference_with_another_shape_is_one_line_error(tmp_path):
+    path = _two_layer(tmp_path)
+    ref = onnx.load(path)
+    ref.graph.initializer[0].CopyFrom(numpy_helper.from_array(np.ones((3, 4), np.float32), "w"))
+    onnx.save(ref, tmp_path / "ref.onnx")
+    res = subprocess.run([sys.executable, "-m", "aotc", "verify", str(path), "--per-node",
+                          "--reference", str(tmp_path / "ref.onnx"), "-p", "qdq,fold,views,dce"],
+                         capture_output=True, text=True, cwd=ROOT)
+    assert res.returncode == 2
+    assert res.stderr.splitlines() == ["aotc: error: tensor 'h' has shape [1, 4] in the "
+                                       "reference, [1, 3] in the model"], res.stderr
