@@ -206,14 +206,21 @@ def verify(model: ModelLike, out_dir: str | os.PathLike[str] | None = None, name
            inputs: Sequence[Mapping[str, np.ndarray]] | None = None,
            expected: Sequence[Mapping[str, np.ndarray]] | None = None, atol: float = 1e-4,
            rtol: float = 1e-4, seed: int = 0, board: str | None = None,
-           input_shapes: Mapping[str, Sequence[int]] | None = None,
-           **kw: Any) -> dict[str, Any]:
+           input_shapes: Mapping[str, Sequence[int]] | None = None, per_node: bool = False,
+           reference: ModelLike | None = None, **kw: Any) -> dict[str, Any]:
     """Compile, build, run the generated C and compare with onnxruntime (or ``expected``).
 
     Returns a report with the max abs error per output; raises AotcError when it is beyond
-    ``atol + rtol * |reference|``."""
+    ``atol + rtol * |reference|``. ``reference``: take onnxruntime's values from this model
+    instead (same tensor names, e.g. the original of a model whose weights were edited).
+    ``per_node``: also compare every kernel's output with the reference's value of the same
+    ONNX tensor (aotc.per_node; onnxruntime with graph optimisations off), in schedule order,
+    under ``report["per_node"]``; when the outputs fail, the AotcError carries them in
+    ``error.report["per_node"]``."""
     import tempfile
 
+    from aotc.errors import AotcError
+    from aotc.per_node import run_per_node
     from aotc.verification import run_verification
 
     tmp = None
@@ -222,10 +229,20 @@ def verify(model: ModelLike, out_dir: str | os.PathLike[str] | None = None, name
         out_dir = tmp.name
     try:
         bundle = compile(model, out_dir, name=name, input_shapes=input_shapes, **kw)
-        return run_verification(model, bundle, inputs, expected, atol, rtol, seed, board,
-                                input_shapes)
+        rows = None
+        if per_node:
+            rows = run_per_node(model, bundle.compilation, inputs, atol, rtol, seed, board,
+                                reference)
+        try:
+            rep = run_verification(model if reference is None else reference, bundle, inputs,
+                                   expected, atol, rtol, seed, board, input_shapes)
+        except AotcError as e:
+            if rows is not None:
+                e.report = {"per_node": rows}
+            raise
+        if rows is not None:
+            rep["per_node"] = rows
+        return rep
     finally:
         if tmp is not None:
             tmp.cleanup()
-
-

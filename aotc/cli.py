@@ -170,27 +170,49 @@ def cmd_verify(args: argparse.Namespace, argv: Sequence[str]) -> int:
     from aotc.verification import run_verification
 
     opts = _options(args, argv)
+    reference = args.reference or args.model
+    # stages: compile, build, 2 vectors (or as many as --vectors holds), the per-node bundle
     with (tempfile.TemporaryDirectory(prefix="aotc_verify_") as tmp,
-          Progress("verify", 4, quiet=args.quiet) as progress):  # compile, build, 2 vectors
+          Progress("verify", 4 + args.per_node, quiet=args.quiet) as progress):
         out = args.output or tmp
         bundle = compile_bundle(args.model, out, progress=progress, **opts)
         inputs = expected = None
         if args.vectors:
             meta = json.loads((Path(out) / "bundle.json").read_text())
             inputs, expected = _load_vectors(args.vectors, meta["inputs"], args.expected_key)
-            progress.set_total(2 + len(inputs))
+            progress.set_total(2 + len(inputs) + args.per_node)
             if expected is not None:
                 outs = [o["name"] for o in meta["outputs"]]
                 if len(outs) != 1:
                     raise AotcError("batched vectors need a one-output model")
                 expected = [{outs[0]: e["__single__"]} for e in expected]
-        rep = run_verification(args.model, bundle, inputs, expected, args.atol, args.rtol,
+        if args.per_node:
+            with progress.stage("per-node: every kernel output"):
+                _print_per_node(args, bundle, inputs)
+        rep = run_verification(reference, bundle, inputs, expected, args.atol, args.rtol,
                                args.seed, args.board, progress=progress)
     errs = ", ".join(f"{k}: {v:.3g}" for k, v in rep["max_abs_error"].items())
     ref = "expected vectors" if expected is not None else "onnxruntime"
+    if args.reference and expected is None:
+        ref += f" on {Path(args.reference).name}"
     print(f"aotc: verify OK on {rep['board']}: {rep['vectors']} vectors vs {ref}, max abs error "
           f"{errs} (atol {args.atol:g}, rtol {args.rtol:g}); arena {rep['arena_bytes']} B")
     return 0
+
+
+def _print_per_node(args: argparse.Namespace, bundle: Any,
+                    inputs: list[dict[str, np.ndarray]] | None) -> None:
+    """The per-node table, printed before the final check so a failure still shows it."""
+    from aotc.per_node import format_table, run_per_node
+
+    rows = run_per_node(args.model, bundle.compilation, inputs, args.atol, args.rtol, args.seed,
+                        args.board, args.reference)
+    vectors = len(inputs) if inputs is not None else 2
+    ref = Path(args.reference).name if args.reference else "the model"
+    print(f"aotc: per-node on {args.board or 'host'}: {len(rows)} kernel outputs vs onnxruntime "
+          f"(graph optimisations off) on {ref}, {vectors} vectors; tolerance atol "
+          f"{args.atol:g}, rtol {args.rtol:g} (integer tensors: LSB <= atol)")
+    print("\n".join(format_table(rows)))
 
 
 def _fmt_inspect(rep: dict[str, Any]) -> str:
@@ -372,6 +394,13 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--rtol", type=float, default=1e-4)
     v.add_argument("--seed", type=int, default=0)
     v.add_argument("--board", default=None, help="run on a QEMU board instead of the host")
+    v.add_argument("--per-node", action="store_true",
+                   help="also compare every kernel's output with the reference's value of the "
+                        "same ONNX tensor and print the table in schedule order (the first row "
+                        "beyond the tolerance is marked >>)")
+    v.add_argument("--reference", default=None, metavar="MODEL.onnx",
+                   help="take the reference values from this model (same tensor names, e.g. "
+                        "the original of a model whose weights were edited)")
     i = sub.add_parser("inspect", help="ops, shapes, MACs and the memory plan")
     _common(i)
     i.add_argument("--json", action="store_true")

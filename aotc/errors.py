@@ -6,6 +6,8 @@ line such as ``aotc: node 'conv1' (Conv): attribute 'foo' is not supported``.
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class AotcError(Exception):
     """A user-facing error: bad model, unsupported feature or failed verification."""
@@ -14,6 +16,9 @@ class AotcError(Exception):
         self.reason = reason
         self.node = node
         self.op = op
+        # What a failed verification had measured (aotc.verify(per_node=True) puts its rows
+        # here), for a caller that wants to see where the error started.
+        self.report: dict[str, Any] | None = None
         super().__init__(self.one_line())
 
     def one_line(self) -> str:

@@ -29,8 +29,18 @@ def random_inputs(meta_inputs: list[dict[str, Any]], seed: int) -> dict[str, np.
     return out
 
 
+def default_vectors(specs: list[dict[str, Any]],
+                    inputs: Sequence[Mapping[str, np.ndarray]] | None,
+                    seed: int) -> Sequence[Mapping[str, np.ndarray]]:
+    """``inputs``, or two random vectors (seeds ``seed`` and ``seed + 1``)."""
+    return inputs if inputs is not None else [random_inputs(specs, seed + k) for k in range(2)]
+
+
 def onnxruntime_outputs(model: str | os.PathLike[str] | onnx.ModelProto,
-                        feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+                        feeds: Mapping[str, np.ndarray],
+                        optimize: bool = True) -> dict[str, np.ndarray]:
+    """All graph outputs; ``optimize=False`` disables onnxruntime's graph optimisations (no
+    QDQ fusion: each operator computed as the ONNX model writes it)."""
     try:
         import onnxruntime as ort
     except ImportError:
@@ -38,6 +48,8 @@ def onnxruntime_outputs(model: str | os.PathLike[str] | onnx.ModelProto,
     so = ort.SessionOptions()
     so.intra_op_num_threads = 1
     so.inter_op_num_threads = 1
+    if not optimize:
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     src = model.SerializeToString() if isinstance(model, onnx.ModelProto) else str(model)
     try:
         sess = ort.InferenceSession(src, so, providers=["CPUExecutionProvider"])
@@ -55,9 +67,7 @@ def run_verification(model: Any, bundle: Any, inputs: Sequence[Mapping[str, np.n
     """Stages for ``progress``: one build, then one per vector (two random ones by default)."""
     with progress.stage(f"build for {board or 'the host'}"):
         runner = bundle.load(board)
-    specs = runner.meta["inputs"]
-    if inputs is None:
-        inputs = [random_inputs(specs, seed + k) for k in range(2)]
+    inputs = default_vectors(runner.meta["inputs"], inputs, seed)
     worst: dict[str, float] = {}
     for k, feeds in enumerate(inputs):
         with progress.stage(f"vector {k + 1}/{len(inputs)}"):
