@@ -57,14 +57,15 @@ def cache_dir() -> Path:
 
 def recipe_key(board: Board, runtime_dir: Path, build_type: str) -> str:
     """Hash of everything a recipe depends on: CMakeLists.txt, the board's files, the runtime
-    and the compiler binary."""
+    and the compiler binary, by content and by place (a recipe holds absolute paths: one made
+    in a checkout that has since moved or gone must not be reused)."""
     h = hashlib.sha256(f"{FAST_PATH_VERSION} {board.name} {build_type}".encode())
     files = [paths.cmake_lists(), *sorted(board.directory.iterdir()),
              *sorted(paths.boards_dir().glob("common/*")),
              *sorted(runtime_dir.glob("*.[ch]"))]
     for f in files:
         if f.is_file():
-            h.update(f.name.encode() + f.read_bytes())
+            h.update(str(f.resolve()).encode() + f.read_bytes())
     compiler = shutil.which(board.tool("gcc") if board.toolchain else os.environ.get("CC", "cc"))
     if compiler:
         st = Path(compiler).resolve().stat()

@@ -54,6 +54,20 @@ def test_recipe_is_made_once(tmp_path: Path) -> None:
     assert any("startup" in Path(f).name for f in first.objects)
 
 
+def test_recipe_of_a_moved_board_is_not_reused(tmp_path: Path) -> None:
+    """A recipe holds absolute paths (linker script, includes): the same files in another
+    place (a checkout moved, a worktree deleted) get a recipe of their own."""
+    import dataclasses
+
+    board = boards.load_board("cortex-m4f")
+    moved = tmp_path / "cortex-m4f"
+    shutil.copytree(board.directory, moved)
+    key = fastbuild.recipe_key(board, RUNTIME, "MinSizeRel")
+    assert fastbuild.recipe_key(dataclasses.replace(board, directory=moved), RUNTIME,
+                                "MinSizeRel") != key
+    assert fastbuild.recipe_key(board, RUNTIME, "MinSizeRel") == key  # and stable
+
+
 def test_fast_path_is_strict(tmp_path: Path) -> None:
     """Bundle sources get -Werror -pedantic like on the CMake path."""
     bundle = tmp_path / "warns"
