@@ -7,11 +7,11 @@ stack and heap link.ld reserves) from the ELF, the deepest kernel frame and recu
     python bench/boards.py --byoc cmsis-nn [--boards cortex-m4f,cortex-m7,cortex-m55]
 
 --verbose adds a per-kernel instruction table for each model: each kernel's calls from entry to
-return (requantisation helpers, libm, soft-float helpers included) and its own (self) count. --byoc NAME compares, for the
-int8 models on each board, aotc's own kernels with the backend's (both compiled --target BOARD):
-instructions per inference and per MAC, flash and RAM. CMSIS-NN comes from --cmsis-nn-path,
-else $CMSIS_NN_PATH, else ../shared/third_party/cmsis-nn. Needs the board's toolchain and QEMU
-(see boards/README.md).
+return (requantisation helpers, libm, soft-float helpers included) and its own (self) count.
+--byoc NAME compares, for the int8 models on each board, aotc's own kernels with the backend's
+(both compiled --target BOARD): instructions per inference and per MAC, flash and RAM. CMSIS-NN
+comes from --cmsis-nn-path, else $CMSIS_NN_PATH, else ../shared/third_party/cmsis-nn. Needs the
+board's toolchain and QEMU (see boards/README.md).
 """
 
 from __future__ import annotations
