@@ -137,14 +137,41 @@ class BoardRunner:
 
     def bench(self, inputs: Mapping[str, object]) -> dict[str, Any]:
         """What `aotc bench` prints: "instructions" per inference (from entering <name>_run to
-        its return, libm and soft-float helpers included), per kernel ("kernels", self counts
-        keyed as count_instructions keys them), the rest ("other": the run function, libm,
-        helpers), "inlined" kernels, the ELF's "sizes", code bytes per kernel ("kernel_flash")
-        and "stack"."""
+        its return, libm and soft-float helpers included); per kernel, "kernels": inclusive
+        counts (each call from entry to return, what it calls included: requantisation
+        helpers, libm, soft-float helpers, memcpy) and "self": the instructions inside the
+        kernel function only, both keyed as count_instructions keys them; "other": the rest of
+        the inference (the run function's own instructions, inlined kernels included, and
+        what it calls outside kernels), so kernels plus other is the inference; "run": the
+        run function's own instructions (None when the host cannot tell); "inlined"
+        kernels, the ELF's "sizes", code bytes per kernel ("kernel_flash") and "stack"."""
         counts = self.count_instructions(inputs)
-        kernels_total = sum(counts["kernels"].values())
-        total = counts.get("inference") or (counts.get("run") or 0) + kernels_total
-        return {"board": self.board.name, "instructions": total, "kernels": counts["kernels"],
-                "other": total - kernels_total, "inlined": counts["inlined"],
-                "sizes": self.sizes(), "kernel_flash": self.kernel_flash(),
-                "stack": self.stack()}
+        kernels = counts["inclusive"]
+        total = counts.get("inference") or (counts.get("run") or 0) + sum(kernels.values())
+        return {"board": self.board.name, "instructions": total, "kernels": kernels,
+                "self": counts["kernels"], "other": total - sum(kernels.values()),
+                "run": counts.get("run"), "inlined": counts["inlined"], "sizes": self.sizes(),
+                "kernel_flash": self.kernel_flash(), "stack": self.stack()}
+
+
+OTHER_ROW = "(run function)"  # bench's last row: the run function and its non-kernel calls
+
+
+def bench_table(bench: dict[str, Any]) -> str:
+    """bench's per-kernel table: instructions from entering each kernel until it returns
+    (what it calls included), its share of the inference, and its own instructions ("self");
+    the last row is the run function: its own instructions (self) and what it calls outside
+    kernels. The rows add up to the inference."""
+    total = max(bench["instructions"], 1)
+    rows = [(k, n, bench["self"].get(k)) for k, n in bench["kernels"].items()]
+    rows.append((OTHER_ROW, bench["other"], bench.get("run")))
+    w = max(40, *(len(k) for k, _, _ in rows))  # "a=b=c": kernels gcc folded into one body
+    lines = [f"{'kernel':<{w}} {'instructions':>14} {'share':>7} {'self':>14}"]
+    lines += [f"{k:<{w}} {n:>14,} {100.0 * n / total:>6.1f}%"
+              + (f" {own:>14,}" if own is not None else "") for k, n, own in rows]
+    lines.append("instructions: from entering the kernel until it returns, what it calls "
+                 "included (helpers, libm, soft-float, memcpy); self: inside the kernel only; "
+                 f"{OTHER_ROW}: its own instructions and its calls outside kernels")
+    if bench["inlined"]:
+        lines.append(f"inlined (counted in the run function): {', '.join(bench['inlined'])}")
+    return "\n".join(lines)

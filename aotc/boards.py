@@ -263,15 +263,17 @@ def count_instructions(
     timeout: float = 120,
 ) -> dict:
     """Executed instructions of one run: {"total", "inference", "run", "kernels": {name: n},
-    "inlined"}.
+    "inclusive": {name: n}, "inlined"}.
 
     "inference" is everything from entering <name>_run until it returns, callees included
     (libm, memcpy, the soft-float helpers of FPU-less cores). "run" is <name>_run's own
-    instructions. Kernel counts are self counts: instructions inside the kernel function, not
-    in what it calls. Kernels gcc folded into one body (identical code) share one count under
-    "a=b=...". A kernel with no symbol was inlined and is listed in "inlined". QEMU boards use
-    the TCG plugin (exact, repeatable); the host uses callgrind, whose total
-    includes the dynamic loader and libc start-up.
+    instructions. "kernels" are self counts: instructions inside the kernel function, not in
+    what it calls. "inclusive" counts, with the same keys, everything from each call of the
+    kernel by <name>_run until it returns, callees included: the inclusive counts and what
+    <name>_run executes outside them add up to "inference". Kernels gcc folded into one body
+    (identical code) share one count under "a=b=...". A kernel with no symbol was inlined and
+    is listed in "inlined". QEMU boards use the TCG plugin (exact, repeatable); the host uses
+    callgrind, whose total includes the dynamic loader and libc start-up.
     """
     board = load_board(board)
     elf = Path(elf).resolve()
@@ -283,11 +285,13 @@ def count_instructions(
             _run(elf, board, inputs, cwd, timeout, wrapper=measure.callgrind_command(out))
             total, counts = measure.parse_callgrind(out)
             inference = measure.parse_callgrind(out, inclusive=True)[1].get(run_fn)
+            calls = measure.parse_callgrind(out, inclusive=True, caller=run_fn)[1]
         else:
             names = [*meta["kernels"], run_fn]
             ranges = measure.symbol_ranges(board.tool("nm"), elf, [*names, "main"])
             counted = measure.merge_aliases([r for r in ranges if r[0] != "main"], names)
-            measure.write_ranges(cwd / "aotc_ranges.txt", counted)
+            kinds = {key: "call" for key, _, _ in counted if key != run_fn}
+            measure.write_ranges(cwd / "aotc_ranges.txt", counted, {**kinds, run_fn: "caller"})
             out = cwd / "aotc_insncount.txt"
             out.unlink(missing_ok=True)
             # Relative file names: QEMU runs in cwd and splits -plugin arguments at commas.
@@ -297,7 +301,7 @@ def count_instructions(
                 plugin += f",enter={where[run_fn][0]:#x},caller={where['main'][0]:#x}-" \
                           f"{where['main'][1]:#x}"
             _run(elf, board, inputs, cwd, timeout, qemu_args=["-plugin", plugin])
-            total, counts = measure.parse_plugin_output(out)
+            total, counts, calls = measure.parse_plugin_output(out)
             inference = counts.pop("window", None)
     kernels = {}  # in kernel order; a folded group "a=b" where its first member would be
     for k in meta["kernels"]:
@@ -308,6 +312,7 @@ def count_instructions(
         "inference": inference,
         "run": counts.get(run_fn),
         "kernels": kernels,
+        "inclusive": {key: calls.get(key, 0) for key in kernels},
         "inlined": [k for k in meta["kernels"] if k not in counted],
     }
 

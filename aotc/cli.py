@@ -309,6 +309,7 @@ def cmd_run(args: argparse.Namespace, argv: Sequence[str]) -> int:
 def cmd_bench(args: argparse.Namespace, argv: Sequence[str]) -> int:
     from aotc.api import compile as compile_bundle
     from aotc.api import macs_of
+    from aotc.board_runner import bench_table
 
     out = Path(args.output)
     with Progress("bench", 3, quiet=args.quiet) as progress:
@@ -332,11 +333,7 @@ def cmd_bench(args: argparse.Namespace, argv: Sequence[str]) -> int:
     print(f"stack: deepest kernel frame {stack.get('max_bytes')} B ({stack.get('function')}); "
           f"deepest call chain {stack.get('path_bytes')} B" + (f" + {library}" if library else "")
           + f"; recursion: {cycles}")
-    print(f"{'kernel':<40} {'instructions':>14} {'share':>7}")
-    for k, n in [*bench["kernels"].items(), ("(run function, libm, helpers)", bench["other"])]:
-        print(f"{k:<40} {n:>14,} {100.0 * n / max(run_total, 1):>6.1f}%")
-    if bench["inlined"]:
-        print(f"inlined (counted in the run function): {', '.join(bench['inlined'])}")
+    print(bench_table(bench))
     return 0
 
 

@@ -1,7 +1,8 @@
 """Measuring firmware, the parts that need no board: instruction counters (the QEMU TCG plugin
 boards/qemu_plugin/insncount.c for emulated boards, callgrind for the host) and parsers for
 `size -A`, `nm -S` and gcc's .su files. aotc.boards drives these; use it, not this module.
-Counts per function are self counts (instructions inside the function's own address range).
+Counts per function are self counts (instructions inside the function's own address range);
+call counts are inclusive (from entering the function until it returns, callees included).
 """
 
 from __future__ import annotations
@@ -68,33 +69,44 @@ def merge_aliases(ranges: list[tuple[str, int, int]], order: list[str]
             for (lo, hi), names in groups.items()]
 
 
-def write_ranges(path: Path, ranges: list[tuple[str, int, int]]) -> None:
-    path.write_text("".join(f"{name} {lo:#x} {hi:#x}\n" for name, lo, hi in ranges))
+def write_ranges(path: Path, ranges: list[tuple[str, int, int]],
+                 kinds: dict[str, str] | None = None) -> None:
+    """The plugin's ranges= file. kinds maps a range name to "call" (also count its calls,
+    callees included) or "caller" (the range those calls return to); other ranges are "self"."""
+    kinds = kinds or {}
+    path.write_text("".join(f"{name} {lo:#x} {hi:#x} {kinds.get(name, 'self')}\n"
+                            for name, lo, hi in ranges))
 
 
-def parse_plugin_output(path: Path) -> tuple[int, dict[str, int]]:
-    """(total, {function: count}) from the plugin's out= file; ranges of one name are summed."""
+def parse_plugin_output(path: Path) -> tuple[int, dict[str, int], dict[str, int]]:
+    """(total, {function: self count}, {function: inclusive count of its calls}) from the
+    plugin's out= file; ranges of one name are summed. With enter=/caller=, the inclusive count
+    of that window is "window" in the self counts."""
     if not path.is_file():
         raise RuntimeError("the instruction-count plugin wrote no result (did QEMU load it?)")
-    total, counts = 0, {}
+    total, counts, calls = 0, {}, {}
     for line in path.read_text().splitlines():
         fields = line.split()
         if fields[0] == "total":
             total = int(fields[1])
         elif fields[0] == "window":  # enter=/caller= given: the inclusive count of a call
             counts["window"] = int(fields[1])
+        elif fields[0] == "call":
+            calls[fields[1]] = calls.get(fields[1], 0) + int(fields[2])
         else:
             counts[fields[1]] = counts.get(fields[1], 0) + int(fields[2])
-    return total, counts
+    return total, counts, calls
 
 
 def callgrind_command(out: Path) -> list[str]:
     return ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", "--quiet"]
 
 
-def parse_callgrind(path: Path, inclusive: bool = False) -> tuple[int, dict[str, int]]:
+def parse_callgrind(path: Path, inclusive: bool = False, caller: str | None = None
+                    ) -> tuple[int, dict[str, int]]:
     """(total, {function: self count}) from a callgrind output file (Ir events only); with
-    inclusive, {callee: cost of the calls to it, its callees included} instead."""
+    inclusive, {callee: cost of the calls to it, its callees included} instead, only of the
+    calls made by `caller` when given (so k calling its clone k.part.0 is not counted twice)."""
     total, counts, names, fn, cfn, call = 0, {}, {}, None, None, False
     for line in path.read_text().splitlines():
         if line.startswith(("summary:", "totals:")):
@@ -112,7 +124,8 @@ def parse_callgrind(path: Path, inclusive: bool = False) -> tuple[int, dict[str,
         elif line[:1].isdigit() or line[:1] in "+-*":
             fields = line.split()
             key = cfn if call else fn
-            if call == inclusive and key is not None and len(fields) > 1:
+            by_caller = caller is None or not call or fn == caller
+            if call == inclusive and by_caller and key is not None and len(fields) > 1:
                 counts[key] = counts.get(key, 0) + int(fields[1])
             call = False
     return total, counts

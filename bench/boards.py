@@ -6,11 +6,12 @@ stack and heap link.ld reserves) from the ELF, the deepest kernel frame and recu
     python bench/boards.py [--board cortex-m4f] [--models DIR] [--verbose] [--int8] [--only kws]
     python bench/boards.py --byoc cmsis-nn [--boards cortex-m4f,cortex-m7,cortex-m55]
 
---verbose adds a per-kernel instruction table for each model. --byoc NAME compares, for the
-int8 models on each board, aotc's own kernels with the backend's (both compiled --target BOARD):
-instructions per inference and per MAC, flash and RAM. CMSIS-NN comes from --cmsis-nn-path,
-else $CMSIS_NN_PATH, else ../shared/third_party/cmsis-nn. Needs the board's toolchain and QEMU
-(see boards/README.md).
+--verbose adds a per-kernel instruction table for each model: each kernel's calls from entry to
+return (requantisation helpers, libm, soft-float helpers included) and its own (self) count.
+--byoc NAME compares, for the int8 models on each board, aotc's own kernels with the backend's
+(both compiled --target BOARD): instructions per inference and per MAC, flash and RAM. CMSIS-NN
+comes from --cmsis-nn-path, else $CMSIS_NN_PATH, else ../shared/third_party/cmsis-nn. Needs the
+board's toolchain and QEMU (see boards/README.md).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import numpy as np
 import aotc
 from aotc import boards
 from aotc.api import macs_of
+from aotc.board_runner import OTHER_ROW
 from aotc.progress import Progress
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -63,17 +65,20 @@ def table(rows: list[dict]) -> str:
 
 
 def kernel_table(r: dict) -> str:
-    n = r["counts"]["inference"]
-    kernels = r["counts"]["kernels"]
-    rest = n - sum(kernels.values())
-    rows = [*sorted(kernels.items(), key=lambda kv: -kv[1]),
-            ("(run function, libm, helpers)", rest)]
-    w = max(len(k) for k, _ in rows)  # "a=b=c": kernels gcc folded into one body
+    """Per kernel, sorted by cost: instructions from entering it until it returns (what it
+    calls included), share, and its own instructions; then the run function (its own
+    instructions and its calls outside kernels): the rows add up to the inference."""
+    c = r["counts"]
+    n, inclusive = c["inference"], c["inclusive"]
+    rows = [(k, inclusive[k], c["kernels"][k])
+            for k in sorted(inclusive, key=lambda k: (-inclusive[k], k))]
+    rows.append((OTHER_ROW, n - sum(inclusive.values()), c["run"]))
+    w = max(len(k) for k, _, _ in rows)  # "a=b=c": kernels gcc folded into one body
     lines = [f"\n{r['model']}: {n:,} instructions per inference",
-             f"  {'kernel':<{w}} {'instructions':>14} {'share':>7}"]
-    lines += [f"  {k:<{w}} {c:>14,} {100.0 * c / n:>6.1f}%" for k, c in rows]
-    if r["counts"]["inlined"]:
-        lines.append(f"  inlined into the run function: {', '.join(r['counts']['inlined'])}")
+             f"  {'kernel':<{w}} {'instructions':>14} {'share':>7} {'self':>14}"]
+    lines += [f"  {k:<{w}} {t:>14,} {100.0 * t / n:>6.1f}% {own or 0:>14,}" for k, t, own in rows]
+    if c["inlined"]:
+        lines.append(f"  inlined into the run function: {', '.join(c['inlined'])}")
     st = r["stack"]
     lines.append(f"  deepest kernel frame {st['max_bytes']} B ({st['function']}), deepest call "
                  f"chain {st['path_bytes']} B + {', '.join(st['library_calls']) or 'nothing'}")

@@ -10,6 +10,7 @@ from typing import Any
 import jinja2
 from markupsafe import Markup
 
+from aotc.board_runner import OTHER_ROW
 from aotc.paths import templates_dir
 from aotc.report.graph import MAC_HEAT, backend_colours, graph_svg, mac_fill
 from aotc.report.timeline import timeline
@@ -108,13 +109,14 @@ def _kernel_rows(data: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _bench_rows(data: dict[str, Any]) -> list[dict[str, Any]]:
-    """bench's table: one row per counted body, then the run function, libm and helpers."""
+    """bench's table: one row per counted body (inclusive and self counts), then the run
+    function (its own instructions and its calls outside kernels)."""
     b = data["bench"]
     if b is None:
         return []
-    rows = [{"key": k, "instructions": n, "flash": b["kernel_flash"].get(k)}
-            for k, n in b["kernels"].items()]
-    rows.append({"key": "(run function, libm, helpers)", "instructions": b["other"],
+    rows = [{"key": k, "instructions": n, "self": b["self"].get(k),
+             "flash": b["kernel_flash"].get(k)} for k, n in b["kernels"].items()]
+    rows.append({"key": OTHER_ROW, "instructions": b["other"], "self": b.get("run"),
                  "flash": None})
     for r in rows:
         r["share"] = 100 * r["instructions"] / max(b["instructions"], 1)

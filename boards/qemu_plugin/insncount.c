@@ -1,15 +1,25 @@
 /* QEMU TCG plugin (plugin API version 1, QEMU 7.2): counts executed guest instructions.
  *
- * Args: out=FILE (required) receives "total N" and one "range NAME N" line per range;
- *       ranges=FILE (optional) has lines "NAME LO HI" (hex or decimal, HI exclusive);
+ * Args: out=FILE (required) receives "total N", one "range NAME N" line per range and one
+ *       "call NAME N" line per range of kind call;
+ *       ranges=FILE (optional) has lines "NAME LO HI [KIND]" (hex or decimal, HI exclusive).
+ *       KIND self (the default): "range NAME N" counts the instructions inside [LO, HI).
+ *       KIND call: the same, and "call NAME N" counts every instruction from each entry at LO
+ *       until control is in a range of kind caller, callees (libm, soft-float helpers,
+ *       memcpy) included: a kernel called by the run function. KIND caller: the same as self,
+ *       and the range calls return to (the run function).
  *       enter=ADDR, caller=LO-HI (optional, together): "window N" counts every instruction
  *       from each execution of ADDR (a function's entry) until control is back in the caller's
- *       range LO-HI, callees (libm, soft-float helpers, memcpy) included.
+ *       range LO-HI, callees included.
  * The total is a TB-level inline add (free); a range costs one inline add per instruction
  * inside it, so only the instructions of the listed ranges pay for per-instruction counting.
- * The window costs one callback per executed TB. A function entry and a return address both
- * start a TB, so TB granularity is exact. All counts are exact and repeatable. Do not combine
- * with -icount (partial TBs are re-executed).
+ * The window and the calls cost one callback per executed TB. A function entry and a return
+ * address both start a TB, so TB granularity is exact. A call stays with the first range
+ * entered until control is back in a caller range, so what it calls in turn (a clone such as
+ * k.part.0, a thunk gcc left for a folded function) is part of it: calls do not nest. The
+ * code measured has no recursion, so reaching a caller range means the call has returned.
+ * All counts are exact and repeatable. Do not combine with -icount (partial TBs are
+ * re-executed).
  * Debian ships no qemu-plugin.h, so the few API declarations are written out below; they match
  * upstream include/qemu/qemu-plugin.h for QEMU_PLUGIN_VERSION 1.
  * Build: cc -O2 -shared -fPIC -fvisibility=hidden -o libinsncount.so insncount.c
@@ -62,27 +72,43 @@ uint64_t qemu_plugin_tb_vaddr(const struct qemu_plugin_tb *tb);
 QEMU_PLUGIN_EXPORT int qemu_plugin_version = 1;
 
 /* --- counters --- */
+enum range_kind { KIND_SELF, KIND_CALL, KIND_CALLER };
+
 struct range {
     char name[128];
     uint64_t lo, hi;
-    uint64_t count;
+    enum range_kind kind;
+    uint64_t count; /* instructions inside [lo, hi) */
+    uint64_t call;  /* KIND_CALL: instructions of the calls entered at lo, callees included */
 };
 
 static uint64_t total;
 static struct range *ranges;
 static size_t n_ranges;
+static bool calls_wanted; /* some range has KIND_CALL */
 static char *out_path;
 
 /* The window: the TB at `enter` opens it, a TB inside [caller_lo, caller_hi) closes it. */
 static bool window_wanted, window_open;
 static uint64_t enter_pc, caller_lo, caller_hi, window;
-#define TB_ENTERS 1u
-#define TB_IN_CALLER 2u
+/* The call being counted: a range of KIND_CALL, NULL outside every call. */
+static struct range *current_call;
 
-/* userdata: the TB's instruction count << 2 | TB_ENTERS | TB_IN_CALLER. Single vCPU. */
+/* userdata of a TB: its instruction count, what its first address opens or closes, and the
+ * index + 1 of the KIND_CALL range it enters (0: none). TCG translates at most 512
+ * instructions per TB, so the count fits in TB_COUNT_BITS. Single vCPU. */
+#define TB_ENTERS 1u       /* starts at enter=: opens the window */
+#define TB_IN_CALLER 2u    /* inside caller=: closes the window */
+#define TB_IN_RETURN 4u    /* inside a KIND_CALLER range: ends the current call */
+#define TB_COUNT_SHIFT 3
+#define TB_COUNT_BITS 13
+#define TB_CALL_SHIFT (TB_COUNT_SHIFT + TB_COUNT_BITS)
+
 static void tb_exec(unsigned int vcpu_index, void *userdata)
 {
     uintptr_t v = (uintptr_t)userdata;
+    uint64_t n = (v >> TB_COUNT_SHIFT) & ((1u << TB_COUNT_BITS) - 1u);
+    uintptr_t entered = v >> TB_CALL_SHIFT;
     (void)vcpu_index;
     if (v & TB_ENTERS) {
         window_open = true;
@@ -90,8 +116,33 @@ static void tb_exec(unsigned int vcpu_index, void *userdata)
         window_open = false;
     }
     if (window_open) {
-        window += v >> 2;
+        window += n;
     }
+    if (v & (TB_IN_RETURN | TB_IN_CALLER)) { /* caller=: a call the run function tail-called */
+        current_call = NULL;
+    } else if (entered != 0 && current_call == NULL) {
+        current_call = &ranges[entered - 1];
+    }
+    if (current_call != NULL) {
+        current_call->call += n;
+    }
+}
+
+static uintptr_t tb_flags(uint64_t pc)
+{
+    uintptr_t flags = 0;
+    if (window_wanted) {
+        flags |= (pc == enter_pc ? TB_ENTERS : 0u) |
+                 (pc >= caller_lo && pc < caller_hi ? TB_IN_CALLER : 0u);
+    }
+    for (size_t r = 0; r < n_ranges; r++) {
+        if (ranges[r].kind == KIND_CALLER && pc >= ranges[r].lo && pc < ranges[r].hi) {
+            flags |= TB_IN_RETURN;
+        } else if (ranges[r].kind == KIND_CALL && pc == ranges[r].lo) {
+            flags |= (uintptr_t)(r + 1) << TB_CALL_SHIFT;
+        }
+    }
+    return flags;
 }
 
 static void tb_trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
@@ -99,12 +150,9 @@ static void tb_trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
     size_t n = qemu_plugin_tb_n_insns(tb);
     (void)id;
     qemu_plugin_register_vcpu_tb_exec_inline(tb, QEMU_PLUGIN_INLINE_ADD_U64, &total, n);
-    if (window_wanted) {
-        uint64_t pc = qemu_plugin_tb_vaddr(tb);
-        uintptr_t flags = (pc == enter_pc ? TB_ENTERS : 0u) |
-                          (pc >= caller_lo && pc < caller_hi ? TB_IN_CALLER : 0u);
-        qemu_plugin_register_vcpu_tb_exec_cb(tb, tb_exec, QEMU_PLUGIN_CB_NO_REGS,
-                                             (void *)((uintptr_t)n << 2 | flags));
+    if (window_wanted || calls_wanted) {
+        uintptr_t v = tb_flags(qemu_plugin_tb_vaddr(tb)) | (uintptr_t)n << TB_COUNT_SHIFT;
+        qemu_plugin_register_vcpu_tb_exec_cb(tb, tb_exec, QEMU_PLUGIN_CB_NO_REGS, (void *)v);
     }
     for (size_t i = 0; i < n && n_ranges > 0; i++) {
         struct qemu_plugin_insn *insn = qemu_plugin_tb_get_insn(tb, i);
@@ -133,6 +181,9 @@ static void at_exit(qemu_plugin_id_t id, void *userdata)
     }
     for (size_t r = 0; r < n_ranges; r++) {
         fprintf(f, "range %s %" PRIu64 "\n", ranges[r].name, ranges[r].count);
+        if (ranges[r].kind == KIND_CALL) {
+            fprintf(f, "call %s %" PRIu64 "\n", ranges[r].name, ranges[r].call);
+        }
     }
     fclose(f);
 }
@@ -148,17 +199,25 @@ static int load_ranges(const char *path)
     }
     while (fgets(line, sizeof line, f) != NULL) {
         struct range r = {0};
-        char lo[64], hi[64];
+        char lo[64], hi[64], kind[16] = "self";
+        int fields;
         if (line[0] == '#' || line[0] == '\n') {
             continue;
         }
-        if (sscanf(line, "%127s %63s %63s", r.name, lo, hi) != 3) {
-            fprintf(stderr, "insncount: bad line in %s: %s", path, line);
+        fields = sscanf(line, "%127s %63s %63s %15s", r.name, lo, hi, kind);
+        if (fields < 3 || (strcmp(kind, "self") != 0 && strcmp(kind, "call") != 0 &&
+                           strcmp(kind, "caller") != 0)) {
+            fprintf(stderr, "insncount: bad line in %s (want NAME LO HI [self|call|caller]): %s",
+                    path, line);
             fclose(f);
             return -1;
         }
         r.lo = strtoull(lo, NULL, 0);
         r.hi = strtoull(hi, NULL, 0);
+        r.kind = strcmp(kind, "call") == 0     ? KIND_CALL
+                 : strcmp(kind, "caller") == 0 ? KIND_CALLER
+                                               : KIND_SELF;
+        calls_wanted = calls_wanted || r.kind == KIND_CALL;
         if (n_ranges == cap) {
             cap = cap ? 2 * cap : 64;
             ranges = realloc(ranges, cap * sizeof *ranges);

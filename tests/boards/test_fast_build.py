@@ -131,3 +131,23 @@ def test_inference_window_includes_callees(board: str, tmp_path: Path) -> None:
     own = counts["run"] + sum(counts["kernels"].values())
     assert own < counts["inference"] < counts["total"]
     assert counts["inference"] >= own + 8 * 10  # eight expf calls of 10+ instructions
+
+
+@pytest.mark.parametrize("board", ["cortex-m4f", "cortex-m0plus", "rv32imc", "host"])
+def test_kernel_counts_include_callees(board: str, tmp_path: Path) -> None:
+    """A kernel's inclusive count runs from its entry to its return: k2_exp's includes expf,
+    and without an FPU every float kernel's includes the soft-float helpers; k3_neg calls
+    nothing. fake_run calls nothing but kernels, so its own instructions and the inclusive
+    kernel counts add up to the inference exactly."""
+    elf = fastbuild.build_firmware_fast(FAKE, board, tmp_path / "b", runtime_dir=RUNTIME)
+    counts = boards.count_instructions(elf, board, fake_inputs(), tmp_path / "run")
+    own, inclusive = counts["kernels"], counts["inclusive"]
+    assert set(inclusive) == set(own) == {"k0_scale", "k1_bias", "k2_exp", "k3_neg"}
+    assert inclusive["k2_exp"] >= own["k2_exp"] + 8 * 10  # eight expf calls of 10+ instructions
+    assert inclusive["k3_neg"] == own["k3_neg"]
+    soft_float = board in ("cortex-m0plus", "rv32imc")
+    for k in ("k0_scale", "k1_bias"):
+        assert (inclusive[k] > own[k]) if soft_float else (inclusive[k] == own[k]), k
+    assert counts["run"] + sum(inclusive.values()) == counts["inference"]
+    again = boards.count_instructions(elf, board, fake_inputs(), tmp_path / "again")
+    assert again == counts
