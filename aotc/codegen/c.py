@@ -86,7 +86,10 @@ INT_CALLS = {"abs": "AOTC_ABS", "float_from_bits": "aotc_bits_f32",  # BitCast
              "q_sat_shl": "aotc_q_sat_shl", "q_softmax_scale": "aotc_q_softmax_scale"}
 # Arm C Language Extensions intrinsics (<arm_acle.h>, __ARM_FEATURE_DSP), on int32 words of
 # packed lanes; the lowering emits them only for targets with the "dsp" feature (lower/dsp.py).
-ACLE_CALLS = {"sxtb16": "__sxtb16", "smlad": "__smlad", "sadd16": "__sadd16"}
+# sxtb16_ror8 is SXTB16 with its rotate operand, which arm_acle.h does not offer (CMSIS's
+# __SXTB16_RORn): an inline-asm helper in model.c.j2.
+ACLE_CALLS = {"sxtb16": "__sxtb16", "smlad": "__smlad", "sadd16": "__sadd16",
+              "sxtb16_ror8": "aotc_sxtb16_ror8"}
 
 
 # Integer spellings without undefined behaviour (runtime_c/aotc_runtime.h).

@@ -6,7 +6,7 @@ become one word of two int16 lanes (SXTB16), and ``__smlad(w, x, acc)`` adds bot
 the int32 accumulator in one instruction. Weights are packed at compile time into int32 words
 of four int8, two output channels x two input channels, in SXTB16's lane order (CMSIS-NN's
 "reordered" weights): SXTB16 of the word gives channel j's pair, SXTB16 of the word shifted
-right by 8 gives channel j + 1's. The sums are the same int32 sums as the generic kernels (a
+right by 8 (SXTB16's rotate operand) gives channel j + 1's. The sums are the same int32 sums as the generic kernels (a
 16 x 16 product of 8-bit values and the int32 sum of two cannot overflow where the plain sum
 does not), so both schedules are bit-identical.
 """
@@ -64,6 +64,5 @@ def mac_tile(kb: Any, acc: Any, words: Any, row: Expr, width: int, xp: Expr) -> 
         kb.store(acc, [2 * jp], call("smlad", call("sxtb16", w, dtype=I32), xp,
                                      acc[[2 * jp]], dtype=I32))
         if 2 * jp + 1 < width:
-            odd = Cast(Bin("shr", Cast(w, U32), Const(8, U32), U32), I32)
-            kb.store(acc, [2 * jp + 1], call("smlad", call("sxtb16", odd, dtype=I32), xp,
+            kb.store(acc, [2 * jp + 1], call("smlad", call("sxtb16_ror8", w, dtype=I32), xp,
                                              acc[[2 * jp + 1]], dtype=I32))
