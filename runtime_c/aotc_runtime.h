@@ -84,29 +84,45 @@ static inline float aotc_bits_f32(uint32_t u)
 
 /* Fixed-point primitives of integer requantisation (gemmlowp/TFLite semantics; aotc/qmath.py
  * holds the Python twins). Right shifts of negative values are arithmetic on every supported
- * compiler (gcc, clang, arm-none-eabi, riscv). Inline: they cost no flash unless used. */
+ * compiler (gcc, clang, arm-none-eabi, riscv). Always inline: kernels requantise once per output
+ * and a call costs more than the arithmetic; they cost no flash unless used.
+ *
+ * aotc_q_dhm: gemmlowp's SaturatingRoundingDoublingHighMul without its one saturating case
+ * (a == b == INT32_MIN). SRDHM adds a nudge of 2^30 (product >= 0) or 1 - 2^30 (product < 0)
+ * and divides by 2^31 toward zero. For a product p >= 0 that is floor((p + 2^30) / 2^31); for
+ * p < 0, p + 1 - 2^30 < 0 and division toward zero is floor((p + 1 - 2^30 + 2^31 - 1) / 2^31)
+ * = floor((p + 2^30) / 2^31) as well. So one 64-bit multiply-accumulate (SMLAL) and a shift,
+ * exactly equal (tests/lower/test_fixedpoint.py checks edge values against qmath.srdhm). */
+AOTC_INLINE int32_t aotc_q_dhm(int32_t a, int32_t b)
+{
+    return (int32_t)(((int64_t)a * (int64_t)b + ((int64_t)1 << 30)) >> 31);
+}
 AOTC_INLINE int32_t aotc_q_srdhm(int32_t a, int32_t b)
 {
-    int64_t ab = (int64_t)a * (int64_t)b;
-    int32_t nudge = ab >= 0 ? (1 << 30) : (1 - (1 << 30));
-    if (a == b && a == INT32_MIN) {
-        return INT32_MAX;
-    }
-    return (int32_t)((ab + nudge) / ((int64_t)1 << 31));
+    return (a == INT32_MIN && b == INT32_MIN) ? INT32_MAX : aotc_q_dhm(a, b);
 }
+/* x / 2^exponent rounded to nearest, ties away from zero; exponent in [0, 31]. */
 AOTC_INLINE int32_t aotc_q_rdbpot(int32_t x, int32_t exponent)
 {
-    int32_t mask = (int32_t)(((int64_t)1 << exponent) - 1);
-    int32_t remainder = x & mask;
-    int32_t threshold = (mask >> 1) + (x < 0 ? 1 : 0);
-    return (x >> exponent) + (remainder > threshold ? 1 : 0);
+    int32_t mask = (int32_t)((1u << exponent) - 1u);
+    int32_t threshold = (mask >> 1) + (int32_t)((uint32_t)x >> 31);
+    return (x >> exponent) + ((x & mask) > threshold);
 }
-/* TFLite MultiplyByQuantizedMultiplier: x * m * 2^(shift - 31), rounded. */
-static inline int32_t aotc_q_mbqm(int32_t x, int32_t m, int32_t shift)
+/* TFLite MultiplyByQuantizedMultiplier, x * m * 2^(shift - 31) rounded twice, with the shift
+ * split at compile time (aotc/ops/quant.py Requant): left = max(shift, 0) in [0, 30],
+ * right = max(-shift, 0) in [0, 31]; m != INT32_MIN (quantize_multiplier's significands are
+ * in [2^30, 2^31) or 0). No branch: SMLAL, shifts and a compare, as CMSIS-NN's
+ * arm_nn_requantize. x << left wraps as TFLite's x * (1 << left) does on every target. */
+AOTC_INLINE int32_t aotc_q_requant(int32_t x, int32_t m, int32_t left, int32_t right)
+{
+    return aotc_q_rdbpot(aotc_q_dhm((int32_t)((uint32_t)x << left), m), right);
+}
+/* The same with the shift as one signed number and any m (SRDHM's saturating case kept). */
+AOTC_INLINE int32_t aotc_q_mbqm(int32_t x, int32_t m, int32_t shift)
 {
     int32_t left = shift > 0 ? shift : 0;
     int32_t right = shift > 0 ? 0 : -shift;
-    return aotc_q_rdbpot(aotc_q_srdhm((int32_t)((int64_t)x * ((int64_t)1 << left)), m), right);
+    return aotc_q_rdbpot(aotc_q_srdhm((int32_t)((uint32_t)x << left), m), right);
 }
 static inline int32_t aotc_q_sat_shl(int32_t x, int32_t exponent)
 {

@@ -79,23 +79,36 @@ class Requant:
         self._tables: dict[int, tuple[Any, ...]] = {}
 
     def _per(self, kb: Any, name: str, values: np.ndarray, dt: DType, ch: Expr | None) -> Expr:
-        if values.size == 1:
-            return Const(values.ravel()[0].item(), dt)
+        """One value per channel: a constant when all channels share it, else a table in
+        flash (int8 tables are widened to int32 where they are read)."""
+        if (values == values.ravel()[0]).all():
+            return Const(values.ravel()[0].item(), I32 if dt == dtypes.int8 else dt)
         key = (id(kb), name)
         if key not in self._tables:
             self._tables[key] = (kb.const(name, values, dt),)
         assert ch is not None
-        return self._tables[key][0][[ch]]
+        v = self._tables[key][0][[ch]]
+        return Cast(v, I32) if dt == dtypes.int8 else v
 
     def __call__(self, kb: Any, acc: Expr, ch: Expr | None) -> Expr:
         if self.mode == "tflite":
             qm = [qmath.quantize_multiplier(float(r)) for r in self.real]
-            mult = np.array([m for m, _ in qm], np.int32)
-            shift = np.array([s for _, s in qm], np.int32)
-            # Shifts fit int8: a quarter of the flash of int32 (TFLM keeps int32 in RAM).
-            sh = self._per(kb, "qshift", shift.astype(np.int8), dtypes.int8, ch)
-            v = call("q_mbqm", acc, self._per(kb, "qmul", mult, I32, ch),
-                     sh if isinstance(sh, Const) else Cast(sh, I32), dtype=I32)
+            mult = np.array([m for m, _ in qm], np.int64)
+            shift = np.array([s for _, s in qm], np.int64)
+            mul = self._per(kb, "qmul", mult.astype(np.int32), I32, ch)
+            if (mult == qmath.INT32_MIN).any():  # SRDHM's saturating case: keep it
+                # Shifts fit int8: a quarter of the flash of int32 (TFLM keeps int32 in RAM).
+                sh = self._per(kb, "qshift", shift.astype(np.int8), dtypes.int8, ch)
+                v = call("q_mbqm", acc, mul, sh, dtype=I32)
+            else:
+                # The shift split into its left and right parts at compile time (TFLM's
+                # Prepare): no branch on its sign per output; a part every channel shares is
+                # an immediate.
+                left = self._per(kb, "qlsh", np.maximum(shift, 0).astype(np.int8),
+                                 dtypes.int8, ch)
+                right = self._per(kb, "qrsh", np.maximum(-shift, 0).astype(np.int8),
+                                  dtypes.int8, ch)
+                v = call("q_requant", acc, mul, left, right, dtype=I32)
             if self.zp:
                 v = v + Const(self.zp, I32)
             v = bmin(bmax(v, Const(self.lo, I32)), Const(self.hi, I32))

@@ -4,13 +4,16 @@ values that follow from TFLite's published definitions."""
 
 from __future__ import annotations
 
+import json
 import subprocess
+from pathlib import Path
 
 import cffi
 import numpy as np
 import pytest
 
 from aotc import qmath
+from aotc.board_runner import BoardRunner
 from aotc.paths import runtime_dir
 
 FUNCS = """
@@ -20,6 +23,8 @@ int32_t t_mbqm(int32_t x, int32_t m, int32_t s);
 int32_t t_sat_shl(int32_t x, int32_t e);
 int32_t t_recip(int32_t a);
 int32_t t_softmax_scale(int32_t s, int32_t which);
+int32_t t_dhm(int32_t a, int32_t b);
+int32_t t_requant(int32_t x, int32_t m, int32_t l, int32_t r);
 """
 
 
@@ -34,7 +39,9 @@ def lib(tmp_path_factory):
             (FUNCS.splitlines()[3], "mbqm", "x, m, s"),
             (FUNCS.splitlines()[4], "sat_shl", "x, e"),
             (FUNCS.splitlines()[5], "one_over_one_plus_x", "a"),
-            (FUNCS.splitlines()[6], "softmax_scale", "s, which")]) + "\n")
+            (FUNCS.splitlines()[6], "softmax_scale", "s, which"),
+            (FUNCS.splitlines()[7], "dhm", "a, b"),
+            (FUNCS.splitlines()[8], "requant", "x, m, l, r")]) + "\n")
     so = d / "fp.so"
     subprocess.run(["cc", "-std=c99", "-Wall", "-Wextra", "-Werror", "-pedantic", "-O2",
                     "-shared", "-fPIC", "-I", str(runtime_dir()), str(src), "-o", str(so)],
@@ -118,3 +125,95 @@ def test_int8_activation_tables_track_the_function(kind, scale, zp):
     table = qmath.int8_activation_table(kind, scale, zp)
     assert np.abs(table.astype(int) - ideal).max() <= 1
     assert np.all(np.diff(table.astype(int)) >= 0)  # monotonic
+
+
+# Requantisation edge values: accumulators at both ends of int32 and around 0 and powers of two,
+# multipliers at both ends of quantize_multiplier's range ([2^30, 2^31) and 0), every shift it
+# produces (-31 .. 30).
+REQ_X = sorted({0, 1, -1, 2, -2, 127, -128, 1 << 15, -(1 << 15), (1 << 30) - 1, 1 << 30,
+                -(1 << 30), -(1 << 30) - 1, qmath.INT32_MAX, qmath.INT32_MIN,
+                qmath.INT32_MAX - 1, qmath.INT32_MIN + 1, 12345, -12345} |
+               {s * ((1 << e) + d) for e in (3, 9, 17, 24) for d in (-1, 0, 1) for s in (1, -1)})
+REQ_M = [0, 1 << 30, (1 << 30) + 1, 1518500250, qmath.INT32_MAX - 1, qmath.INT32_MAX]
+REQ_SHIFTS = list(range(-31, 31))
+
+
+def requant_cases() -> list[tuple[int, int, int]]:
+    cases = [(x, m, s) for x in REQ_X for m in REQ_M for s in REQ_SHIFTS]
+    rng = np.random.default_rng(7)
+    for _ in range(3000):  # and random ones, from quantize_multiplier like the compiler's
+        m, s = qmath.quantize_multiplier(float(2.0 ** rng.uniform(-32, 30)))
+        cases.append((int(rng.integers(qmath.INT32_MIN, qmath.INT32_MAX, endpoint=True)), m, s))
+    return cases
+
+
+def test_dhm_equals_srdhm_outside_its_saturating_case(lib):
+    """(a*b + 2^30) >> 31 is SRDHM's nudge-and-truncate except for INT32_MIN * INT32_MIN."""
+    for a in EDGE + RAND[:150]:
+        for b in EDGE + RAND[150:200]:
+            if a == b == qmath.INT32_MIN:
+                continue
+            want = qmath.srdhm(a, b)
+            assert (a * b + (1 << 30)) >> 31 == want, (a, b)
+            assert lib.t_dhm(a, b) == want, (a, b)
+
+
+def test_requant_equals_mbqm_on_edge_values(lib):
+    """aotc_q_requant (the shift split at compile time, branch-free) is TFLite's
+    MultiplyByQuantizedMultiplier (qmath.mbqm) bit for bit; so is aotc_q_mbqm."""
+    for x, m, s in requant_cases():
+        want = qmath.mbqm(x, m, s)
+        assert lib.t_requant(x, m, max(s, 0), max(-s, 0)) == want, (x, m, s)
+        assert lib.t_mbqm(x, m, s) == want, (x, m, s)
+
+
+def _requant_bundle(d: Path, cases: list[tuple[int, int, int]]) -> None:
+    """A hand-written bundle whose run function requantises a table of cases held in flash
+    with aotc_q_requant and aotc_q_mbqm (outputs y, y2), for the board harness."""
+    def table(ctype: str, name: str, vals: list[int]) -> str:
+        body = ", ".join(f"{v}" if v != qmath.INT32_MIN else "INT32_MIN" for v in vals)
+        return f"static const {ctype} {name}[{len(vals)}] = {{ {body} }};"
+
+    n = len(cases)
+    xs, ms, ss = ([c[k] for c in cases] for k in range(3))
+    d.mkdir(parents=True)
+    (d / "rq.h").write_text(
+        '#include <stddef.h>\n#include <stdint.h>\n#include "aotc_runtime.h"\n'
+        "#define RQ_ARENA_SIZE 4\n"
+        "int rq_run(const int8_t *u, int32_t *y, int32_t *y2, void *arena, size_t size);\n")
+    (d / "rq.c").write_text("\n".join([
+        '#include "rq.h"', table("int32_t", "xs", xs), table("int32_t", "ms", ms),
+        table("int8_t", "ss", ss),
+        "int rq_run(const int8_t *u, int32_t *y, int32_t *y2, void *arena, size_t size)", "{",
+        "    int32_t i;", "    (void)arena;", "    (void)size;",
+        f"    for (i = 0; i < {n}; ++i) {{",
+        "        int32_t s = ss[i] + u[0];",
+        "        y[i] = aotc_q_requant(xs[i], ms[i], s > 0 ? s : 0, s > 0 ? 0 : -s);",
+        "        y2[i] = aotc_q_mbqm(xs[i], ms[i], s);", "    }", "    return 0;", "}", ""]))
+    meta = {"name": "rq", "arena_bytes": 4, "arena_align": 4,
+            "inputs": [{"name": "u", "c_name": "u", "shape": [1], "dtype": "int8",
+                        "ctype": "int8_t", "bytes": 1}],
+            "outputs": [{"name": k, "c_name": k, "shape": [n], "dtype": "int32",
+                         "ctype": "int32_t", "bytes": 4 * n} for k in ("y", "y2")],
+            "kernels": []}
+    (d / "bundle.json").write_text(json.dumps(meta))
+
+
+@pytest.mark.parametrize("board", ["cortex-m4f", "cortex-m0plus"])
+def test_requant_on_boards_equals_mbqm(board, tmp_path):
+    """The same edge values on the cores (SMLAL on Armv7E-M, a 64-bit multiply helper on
+    Armv6-M): bit for bit TFLite's MultiplyByQuantizedMultiplier."""
+    grid = [(x, m, s) for x in REQ_X for m in REQ_M
+            for s in (-31, -30, -17, -8, -2, -1, 0, 1, 2, 15, 29, 30)]
+    rng = np.random.default_rng(3)
+    picks = rng.choice(len(requant_cases()), 400, replace=False)
+    cases = grid + [requant_cases()[int(i)] for i in picks]
+    chunk = 1000  # the outputs fit the micro:bit's 16 KB of RAM
+    for k in range(0, len(cases), chunk):
+        part = cases[k:k + chunk]
+        _requant_bundle(tmp_path / f"b{k}", part)
+        out = BoardRunner(tmp_path / f"b{k}", board, build_dir=tmp_path / f"build{k}",
+                          check_fit=False).run({"u": np.zeros(1, np.int8)})
+        want = np.array([qmath.mbqm(*c) for c in part], np.int64)
+        np.testing.assert_array_equal(out["y"].astype(np.int64), want)
+        np.testing.assert_array_equal(out["y2"].astype(np.int64), want)
