@@ -56,13 +56,21 @@ def x_pair(x0: Expr, x1: Expr | None, x_zp: int) -> Expr:
     return pair
 
 
-def mac_tile(kb: Any, acc: Any, words: Any, row: Expr, width: int, xp: Expr) -> None:
-    """acc[j] += the pair dot product of channel j's weights with ``xp``, for j < width; the
-    weight words of the tile are words[row], words[row + 1], ... (pack_words' jp)."""
+def mac_tile(kb: Any, accs: Any, words: Any, row: Expr, width: int, xps: Any) -> None:
+    """accs[p][j] += the pair dot product of channel j's weights with ``xps[p]``, for j <
+    width, for each pixel p (one accumulator array and activation pair each; a single pair and
+    array for one pixel); the weight words of the tile are words[row], words[row + 1], ...
+    (pack_words' jp). With several pixels each weight word is loaded and unpacked once."""
+    accs = accs if isinstance(accs, (list, tuple)) else [accs]
+    xps = xps if isinstance(xps, (list, tuple)) else [xps]
     for jp in range(-(-width // 2)):
         w = kb.local(words.flat(row + jp), "wq", I32)
-        kb.store(acc, [2 * jp], call("smlad", call("sxtb16", w, dtype=I32), xp,
-                                     acc[[2 * jp]], dtype=I32))
+        lanes: list[Expr] = [call("sxtb16", w, dtype=I32)]
         if 2 * jp + 1 < width:
-            kb.store(acc, [2 * jp + 1], call("smlad", call("sxtb16_ror8", w, dtype=I32), xp,
-                                             acc[[2 * jp + 1]], dtype=I32))
+            lanes.append(call("sxtb16_ror8", w, dtype=I32))
+        if len(xps) > 1:
+            lanes = [kb.local(lane, "wl", I32) for lane in lanes]
+        for acc, xp in zip(accs, xps):
+            for h, lane in enumerate(lanes):
+                j = 2 * jp + h
+                kb.store(acc, [j], call("smlad", lane, xp, acc[[j]], dtype=I32))

@@ -1,0 +1,131 @@
+"""Integer convolution on cores with the DSP extension (board feature "dsp"): Conv.lower's
+schedule for int8 weights without a zero point, through lower/dsp.py's SMLAD tiles.
+
+Per group of ``PIXELS`` output pixels, the activations a pixel reads are first gathered into a
+scratch column of int32 words, each the pair (x[c] - zp, x[c + 1] - zp) of two input channels
+at one kernel tap as two int16 lanes (im2col, CMSIS-NN's trick; a tap in the padding is the
+pair 0). The column is built once and read by every output-channel tile, and each weight word
+is loaded and unpacked once for all the pixels of the group. The int32 sums are those of the
+generic schedule (the products and their order within each pair add up to the same exact
+sum), so both give the same bytes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from aotc import dtypes
+from aotc.ir.graph import Node
+from aotc.lower import dsp
+from aotc.lower.loop_ir import Const, Expr
+
+I32 = dtypes.int32
+# Output pixels per step and output channels per tile: 2 x 4 int32 accumulators, the two
+# activation pairs and the unpacked weight lanes fit the 14 allocatable core registers
+# of a Cortex-M (CMSIS-NN's 2 x 2 tiles use 4 accumulators).
+PIXELS = 2
+TILE = 2
+
+
+def lower_conv_dsp(conv: Any, node: Node, kb: Any, X: Any, B: Any, arith: Any,
+                   pads: tuple[list[int], list[int]], s: list[int], d: list[int]) -> None:
+    """Conv (``conv``: the Conv op, whose ``_window`` walks a kernel window) with the integer
+    arithmetic ``arith`` (quant.IntArith: x_zp, init from the bias, finish = requantise)."""
+    Y = kb.outputs[0]
+    nd = len(X.shape) - 2
+    w = kb.input_const(1)
+    in_sp, k_sp, out_sp = X.shape[2:], w.shape[2:], Y.shape[2:]
+    pb, pe = pads
+    group = node.attrs["group"]
+    mg, cg = Y.shape[1] // group, w.shape[1]
+    kprod = int(np.prod(k_sp, dtype=np.int64))
+    npix = int(np.prod(out_sp, dtype=np.int64))
+    q_len = -(-cg // 2) * kprod  # words per column: channel pairs x taps
+    full, rest = divmod(mg, TILE)
+    px = PIXELS if npix >= PIXELS else 1
+    # Per group, tile after tile: pack_words of the tile's [cg, K, width] weights, so word
+    # (cp * kprod + k) * half + jp of a tile pairs with column word cp * kprod + k.
+    parts = []
+    for gi in range(group):
+        wg = w[gi * mg:(gi + 1) * mg].reshape(mg, cg, kprod)
+        for m0 in range(0, mg, TILE):
+            parts.append(dsp.pack_words(wg[m0:m0 + TILE].transpose(1, 2, 0)).reshape(-1))
+    words = kb.const("wq", np.concatenate(parts), I32)
+    per_group = sum(p.size for p in parts) // group
+    tile_words = q_len * (TILE // 2)
+    col = kb.scratch_buffer("col", I32, (px * q_len,))
+    ostrides = [int(np.prod(out_sp[k + 1:], dtype=np.int64)) for k in range(nd)]
+    kstrides = [int(np.prod(k_sp[k + 1:], dtype=np.int64)) for k in range(nd)]
+    padded = any(pb) or any(pe)
+
+    def column(n: Expr, gi: Expr, pix: Expr, slot: int) -> list[Expr]:
+        """Fill column ``slot`` for output pixel ``pix`` (flat); returns its coordinates."""
+        o: list[Expr] = []
+        for k in range(nd):
+            v = pix // ostrides[k] if ostrides[k] > 1 else pix
+            o.append(kb.local(v % out_sp[k] if k else v, f"o{k}"))
+        if padded:  # taps in the padding stay the zero pair
+            with kb.loop(q_len, "q") as q:
+                kb.store(col, [slot * q_len + q], Const(0, I32))
+
+        def taps(cp: Expr, paired: bool) -> None:
+            ic = gi * cg + 2 * cp if group > 1 else 2 * cp
+
+            def tap(xv: Expr, kk: list[Expr], ii: list[Expr]) -> None:
+                kflat: Expr = Const(0)
+                for kv, st in zip(kk, kstrides):
+                    kflat = kflat + kv * st
+                x1 = X[[n, ic + 1, *ii]] if paired else None
+                kb.store(col, [slot * q_len + cp * kprod + kflat],
+                         dsp.x_pair(xv, x1, arith.x_zp))
+
+            conv._window(kb, 0, nd, X, tap, n, ic, o, [], [], pb, pe, s, d, None, in_sp, k_sp)
+
+        if cg // 2:
+            with kb.loop(cg // 2, "cp") as cp:
+                taps(cp, True)
+        if cg % 2:
+            taps(Const(cg // 2), False)
+        return o
+
+    def tile(n: Expr, m0: Expr, base: Expr, width: int, coords: list[list[Expr]]) -> None:
+        half = -(-width // 2)
+        accs = []
+        for _ in coords:
+            acc = kb.local_array(width, "acc", I32)
+            with kb.loop(width, "j", unroll=True) as j:
+                kb.store(acc, [j], arith.init(B, m0 + j))
+            accs.append(acc)
+        with kb.loop(q_len, "q") as q:
+            xps = [kb.local(col.flat(p * q_len + q), "xp", I32) for p in range(len(coords))]
+            dsp.mac_tile(kb, accs, words, base + q * half, width, xps)
+        # Copy the tile out, then requantise in a rolled loop: the accumulators are dead
+        # before the requantisation, so they stay in registers during the sum.
+        for acc, o in zip(accs, coords):
+            res = kb.local_array(width, "res", I32)
+            with kb.loop(width, "j", unroll=True) as j:
+                kb.store(res, [j], acc[[j]])
+            with kb.loop(width, "j") as j:
+                kb.store_output([n, m0 + j, *o], arith.finish(kb, res[[j]], m0 + j, B))
+
+    def pixels(n: Expr, gi: Expr, pix0: Expr, count: int) -> None:
+        coords = [column(n, gi, pix0 + p, p) for p in range(count)]
+        gbase = gi * per_group
+        if full:
+            with kb.loop(full, "mt") as mt:
+                with kb.block():
+                    tile(n, gi * mg + mt * TILE, gbase + mt * tile_words, TILE, coords)
+        if rest:
+            with kb.block():
+                tile(n, gi * mg + full * TILE, gbase + full * tile_words, rest, coords)
+
+    with kb.loop(Y.shape[0], "n") as n:
+        with kb.loop(group, "g") as gi:
+            with kb.loop(npix // px, "px") as pp:
+                with kb.block():
+                    pixels(n, gi, pp * px, px)
+            if npix % px:
+                with kb.block():
+                    pixels(n, gi, Const(npix - 1), 1)
