@@ -117,6 +117,18 @@ AOTC_INLINE int32_t aotc_q_requant(int32_t x, int32_t m, int32_t left, int32_t r
 {
     return aotc_q_rdbpot(aotc_q_dhm((int32_t)((uint32_t)x << left), m), right);
 }
+/* aotc_q_requant for right >= 1 (so left = 0) and m >= 0, both roundings in one: with
+ * p = x * m, SRDHM gives y = floor((p + 2^30) / 2^31) and the rounding divide
+ * floor((y + 2^(right-1) - [y < 0]) / 2^right); floor(floor(a) / n) = floor(a / n) merges
+ * them into floor((p + 2^30 + 2^(30+right) - [y < 0] 2^31) / 2^(31+right)), and [y < 0] may
+ * be replaced by [x < 0] (they differ only where y = 0, and then both give 0; m = 0 gives 0
+ * for any right). round = 2^30 + 2^(30+right) and rshift = right - 1 come from compile
+ * time: SMLAL, a 64-bit subtract and one shift of the high word. */
+AOTC_INLINE int32_t aotc_q_requant_r(int32_t x, int32_t m, int64_t round, int32_t rshift)
+{
+    int64_t z = (int64_t)x * (int64_t)m + round - (int64_t)((uint32_t)x & 0x80000000u);
+    return (int32_t)(z >> 32) >> rshift;
+}
 /* The same with the shift as one signed number and any m (SRDHM's saturating case kept). */
 AOTC_INLINE int32_t aotc_q_mbqm(int32_t x, int32_t m, int32_t shift)
 {

@@ -32,6 +32,7 @@ from aotc.lower.loop_ir import (
     Kernel,
     Load,
     Loop,
+    Outline,
     Select,
     Stmt,
     Store,
@@ -83,13 +84,14 @@ INT_CALLS = {"abs": "AOTC_ABS", "float_from_bits": "aotc_bits_f32",  # BitCast
              "ipow": "aotc_ipow",  # Pow on integers (runtime_c/aotc_runtime.h)
              # fixed-point requantisation primitives (runtime_c/aotc_runtime.h)
              "q_srdhm": "aotc_q_srdhm", "q_rdbpot": "aotc_q_rdbpot", "q_mbqm": "aotc_q_mbqm",
-             "q_requant": "aotc_q_requant",
+             "q_requant": "aotc_q_requant", "q_requant_r": "aotc_q_requant_r",
              "q_sat_shl": "aotc_q_sat_shl", "q_softmax_scale": "aotc_q_softmax_scale"}
 # Arm C Language Extensions intrinsics (<arm_acle.h>, __ARM_FEATURE_DSP), on int32 words of
 # packed lanes; the lowering emits them only for targets with the "dsp" feature (lower/dsp.py).
 # sxtb16_ror8 is SXTB16 with its rotate operand, which arm_acle.h does not offer (CMSIS's
 # __SXTB16_RORn): an inline-asm helper in model.c.j2.
 ACLE_CALLS = {"sxtb16": "__sxtb16", "smlad": "__smlad", "sadd16": "__sadd16",
+              "ssat": "__ssat", "usat": "__usat",  # saturate to a constant bit width
               "sxtb16_ror8": "aotc_sxtb16_ror8"}
 
 
@@ -233,6 +235,8 @@ class CPrinter:
         # a kernel: then every Var counts as an index.
         self._index_vars: set[str] | None = None
         self._data_memo: dict[int, bool] = {}
+        self._kernel: Kernel | None = None  # the kernel being printed (Outline names)
+        self._helpers: list[str] = []  # its Outlines, printed as functions before it
 
     # ------------------------------------------------------------------ data vs index values
     def is_data(self, e: Expr) -> bool:
@@ -376,6 +380,8 @@ class CPrinter:
                 out.append(pad + "}")
             elif isinstance(s, DeclArray):
                 out.append(f"{pad}{c_type(s.buf.dtype)} {s.buf.name}[{s.buf.size}];")
+            elif isinstance(s, Outline):
+                out.append(pad + self.outline(s) + ";")
             elif isinstance(s, Block):
                 out.append(pad + "{")
                 out += self.stmts(s.body, ind + 1)
@@ -393,7 +399,45 @@ class CPrinter:
         params = ", ".join(self.param(b, b.name in k.noalias) for b in k.params) or "void"
         return f"static AOTC_NOINLINE void {k.name}({params})"
 
+    def outline(self, s: Outline) -> str:
+        """Print ``s`` as a function of its own (into self._helpers); returns the call."""
+        assert self._kernel is not None, "an Outline outside a kernel"
+        k = self._kernel
+        bufs: dict[str, Buffer] = {}
+        declared: set[str] = set()
+        assigned: set[str] = set()
+        reads: dict[str, Var] = {}
+        stack: list[object] = list(s.body)
+        while stack:
+            x = stack.pop()
+            if isinstance(x, (Load, Store)):
+                bufs[x.buf.name] = x.buf
+            elif isinstance(x, Var):
+                reads[x.name] = x
+            elif isinstance(x, Decl):
+                declared.add(x.var)
+            elif isinstance(x, Assign):
+                assigned.add(x.var)
+            elif isinstance(x, Loop):
+                declared.add(x.var)
+            elif isinstance(x, DeclArray):
+                declared.add(x.buf.name)
+            stack.extend(children(x))
+        outer = sorted(n for n in reads if n not in declared)
+        assert not assigned - declared, f"an Outline assigns outer variables {assigned}"
+        params = [self.param(bufs[n], n in k.noalias) for n in sorted(bufs)
+                  if n not in declared]
+        params += [f"{c_type(reads[n].dtype)} {n}" for n in outer]
+        name = f"{k.name}_part{len(self._helpers)}"
+        body = self.stmts(s.body, 1)
+        self._helpers.append("\n".join(
+            [f"static AOTC_NOINLINE void {name}({', '.join(params) or 'void'})", "{", *body,
+             "}"]))
+        args = [n for n in sorted(bufs) if n not in declared] + outer
+        return f"{name}({', '.join(args)})"
+
     def kernel(self, k: Kernel) -> str:
+        self._kernel, self._helpers = k, []
         lines = []
         if k.comment:
             lines.append(f"/* {k.comment} */")
@@ -407,4 +451,5 @@ class CPrinter:
         lines += self.stmts(k.body, 1)
         lines.append("}")
         self._index_vars, self._data_memo = None, {}
-        return "\n".join(lines)
+        helpers, self._kernel, self._helpers = self._helpers, None, []
+        return "\n\n".join(helpers + ["\n".join(lines)])

@@ -28,6 +28,7 @@ from aotc.lower.loop_ir import (
     Kernel,
     Load,
     Loop,
+    Outline,
     Stmt,
     Store,
     Var,
@@ -151,6 +152,15 @@ class KernelBuilder:
         yield
         body = tuple(self._stack.pop())
         self.emit(If(cond, body))
+
+    @contextmanager
+    def outline(self) -> Iterator[None]:
+        """A block printed as a function of its own and a call (loop_ir.Outline): for a hot
+        loop nest whose accumulators should not compete for registers with the kernel's
+        other live values. It may read outer variables but must not assign them."""
+        self._stack.append([])
+        yield
+        self.emit(Outline(tuple(self._stack.pop())))
 
     @contextmanager
     def block(self) -> Iterator[None]:

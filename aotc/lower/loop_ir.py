@@ -7,7 +7,7 @@ a multi-dimensional access is a Load/Store with a flat index expression.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Union
 
 from aotc.dtypes import BY_NAME, DType
@@ -236,6 +236,15 @@ class Block(Stmt):
 
 
 @dataclass(frozen=True, eq=True)
+class Outline(Block):
+    """A block the C printer emits as a function of its own (static, noinline) and a call:
+    a small function's few live values get registers even where a register allocator that
+    optimises for size (gcc -Os weighs every use alike, not by loop depth) would spill a hot
+    inner loop's accumulators in a large kernel. The body reads outer variables (passed by
+    value) and buffers (passed as the same pointers); it must not assign outer variables."""
+
+
+@dataclass(frozen=True, eq=True)
 class Kernel:
     name: str
     params: tuple[Buffer, ...]
@@ -278,7 +287,7 @@ def map_stmts(body: tuple[Stmt, ...], fe) -> tuple[Stmt, ...]:  # type: ignore[n
         if isinstance(s, If):
             return If(map_expr(s.cond, fe), map_stmts(s.then, fe), map_stmts(s.orelse, fe))
         if isinstance(s, Block):
-            return Block(map_stmts(s.body, fe))
+            return replace(s, body=map_stmts(s.body, fe))
         if isinstance(s, DeclArray):
             return s
         raise TypeError(s)

@@ -131,7 +131,7 @@ def _prune(body: tuple[Stmt, ...], env: dict[str, Interval], mutable: set[str]
             out.append(If(_fold(s.cond, env), _prune(s.then, env, mutable),
                           _prune(s.orelse, env, mutable)))
         elif isinstance(s, Block):
-            out.append(Block(_prune(s.body, env, mutable)))
+            out.append(replace(s, body=_prune(s.body, env, mutable)))
         elif isinstance(s, Store):
             out.append(Store(s.buf, s.index, _fold(s.value, env)))
         elif isinstance(s, Assign):

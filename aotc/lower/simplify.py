@@ -23,6 +23,7 @@ from aotc.lower.loop_ir import (
     If,
     Kernel,
     Loop,
+    Outline,
     Stmt,
     Store,
     drop_dead_bindings,
@@ -155,6 +156,9 @@ def _stmt(s: Stmt) -> tuple[Stmt, ...]:
         if not then and not orelse:
             return ()
         return (If(cond, then, orelse),)
+    if isinstance(s, Outline):
+        body = simplify_body(s.body)
+        return (Outline(body),) if body else ()
     if isinstance(s, Block):
         return _scope(simplify_body(s.body))
     if isinstance(s, Store):

@@ -54,7 +54,7 @@ def _rewrite_loop(body: tuple[Stmt, ...], var: str,
             s, f = If(s.cond, t, e), f1 or f2
         elif isinstance(s, Block):
             nb, f = _rewrite_loop(s.body, var, fn)
-            s = Block(nb)
+            s = replace(s, body=nb)
         else:
             f = False
         found = found or f
@@ -237,7 +237,7 @@ def _scalarize_children(s: Stmt) -> Stmt:
     if isinstance(s, Loop):
         return replace(s, body=_scalarize(s.body))
     if isinstance(s, Block):
-        return Block(_scalarize(s.body))
+        return replace(s, body=_scalarize(s.body))
     if isinstance(s, If):
         return If(s.cond, _scalarize(s.then), _scalarize(s.orelse))
     return s
@@ -294,7 +294,7 @@ def _replace_array(body: tuple[Stmt, ...], decl: DeclArray) -> tuple[Stmt, ...]:
                 out.append(replace(s, start=map_expr(s.start, fe), stop=map_expr(s.stop, fe),
                                    body=rw(s.body)))
             elif isinstance(s, Block):
-                out.append(Block(rw(s.body)))
+                out.append(replace(s, body=rw(s.body)))
             elif isinstance(s, If):
                 out.append(If(map_expr(s.cond, fe), rw(s.then), rw(s.orelse)))
             else:

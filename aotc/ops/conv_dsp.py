@@ -56,6 +56,7 @@ def lower_conv_dsp(conv: Any, node: Node, kb: Any, X: Any, B: Any, arith: Any,
     per_group = sum(p.size for p in parts) // group
     tile_words = q_len * (TILE // 2)
     col = kb.scratch_buffer("col", I32, (px * q_len,))
+    sums = kb.scratch_buffer("sum", I32, (px * mg,))  # the int32 sums of a group of pixels
     ostrides = [int(np.prod(out_sp[k + 1:], dtype=np.int64)) for k in range(nd)]
     kstrides = [int(np.prod(k_sp[k + 1:], dtype=np.int64)) for k in range(nd)]
     padded = any(pb) or any(pe)
@@ -90,36 +91,40 @@ def lower_conv_dsp(conv: Any, node: Node, kb: Any, X: Any, B: Any, arith: Any,
             taps(Const(cg // 2), False)
         return o
 
-    def tile(n: Expr, m0: Expr, base: Expr, width: int, coords: list[list[Expr]]) -> None:
+    def tile(gi: Expr, ml: Expr, base: Expr, width: int, pixels: int) -> None:
+        """Channels ml .. ml + width of group gi for the pixels' columns: sums to ``sums``."""
         half = -(-width // 2)
         accs = []
-        for _ in coords:
+        for _ in range(pixels):
             acc = kb.local_array(width, "acc", I32)
             with kb.loop(width, "j", unroll=True) as j:
-                kb.store(acc, [j], arith.init(B, m0 + j))
+                kb.store(acc, [j], Const(0, I32))
             accs.append(acc)
         with kb.loop(q_len, "q") as q:
-            xps = [kb.local(col.flat(p * q_len + q), "xp", I32) for p in range(len(coords))]
+            xps = [kb.local(col.flat(p * q_len + q), "xp", I32) for p in range(pixels)]
             dsp.mac_tile(kb, accs, words, base + q * half, width, xps)
-        # Copy the tile out, then requantise in a rolled loop: the accumulators are dead
-        # before the requantisation, so they stay in registers during the sum.
-        for acc, o in zip(accs, coords):
-            res = kb.local_array(width, "res", I32)
+        for p, acc in enumerate(accs):
             with kb.loop(width, "j", unroll=True) as j:
-                kb.store(res, [j], acc[[j]])
-            with kb.loop(width, "j") as j:
-                kb.store_output([n, m0 + j, *o], arith.finish(kb, res[[j]], m0 + j, B))
+                kb.store(sums, [p * mg + ml + j], acc[[j]])
 
     def pixels(n: Expr, gi: Expr, pix0: Expr, count: int) -> None:
         coords = [column(n, gi, pix0 + p, p) for p in range(count)]
         gbase = gi * per_group
         if full:
             with kb.loop(full, "mt") as mt:
-                with kb.block():
-                    tile(n, gi * mg + mt * TILE, gbase + mt * tile_words, TILE, coords)
+                with kb.outline():
+                    tile(gi, mt * TILE, gbase + mt * tile_words, TILE, count)
         if rest:
-            with kb.block():
-                tile(n, gi * mg + full * TILE, gbase + full * tile_words, rest, coords)
+            with kb.outline():
+                tile(gi, Const(full * TILE), gbase + full * tile_words, rest, count)
+        # The bias, then requantisation, after the sums and in a loop of their own: the
+        # tiles keep just their accumulators and pointers in registers (the int32 sum wraps
+        # alike in any order).
+        for p, o in enumerate(coords):
+            with kb.loop(mg, "j") as j:
+                m = gi * mg + j
+                acc = sums[[p * mg + j]] + arith.init(B, m)
+                kb.store_output([n, m, *o], arith.finish(kb, acc, m, B))
 
     with kb.loop(Y.shape[0], "n") as n:
         with kb.loop(group, "g") as gi:

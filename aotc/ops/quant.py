@@ -30,6 +30,7 @@ from aotc.ops.gemm import MatMul
 
 QT = ("int8", "uint8")
 I32 = dtypes.int32
+I64 = dtypes.int64
 F32 = dtypes.float32
 # ONNX TensorProto codes of the output_dtype attribute.
 ONNX_DTYPES = {2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 6: "int32"}
@@ -96,10 +97,19 @@ class Requant:
             mult = np.array([m for m, _ in qm], np.int64)
             shift = np.array([s for _, s in qm], np.int64)
             mul = self._per(kb, "qmul", mult.astype(np.int32), I32, ch)
+            # A zero multiplier gives 0 whatever the shift: give it the usual right shift.
+            shift = np.where(mult == 0, np.minimum(shift, -1), shift)
             if (mult == qmath.INT32_MIN).any():  # SRDHM's saturating case: keep it
                 # Shifts fit int8: a quarter of the flash of int32 (TFLM keeps int32 in RAM).
                 sh = self._per(kb, "qshift", shift.astype(np.int8), dtypes.int8, ch)
                 v = call("q_mbqm", acc, mul, sh, dtype=I32)
+            elif (shift < 0).all():
+                # Right shifts only (the usual case): both roundings in one 64-bit sum and
+                # one shift, from per-channel constants (runtime_c/aotc_runtime.h).
+                right = -shift
+                rnd = self._per(kb, "qrnd", (1 << 30) + (1 << (30 + right)), I64, ch)
+                rsh = self._per(kb, "qrsh", (right - 1).astype(np.int8), dtypes.int8, ch)
+                v = call("q_requant_r", acc, mul, rnd, rsh, dtype=I32)
             else:
                 # The shift split into its left and right parts at compile time (TFLM's
                 # Prepare): no branch on its sign per output; a part every channel shares is
@@ -111,7 +121,12 @@ class Requant:
                 v = call("q_requant", acc, mul, left, right, dtype=I32)
             if self.zp:
                 v = v + Const(self.zp, I32)
-            v = bmin(bmax(v, Const(self.lo, I32)), Const(self.hi, I32))
+            full = qrange(self.out) == (self.lo, self.hi)
+            if full and "dsp" in kb.features and self.out.itemsize == 1:
+                # SSAT/USAT: one instruction where gcc -Os would branch twice.
+                v = call("ssat" if self.out.is_signed else "usat", v, Const(8, I32), dtype=I32)
+            else:
+                v = bmin(bmax(v, Const(self.lo, I32)), Const(self.hi, I32))
             return Cast(v, self.out)
         scale = self._per(kb, "qscale", self.real.astype(np.float32), F32, ch)
         f = call("rint", Cast(acc, F32) * scale)
