@@ -15,6 +15,7 @@ from aotc.errors import AotcError
 from aotc.ir.graph import Node, TensorType, Value
 from aotc.lower.loop_ir import Const, Expr, cmp, land, select
 from aotc.ops import OpDef, register
+from aotc.ops.conv_depthwise import depthwise_ok, lower_depthwise
 from aotc.ops.conv_dsp import lower_conv_dsp
 
 TILE_M = 8  # output channels computed together (accumulators sharing each input load)
@@ -217,6 +218,11 @@ class Conv(OpDef):
         X, W, B = (kb.inputs + [None])[:3]
         arith = arith or ConvArith(X.dtype)
         m_per_g = kb.outputs[0].shape[1] // node.attrs["group"]
+        pads = conv_pads(node, X.shape[2:], W.shape[2:])
+        if depthwise_ok(node, kb, arith, pads):
+            s, d = _spatial_attrs(node, len(X.shape) - 2)
+            lower_depthwise(node, kb, X, B, arith, pads, s, d)
+            return
         if kb.input_const(1) is not None and m_per_g >= 2:
             self._lower_tiled(node, kb, X, W, B, arith)
             return

@@ -87,7 +87,31 @@ def test_dsp_build_equals_generic_build(case, tmp_path):
     np.testing.assert_array_equal(dsp.load("cortex-m4f").run({"x": x})["y"], want)
 
 
-def test_depthwise_and_zero_point_weights_keep_the_generic_schedule(tmp_path):
+DEPTHWISE = {
+    "dw3x3_padded": dict(cin=4, m=4, group=4),
+    "dw3x3_stride2_odd": dict(cin=3, m=3, group=3, hw=(7, 6), strides=(2, 2)),
+    "dw_asymmetric_pads_uint8": dict(cin=2, m=2, group=2, xdt=np.uint8, xz=130, hw=(5, 4),
+                                     kernel=(3, 2), pads=(0, 1, 2, 0)),
+    "dw_c1": dict(cin=1, m=1, hw=(4, 5)),
+    "dw_kx1_unpadded": dict(cin=5, m=5, group=5, kernel=(3, 1), pads=(0, 0, 0, 0), hw=(6, 2)),
+}
+
+
+@pytest.mark.parametrize("case", sorted(DEPTHWISE))
+def test_depthwise_schedule_equals_generic_build(case, tmp_path):
+    """conv_depthwise.py: the zero-point-bordered plane and the folded bias give the generic
+    kernel's bytes (host, and cortex-m4f in QEMU)."""
+    model, x = qconv(**DEPTHWISE[case])
+    generic = aotc.compile(model, tmp_path / "generic", name="m")
+    dsp = aotc.compile(model, tmp_path / "dsp", name="m", target="cortex-m4f")
+    assert "_plane[" in (tmp_path / "dsp" / "m.c").read_text()
+    assert "_plane[" not in (tmp_path / "generic" / "m.c").read_text()
+    want = generic.load().run({"x": x})["y"]
+    np.testing.assert_array_equal(dsp.load().run({"x": x})["y"], want)
+    np.testing.assert_array_equal(dsp.load("cortex-m4f").run({"x": x})["y"], want)
+
+
+def test_depthwise_and_zero_point_weights_do_not_use_smlad(tmp_path):
     model, _ = qconv(cin=4, m=4, group=4)
     aotc.compile(model, tmp_path, name="m", target="cortex-m4f")
     assert "smlad" not in (tmp_path / "m.c").read_text()

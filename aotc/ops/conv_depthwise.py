@@ -1,0 +1,96 @@
+"""Integer depthwise convolution (one input and one output channel per group) on targets
+with the DSP extension: Conv.lower's schedule choice for integer weights without a zero point.
+
+Each channel's plane is first copied into a scratch plane bordered by the input zero point
+(the padding), so every output reads all its taps without a bounds check. A tap then adds
+x * w, and the zero point's share, zp * sum(w) over the taps, is folded into the channel's
+bias at compile time (CMSIS-NN's trick; a padded tap holds zp, whose share the fold removes,
+so it adds nothing, as in the generic kernel). The weights of a channel are loaded once, and
+its pixel loop is outlined (loop_ir.Outline), away from the kernel's other live values.
+The int32 sums wrap alike in any order: same bytes as the generic schedule.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from aotc import dtypes
+from aotc.ir.graph import Node
+from aotc.lower.loop_ir import Cast, Const, Expr
+
+I32 = dtypes.int32
+
+
+def depthwise_ok(node: Node, kb: Any, arith: Any, pads: tuple[list[int], list[int]]) -> bool:
+    """Integer arithmetic (quant.IntArith) with weights that are a constant without a zero
+    point, one channel per group, no negative padding, on a target with the DSP extension."""
+    X, Y = kb.inputs[0], kb.outputs[0]
+    w = kb.input_const(1)
+    group = node.attrs["group"]
+    return ("dsp" in kb.features and kb.unroll_tiles and w is not None
+            and w.dtype in (np.int8, np.uint8) and hasattr(arith, "x_zp")
+            and not np.asarray(arith.w_zp).any() and arith.requant is not None
+            and group == X.shape[1] == Y.shape[1] and min(pads[0] + pads[1]) >= 0)
+
+
+def lower_depthwise(node: Node, kb: Any, X: Any, B: Any, arith: Any,
+                    pads: tuple[list[int], list[int]], s: list[int], d: list[int]) -> None:
+    Y = kb.outputs[0]
+    nd = len(X.shape) - 2
+    w = kb.input_const(1)
+    in_sp, k_sp, out_sp = X.shape[2:], w.shape[2:], Y.shape[2:]
+    pb, _ = pads
+    # The scratch plane: the input at offset pb, zero point around it, as far as taps reach.
+    plane = [max(i + b, (o - 1) * ss + (k - 1) * dd + 1)
+             for i, b, o, ss, k, dd in zip(in_sp, pb, out_sp, s, k_sp, d)]
+    pstr = [int(np.prod(plane[k + 1:], dtype=np.int64)) for k in range(nd)]
+    xpad = kb.scratch_buffer("plane", X.dtype, (int(np.prod(plane, dtype=np.int64)),))
+    x_zp = arith.x_zp
+    # The bias the sum of x * w starts from: init - zp * sum(w), modulo 2^32 like the sum.
+    init = _init_values(kb, arith, B, w.shape[0])
+    folded = None
+    if init is not None:
+        vals = init - x_zp * w.reshape(w.shape[0], -1).astype(np.int64).sum(axis=1)
+        vals = ((vals + (1 << 31)) % (1 << 32)) - (1 << 31)
+        folded = kb.const("dwbias", vals.astype(np.int32), I32)
+    taps = list(np.ndindex(*k_sp))
+
+    with kb.loop(Y.shape[0], "n") as n:
+        if any(p != i for p, i in zip(plane, in_sp)):  # the border: the zero point
+            with kb.loop(xpad.numel, "p") as p:
+                kb.store(xpad, [p], Const(x_zp, X.dtype))
+        with kb.loop(Y.shape[1], "m") as m:
+            with kb.loops(in_sp, [f"i{k}" for k in range(nd)]) as ii:
+                kb.store(xpad, [_flat([i + b for i, b in zip(ii, pb)], pstr)], X[[n, m, *ii]])
+            with kb.outline():
+                wv = [kb.local(Cast(kb.inputs[1][[m, 0, *t]], I32), "w") for t in taps]
+                with kb.loops(out_sp, [f"o{k}" for k in range(nd)]) as o:
+                    acc = kb.local(folded[[m]] if folded is not None else arith.init(B, m),
+                                   "acc", I32)
+                    for t, wt in zip(taps, wv):
+                        idx = _flat([ov * ss + kv * dd for ov, ss, kv, dd in zip(o, s, t, d)],
+                                    pstr)
+                        xv = Cast(xpad.flat(idx), I32)
+                        if folded is None:
+                            xv = arith.x(xpad.flat(idx))
+                        kb.assign(acc, acc + xv * wt)
+                    kb.store_output([n, m, *o], arith.finish(kb, acc, m, B))
+
+def _flat(idx: list[Expr], strides: list[int]) -> Expr:
+    out: Expr = Const(0)
+    for i, st in zip(idx, strides):
+        out = out + i * st
+    return out
+
+
+def _init_values(kb: Any, arith: Any, B: Any, m: int) -> np.ndarray | None:
+    """The accumulator's start per channel as numbers (IntArith.init's), or None when the
+    bias is not a compile-time constant."""
+    if arith.folded_bias is not None:
+        return np.asarray(kb.consts[arith.folded_bias.buf.name], np.int64)
+    if B is None:
+        return np.zeros(m, np.int64)
+    b = kb.input_const(2)
+    return None if b is None else np.asarray(b, np.int64).reshape(-1)
