@@ -226,9 +226,12 @@ def _fmt_inspect(rep: dict[str, Any]) -> str:
         lines.append(f"{n['kernel'][:22]:<22} {n['op']:<{w}}  {', '.join(n['outputs']):<24} "
                      f"{n['params']:>8} {n['macs']:>12,}  {n['name']}")
     m = rep["memory"]
-    lines += ["", f"arena {m['arena_bytes']:,} B ({m['algorithm']}), liveness lower bound "
-              f"{m['lower_bound']:,} B ({m['over_bound_pct']:+.1f}%), bound with I/O "
-              f"{m['io_lower_bound']:,} B", ""]
+    b = m["bounds"]
+    lines += ["", f"arena {m['arena_bytes']:,} B ({m['algorithm']}; holds {m['arena_holds']}), "
+              f"{m['over_bound_pct']:+.1f}% against its liveness bound {m['lower_bound']:,} B",
+              f"liveness bounds: activations {b['activations']:,} B, + scratch "
+              f"{b['activations_scratch']:,} B, + graph inputs and outputs "
+              f"{b['activations_scratch_io']:,} B", ""]
     lines.append(f"{'buffer':<32} {'offset':>8} {'size':>8}  life")
     for b in m["buffers"]:
         lines.append(f"{b['name'][:32]:<32} {b['offset']:>8} {b['size']:>8}  "

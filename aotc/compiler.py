@@ -29,8 +29,8 @@ from aotc.frontend.onnx import import_model, load_model
 from aotc.ir.graph import Graph
 from aotc.lower.loop_ir import Kernel
 from aotc.lower.lowering import LoweredStep, lower_step
-from aotc.memory.buffers import Plan, check_no_overlap, lower_bound
-from aotc.memory.liveness import Liveness, analyse, io_inclusive_bound
+from aotc.memory.buffers import Plan, check_no_overlap
+from aotc.memory.liveness import Bounds, Liveness, analyse, bounds
 from aotc.memory.planner import plan
 from aotc.memory.report import ascii_timeline, plan_to_json
 from aotc.passes import PASS_NAMES, Pass, default_pipeline, run_pipeline
@@ -74,11 +74,20 @@ class Compilation:
     lowered: list[LoweredStep]
     liveness: Liveness
     plan: Plan
-    lower_bound: int
-    io_lower_bound: int
+    bounds: Bounds
     model_const_bytes: int
     weights: dict[str, tuple[str, np.ndarray]]  # key -> (C symbol, data)
     backends: list[Any] = field(default_factory=list)  # enabled BYOC backends
+
+    @property
+    def lower_bound(self) -> int:
+        """The liveness bound of what the arena holds: activations + scratch."""
+        return self.bounds.scratch
+
+    @property
+    def io_lower_bound(self) -> int:
+        """Activations + scratch + graph inputs and outputs: the bound on total RAM."""
+        return self.bounds.io
 
     @property
     def partition(self) -> list[Row]:
@@ -174,11 +183,9 @@ def compile_model(model: str | os.PathLike[str] | onnx.ModelProto, options: Comp
     except ValueError as e:
         raise AotcError(str(e)) from None
     check_no_overlap(live.reqs, the_plan)
-    bound_reqs = analyse(sched, scratch, 1, inplace=False).reqs
     weights = _collect_weights(sched, lowered, name)
     return Compilation(options, model_name, model_hash, sched.graph, sched, lowered, live,
-                       the_plan, lower_bound(bound_reqs), io_inclusive_bound(sched),
-                       model_const_bytes, weights, backends)
+                       the_plan, bounds(sched, scratch), model_const_bytes, weights, backends)
 
 
 def _backends(options: CompileOptions, features: frozenset[str]) -> list[Any]:
@@ -343,6 +350,9 @@ def memory_report(c: Compilation) -> dict[str, Any]:
     rep["over_bound_pct"] = (100.0 * (c.plan.size - c.lower_bound) / c.lower_bound
                              if c.lower_bound else 0.0)
     rep["io_lower_bound"] = c.io_lower_bound
+    rep["bounds"] = {"activations": c.bounds.activations, "activations_scratch": c.bounds.scratch,
+                     "activations_scratch_io": c.bounds.io}
+    rep["arena_holds"] = "activations + scratch"
     rep["inplace"] = [{"step": k, "input": a, "output": b}
                       for k, (a, b) in sorted(c.liveness.inplace.items())]
     rep["timeline"] = ascii_timeline(c.liveness.reqs, c.plan)

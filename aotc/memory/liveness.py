@@ -1,4 +1,5 @@
-"""Liveness over the schedule: one BufferReq per arena storage root and per kernel scratch.
+"""Liveness over the schedule: one BufferReq per arena storage root and per kernel scratch
+(and, with io_in_arena, per graph input and output), and the liveness bounds of a schedule.
 
 In-place aliasing: a step may write its output over an input that dies at that step when the
 kernel reads that input only at the output element's own index (a standalone elementwise op, or
@@ -25,6 +26,17 @@ class Liveness:
         return self.alias.get(root, root)
 
 
+@dataclass(frozen=True)
+class Bounds:
+    """Liveness lower bounds with kernels taken as they are (no in-place, no alignment): the
+    most bytes live at any step. Each counts one more kind of buffer than the one before, so
+    activations <= scratch <= io always holds."""
+
+    activations: int  # arena activations alone
+    scratch: int  # activations + kernel scratch: the arena's bound when the caller owns the I/O
+    io: int  # + graph inputs (step 0 to last read) and outputs (producer to the end)
+
+
 def _step_reads(s: Schedule, step_index: int) -> list[tuple[str, bool]]:
     """(root, same_index) per input read of a step; same_index: read only at the output index."""
     st = s.steps[step_index]
@@ -44,26 +56,37 @@ def _step_reads(s: Schedule, step_index: int) -> list[tuple[str, bool]]:
 
 
 def analyse(s: Schedule, scratch: dict[int, list[tuple[str, int]]], align: int = 16,
-            inplace: bool = True) -> Liveness:
+            inplace: bool = True, io_in_arena: bool = False) -> Liveness:
+    """Buffer requests for the arena. With io_in_arena the graph inputs (live from step 0 to
+    their last read) and outputs (from their producer to the last step) are arena buffers too,
+    and may take part in in-place aliasing like any activation."""
     g = s.graph
+    planned = ("arena", "input", "output") if io_in_arena else ("arena",)
     step_reads = [_step_reads(s, st.index) for st in s.steps]
     first: dict[str, int] = {}
     last: dict[str, int] = {}
+    if io_in_arena:
+        for name in g.inputs:
+            first[name] = last[name] = 0
     for st in s.steps:
         for o in st.node.outputs:
-            if o and o not in s.dead and s.kind[s.root[o]] == "arena":
+            if o and o not in s.dead and s.kind[s.root[o]] in planned:
                 first[s.root[o]] = st.index
                 last[s.root[o]] = st.index
     for st in s.steps:
         for r, _ in step_reads[st.index]:
             if r in last:
                 last[r] = max(last[r], st.index)
+    end = max(len(s.steps) - 1, 0)
+    for r in s.output_of:
+        if r in last:
+            last[r] = end
     alias: dict[str, str] = {}
     inplace_steps: dict[int, tuple[str, str]] = {}
     if inplace:
         for st in s.steps:
             outs = [o for o in st.node.outputs if o]
-            if len(outs) != 1 or s.kind[s.root[outs[0]]] != "arena":
+            if len(outs) != 1 or s.kind[s.root[outs[0]]] not in planned:
                 continue
             out_root = s.root[outs[0]]
             out_bytes = g.type(outs[0]).nbytes
@@ -93,19 +116,9 @@ def analyse(s: Schedule, scratch: dict[int, list[tuple[str, int]]], align: int =
     return Liveness(reqs, alias, inplace_steps)
 
 
-def io_inclusive_bound(s: Schedule) -> int:
-    """The research definition of the bound (targets.md 3.1): graph inputs live from step 0 to
-    their last use, outputs from their producer to the end; no in-place, no alignment."""
-    g = s.graph
-    reqs = list(analyse(s, {}, align=1, inplace=False).reqs)
-    last_step = max(len(s.steps) - 1, 0)
-    last_read: dict[str, int] = {}
-    for st in s.steps:
-        for r, _ in _step_reads(s, st.index):
-            last_read[r] = st.index
-    for name in g.inputs:
-        reqs.append(BufferReq(name, g.type(name).nbytes, 1, 0, last_read.get(name, 0)))
-    for r, o in s.output_of.items():
-        f = next((st.index for st in s.steps if r in st.node.outputs), 0)
-        reqs.append(BufferReq(o, g.type(o).nbytes, 1, f, last_step))
-    return lower_bound(reqs)
+def bounds(s: Schedule, scratch: dict[int, list[tuple[str, int]]]) -> Bounds:
+    """The three liveness bounds of a schedule (see Bounds), all from the same lifetimes."""
+    acts = analyse(s, {}, align=1, inplace=False).reqs
+    with_scratch = analyse(s, scratch, align=1, inplace=False).reqs
+    with_io = analyse(s, scratch, align=1, inplace=False, io_in_arena=True).reqs
+    return Bounds(lower_bound(acts), lower_bound(with_scratch), lower_bound(with_io))
