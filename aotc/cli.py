@@ -57,6 +57,9 @@ def _common(p: argparse.ArgumentParser) -> None:
                         "fuse)")
     p.add_argument("--planner", default="best", help="memory planner algorithm (default best)")
     p.add_argument("--no-inplace", action="store_true", help="disable in-place buffer reuse")
+    p.add_argument("--io-in-arena", action="store_true",
+                   help="place the graph inputs and outputs in the arena, reused once dead; the "
+                        "run function then takes only the arena (total RAM is one number)")
     p.add_argument("--weights-section", default=None, help="linker section for the weights")
     p.add_argument("--target", default=None, metavar="BOARD",
                    help="tune the generated C for this board's features (default: generic MCU; "
@@ -85,6 +88,7 @@ def _options(args: argparse.Namespace, argv: Sequence[str]) -> dict[str, Any]:
     return dict(name=name, input_shapes=dict(args.input_shape),
                 passes=tuple(p for p in args.passes.split(",") if p) if args.passes else None,
                 planner=args.planner, inplace=not args.no_inplace,
+                io_in_arena=args.io_in_arena,
                 weights_section=args.weights_section, target=args.target,
                 requant=args.requant, command_line=_recorded_command(argv),
                 byoc=tuple(b for b in (args.byoc or "").split(",") if b.strip()),

@@ -48,6 +48,9 @@ class CompileOptions:
     planner: str = "best"
     align: int = 16
     inplace: bool = True
+    # Graph inputs and outputs live in the arena (reused once dead); <name>_run then takes only
+    # the arena, and the header says where each input and output is.
+    io_in_arena: bool = False
     unroll_max: int = 8
     # Board whose features steer lowering choices (boards/<name>/board.toml); None: a generic
     # MCU (scalar code that keeps accumulators in registers at -Os).
@@ -81,8 +84,17 @@ class Compilation:
 
     @property
     def lower_bound(self) -> int:
-        """The liveness bound of what the arena holds: activations + scratch."""
-        return self.bounds.scratch
+        """The liveness bound of what the arena holds: activations + scratch (+ graph I/O when
+        it is in the arena)."""
+        return self.bounds.io if self.options.io_in_arena else self.bounds.scratch
+
+    @property
+    def arena_holds(self) -> str:
+        return "activations + scratch" + (" + graph I/O" if self.options.io_in_arena else "")
+
+    def io_offset(self, value: str) -> int:
+        """Arena offset of a graph input or output (io_in_arena only)."""
+        return self.plan.offsets[self.liveness.buffer_of(self.schedule.root[value])]
 
     @property
     def io_lower_bound(self) -> int:
@@ -177,7 +189,7 @@ def compile_model(model: str | os.PathLike[str] | onnx.ModelProto, options: Comp
                        else lower_step(sched, st, options.unroll_max, features))
     progress.detail("memory plan")
     scratch = {ls.step.index: ls.scratch for ls in lowered if ls.scratch}
-    live = analyse(sched, scratch, options.align, options.inplace)
+    live = analyse(sched, scratch, options.align, options.inplace, options.io_in_arena)
     try:
         the_plan = plan(live.reqs, options.planner)
     except ValueError as e:
@@ -245,6 +257,8 @@ def _pointer(c: Compilation, kind: str, key: str, ctype: str, io: dict[str, str]
     k = s.kind[root]
     if k == "const":
         return c.weights[root][0]
+    if c.options.io_in_arena:
+        k = "arena"
     if k == "input":
         return io["in:" + root]
     if k == "output":
@@ -257,7 +271,8 @@ def _memory_key(c: Compilation, kind: str, key: str) -> str:
     if kind in ("scratch", "const"):
         return f"{kind}:{key}"
     root = c.schedule.root[key]
-    return f"{c.schedule.kind[root]}:{c.liveness.buffer_of(root)}"
+    kind = "arena" if c.options.io_in_arena else c.schedule.kind[root]
+    return f"{kind}:{c.liveness.buffer_of(root)}"
 
 
 def _with_noalias(c: Compilation, ls: LoweredStep) -> Kernel:
@@ -287,11 +302,12 @@ def render_context(c: Compilation) -> dict[str, Any]:
                 for (kind, key), b in zip(ls.args, k.params)]
         calls.append({"kernel": k.name, "args": args, "comment": k.comment,
                       "status": ls.source is not None})
-    run_params = ", ".join([f"const {t.dtype.ctype} *{t.cname}" for t in ins] +
-                           [f"{t.dtype.ctype} *{t.cname}" for t in outs] +
-                           ["void *arena", "size_t arena_size"])
-    null_checks = " || ".join([f"{t.cname} == NULL" for t in ins + outs] +
-                              (["arena == NULL"] if c.plan.size > 0 else []))
+    io_in_arena = c.options.io_in_arena
+    user_io = [] if io_in_arena else ([f"const {t.dtype.ctype} *{t.cname}" for t in ins] +
+                                      [f"{t.dtype.ctype} *{t.cname}" for t in outs])
+    run_params = ", ".join(user_io + ["void *arena", "size_t arena_size"])
+    null_checks = " || ".join(([] if io_in_arena else [f"{t.cname} == NULL" for t in ins + outs])
+                              + (["arena == NULL"] if c.plan.size > 0 else []))
     weights = []
     for key, (sym, arr) in sorted(c.weights.items(), key=lambda kv: kv[1][0]):
         dt = dtypes.from_numpy(arr.dtype)
@@ -300,18 +316,23 @@ def render_context(c: Compilation) -> dict[str, Any]:
                         "comment": c_comment(f"{key}: {dt.name}{list(arr.shape)}")})
     in_ctx = [t.ctx(name) for t in ins]
     out_ctx = [t.ctx(name) for t in outs]
+    if io_in_arena:
+        for t, ctx in zip(ins + outs, in_ctx + out_ctx):
+            ctx["offset"] = c.io_offset(t.value)
     prov = provenance(__version__, c.model_name, c.model_hash, c.options.command_line)
     meta = {
         "name": name, "arena_bytes": c.plan.size, "arena_align": c.options.align,
         "lower_bound": c.lower_bound, "io_lower_bound": c.io_lower_bound,
-        "weights_bytes": c.weights_bytes,
+        "weights_bytes": c.weights_bytes, "io_in_arena": io_in_arena,
         "inputs": [{"name": t.value, "c_name": t.cname, "shape": list(t.shape),
                     "dtype": t.dtype.name, "ctype": t.dtype.ctype,
-                    "bytes": int(np.prod(t.shape, dtype=np.int64)) * t.dtype.itemsize}
+                    "bytes": int(np.prod(t.shape, dtype=np.int64)) * t.dtype.itemsize,
+                    **({"offset": c.io_offset(t.value)} if io_in_arena else {})}
                    for t in ins],
         "outputs": [{"name": t.public, "c_name": t.cname, "shape": list(t.shape),
                      "dtype": t.dtype.name, "ctype": t.dtype.ctype,
-                     "bytes": int(np.prod(t.shape, dtype=np.int64)) * t.dtype.itemsize}
+                     "bytes": int(np.prod(t.shape, dtype=np.int64)) * t.dtype.itemsize,
+                     **({"offset": c.io_offset(t.value)} if io_in_arena else {})}
                     for t in outs],
         "kernels": [ls.kernel.name for ls in c.lowered],
         "byoc": {ls.kernel.name: ls.backend for ls in c.lowered if ls.backend},
@@ -325,7 +346,8 @@ def render_context(c: Compilation) -> dict[str, Any]:
         "provenance_line": (f"Generated by aotc {__version__} from {c_comment(c.model_name)} "
                             f"(sha256 {c.model_hash[:16]})"),
         "arena_bytes": c.plan.size, "arena_align": c.options.align,
-        "lower_bound": c.lower_bound, "inputs": in_ctx, "outputs": out_ctx,
+        "lower_bound": c.lower_bound, "arena_holds": c.arena_holds, "io_in_arena": io_in_arena,
+        "inputs": in_ctx, "outputs": out_ctx,
         "tensor_infos": in_ctx + out_ctx, "run_params": run_params,
         "null_checks": null_checks, "kernels": kernels, "calls": calls, "weights": weights,
         "weights_bytes": c.weights_bytes, "weights_align": max(c.options.align, 4),
@@ -352,7 +374,7 @@ def memory_report(c: Compilation) -> dict[str, Any]:
     rep["io_lower_bound"] = c.io_lower_bound
     rep["bounds"] = {"activations": c.bounds.activations, "activations_scratch": c.bounds.scratch,
                      "activations_scratch_io": c.bounds.io}
-    rep["arena_holds"] = "activations + scratch"
+    rep["arena_holds"] = c.arena_holds
     rep["inplace"] = [{"step": k, "input": a, "output": b}
                       for k, (a, b) in sorted(c.liveness.inplace.items())]
     rep["timeline"] = ascii_timeline(c.liveness.reqs, c.plan)
