@@ -60,6 +60,10 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--io-in-arena", action="store_true",
                    help="place the graph inputs and outputs in the arena, reused once dead; the "
                         "run function then takes only the arena (total RAM is one number)")
+    p.add_argument("--inplace-conv", action="store_true",
+                   help="let depthwise convs write over their dead input channel by channel and "
+                        "1x1 convs pixel by pixel (a one-channel / one-pixel temporary), when "
+                        "that makes the arena smaller")
     p.add_argument("--weights-section", default=None, help="linker section for the weights")
     p.add_argument("--target", default=None, metavar="BOARD",
                    help="tune the generated C for this board's features (default: generic MCU; "
@@ -88,7 +92,7 @@ def _options(args: argparse.Namespace, argv: Sequence[str]) -> dict[str, Any]:
     return dict(name=name, input_shapes=dict(args.input_shape),
                 passes=tuple(p for p in args.passes.split(",") if p) if args.passes else None,
                 planner=args.planner, inplace=not args.no_inplace,
-                io_in_arena=args.io_in_arena,
+                io_in_arena=args.io_in_arena, inplace_conv=args.inplace_conv,
                 weights_section=args.weights_section, target=args.target,
                 requant=args.requant, command_line=_recorded_command(argv),
                 byoc=tuple(b for b in (args.byoc or "").split(",") if b.strip()),
@@ -242,8 +246,8 @@ def _fmt_inspect(rep: dict[str, Any]) -> str:
                      f"[{b['first']}, {b['last']}]")
     if m["inplace"]:
         lines.append("")
-        lines += [f"in place: step {i['step']} writes {i['output']} over {i['input']}"
-                  for i in m["inplace"]]
+        lines += [f"in place (by {i['by']}): step {i['step']} writes {i['output']} over "
+                  f"{i['input']}" for i in m["inplace"]]
     lines += ["", m["timeline"]]
     if rep.get("partition"):
         lines += ["", *format_partition(rep["partition"])]

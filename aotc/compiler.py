@@ -30,14 +30,21 @@ from aotc.ir.graph import Graph
 from aotc.lower.loop_ir import Kernel
 from aotc.lower.lowering import LoweredStep, lower_step
 from aotc.memory.buffers import Plan, check_no_overlap
-from aotc.memory.liveness import Bounds, Liveness, analyse, bounds
+from aotc.memory.liveness import (
+    Bounds,
+    Liveness,
+    analyse,
+    bounds,
+    choose_inplace,
+    conv_inplace_modes,
+)
 from aotc.memory.planner import plan
 from aotc.memory.report import ascii_timeline, plan_to_json
 from aotc.passes import PASS_NAMES, Pass, default_pipeline, run_pipeline
 from aotc.passes.layout import to_layout
 from aotc.progress import QUIET, Progress
 from aotc.qmath import REQUANT_MODES
-from aotc.schedule import Schedule, make_schedule
+from aotc.schedule import Schedule, Step, make_schedule
 
 
 @dataclass(frozen=True)
@@ -51,6 +58,9 @@ class CompileOptions:
     # Graph inputs and outputs live in the arena (reused once dead); <name>_run then takes only
     # the arena, and the header says where each input and output is.
     io_in_arena: bool = False
+    # Convolutions that can write over their dying input do so (depthwise channel by channel,
+    # 1x1 pixel by pixel) with a one-channel / one-pixel temporary; needs inplace.
+    inplace_conv: bool = False
     unroll_max: int = 8
     # Board whose features steer lowering choices (boards/<name>/board.toml); None: a generic
     # MCU (scalar code that keeps accumulators in registers at -Os).
@@ -188,16 +198,41 @@ def compile_model(model: str | os.PathLike[str] | onnx.ModelProto, options: Comp
                        if "_byoc" in st.node.attrs
                        else lower_step(sched, st, options.unroll_max, features))
     progress.detail("memory plan")
-    scratch = {ls.step.index: ls.scratch for ls in lowered if ls.scratch}
-    live = analyse(sched, scratch, options.align, options.inplace, options.io_in_arena)
+    scratch = _scratch(lowered)
+    live, the_plan = _plan(sched, scratch, options, {})
+    modes = (conv_inplace_modes(sched, options.io_in_arena)
+             if options.inplace and options.inplace_conv else {})
+    modes = choose_inplace(sched, scratch, modes, options.io_in_arena) if modes else {}
+    if modes:
+        # The in-place kernels trade their output buffer for a small temporary; with a
+        # heuristic planner that is not always a smaller arena, so the smaller plan wins.
+        alt = [lower_step(sched, _with_mode(ls.step, modes[ls.step.index]), options.unroll_max,
+                          features) if ls.step.index in modes else ls for ls in lowered]
+        alt_live, alt_plan = _plan(sched, _scratch(alt), options, modes)
+        if alt_plan.size < the_plan.size:
+            lowered, live, the_plan = alt, alt_live, alt_plan
+    weights = _collect_weights(sched, lowered, name)
+    return Compilation(options, model_name, model_hash, sched.graph, sched, lowered, live,
+                       the_plan, bounds(sched, scratch), model_const_bytes, weights, backends)
+
+
+def _scratch(lowered: list[LoweredStep]) -> dict[int, list[tuple[str, int]]]:
+    return {ls.step.index: ls.scratch for ls in lowered if ls.scratch}
+
+
+def _with_mode(step: Step, mode: str) -> Step:
+    return Step(step.index, step.node.with_(attrs={**step.node.attrs, "_inplace": mode}))
+
+
+def _plan(sched: Schedule, scratch: dict[int, list[tuple[str, int]]], options: CompileOptions,
+          modes: dict[int, str]) -> tuple[Liveness, Plan]:
+    live = analyse(sched, scratch, options.align, options.inplace, options.io_in_arena, modes)
     try:
         the_plan = plan(live.reqs, options.planner)
     except ValueError as e:
         raise AotcError(str(e)) from None
     check_no_overlap(live.reqs, the_plan)
-    weights = _collect_weights(sched, lowered, name)
-    return Compilation(options, model_name, model_hash, sched.graph, sched, lowered, live,
-                       the_plan, bounds(sched, scratch), model_const_bytes, weights, backends)
+    return live, the_plan
 
 
 def _backends(options: CompileOptions, features: frozenset[str]) -> list[Any]:
@@ -375,7 +410,8 @@ def memory_report(c: Compilation) -> dict[str, Any]:
     rep["bounds"] = {"activations": c.bounds.activations, "activations_scratch": c.bounds.scratch,
                      "activations_scratch_io": c.bounds.io}
     rep["arena_holds"] = c.arena_holds
-    rep["inplace"] = [{"step": k, "input": a, "output": b}
+    rep["inplace"] = [{"step": k, "input": a, "output": b,
+                       "by": c.liveness.modes.get(k, "element")}
                       for k, (a, b) in sorted(c.liveness.inplace.items())]
     rep["timeline"] = ascii_timeline(c.liveness.reqs, c.plan)
     return rep

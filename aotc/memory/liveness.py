@@ -4,10 +4,16 @@
 In-place aliasing: a step may write its output over an input that dies at that step when the
 kernel reads that input only at the output element's own index (a standalone elementwise op, or
 an epilogue operand such as a residual). The output then shares the input's buffer.
+
+In-place convolutions (conv_inplace_modes) go further, with a stated temporary (the kernel's
+scratch): a depthwise conv writes each output channel over its dead input channel, a 1x1
+stride-1 conv each output pixel over its dead input pixel. The buffer then has the size of the
+larger of the two tensors.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from aotc.ir.graph import CHAIN
@@ -21,6 +27,8 @@ class Liveness:
     reqs: list[BufferReq]
     alias: dict[str, str] = field(default_factory=dict)  # arena root -> buffer it lives in
     inplace: dict[int, tuple[str, str]] = field(default_factory=dict)  # step -> (in, out root)
+    # step -> "channel" | "pixel" for the in-place convs (the others read at the same index)
+    modes: dict[int, str] = field(default_factory=dict)
 
     def buffer_of(self, root: str) -> str:
         return self.alias.get(root, root)
@@ -55,11 +63,105 @@ def _step_reads(s: Schedule, step_index: int) -> list[tuple[str, bool]]:
     return reads
 
 
+def _last_reads(s: Schedule) -> dict[str, int]:
+    last: dict[str, int] = {}
+    for st in s.steps:
+        for r, _ in _step_reads(s, st.index):
+            last[r] = st.index
+    return last
+
+
+# Convolutions whose data input is input 0 and weights input `w`.
+_CONV_WEIGHTS = {"Conv": 1, "QLinearConv": 3}
+
+
+def conv_inplace_modes(s: Schedule, io_in_arena: bool = False) -> dict[int, str]:
+    """Conv steps that can write their output over their input X, which dies there:
+    "channel" for a depthwise conv (group = input = output channels, an output channel no
+    larger than an input channel): output channel c needs input channel c only, and lands on
+    input channels <= c; "pixel" for a 1x1 stride-1 unpadded conv with batch 1 and constant
+    weights: output pixel p needs input pixel p only, and in NCHW lands on input pixel p (or
+    past the input when there are more output channels). Both need equal element sizes."""
+    from aotc.ops.conv import conv_pads
+
+    g = s.graph
+    planned = ("arena", "input", "output") if io_in_arena else ("arena",)
+    last = _last_reads(s)
+    modes: dict[int, str] = {}
+    for st in s.steps:
+        n = st.node
+        if n.op not in _CONV_WEIGHTS or n.domain not in ("", "ai.onnx") or "_byoc" in n.attrs:
+            continue
+        x, y, w = n.inputs[0], n.outputs[0], n.inputs[_CONV_WEIGHTS[n.op]]
+        xr, yr = s.root[x], s.root[y]
+        if s.kind[xr] not in planned or s.kind[yr] not in planned or last.get(xr) != st.index:
+            continue
+        if [r for r, _ in _step_reads(s, st.index)].count(xr) != 1:
+            continue  # also read by the epilogue
+        xt, yt, wt = g.type(x), g.type(y), g.type(w)
+        if xt.dtype.itemsize != yt.dtype.itemsize or len(xt.shape) < 3:
+            continue
+        c_in, m, group = xt.shape[1], yt.shape[1], n.attrs.get("group", 1)
+        in_sp, out_sp, k_sp = xt.shape[2:], yt.shape[2:], wt.shape[2:]
+        if group == c_in == m and _prod(out_sp) <= _prod(in_sp):
+            modes[st.index] = "channel"
+            continue
+        pb, pe = conv_pads(n, in_sp, k_sp)
+        strides = n.attrs.get("strides") or [1] * len(k_sp)
+        if (group == 1 and xt.shape[0] == 1 and all(k == 1 for k in k_sp)
+                and all(v == 1 for v in strides) and not any(pb) and not any(pe)
+                and in_sp == out_sp and g.values[w].is_const):
+            modes[st.index] = "pixel"
+    return modes
+
+
+def inplace_temp_bytes(s: Schedule, step: int, mode: str) -> int:
+    """The temporary an in-place conv needs: one output channel, or one output pixel."""
+    t = s.graph.type(s.steps[step].node.outputs[0])
+    return (_prod(t.shape[2:]) if mode == "channel" else t.shape[1]) * t.dtype.itemsize
+
+
+def choose_inplace(s: Schedule, scratch: dict[int, list[tuple[str, int]]],
+                   modes: Mapping[int, str], io_in_arena: bool = False) -> dict[int, str]:
+    """The in-place convs worth having. Writing over the input merges two buffers into one
+    of the larger size over both lifetimes, which can raise the peak elsewhere (a 1x1 conv
+    that widens its input). Greedy, widest step first: keep a step when the liveness bound of
+    the merged buffers, temporaries included, does not grow."""
+
+    def bound(chosen: Mapping[int, str]) -> int:
+        extra = dict(scratch)
+        for i, mode in chosen.items():
+            extra[i] = [*extra.get(i, []), (f"{i}_inplace_temp", inplace_temp_bytes(s, i, mode))]
+        return lower_bound(analyse(s, extra, 1, True, io_in_arena, chosen).reqs)
+
+    live_at = {st.index: 0 for st in s.steps}
+    for r in analyse(s, scratch, 1, False, io_in_arena).reqs:
+        for i in range(r.first, r.last + 1):
+            live_at[i] += r.size
+    chosen: dict[int, str] = {}
+    best = bound(chosen)
+    for i in sorted(modes, key=lambda i: (-live_at[i], i)):
+        trial = {**chosen, i: modes[i]}
+        b = bound(trial)
+        if b <= best:
+            chosen, best = trial, b
+    return dict(sorted(chosen.items()))
+
+
+def _prod(xs: tuple[int, ...]) -> int:
+    out = 1
+    for v in xs:
+        out *= v
+    return out
+
+
 def analyse(s: Schedule, scratch: dict[int, list[tuple[str, int]]], align: int = 16,
-            inplace: bool = True, io_in_arena: bool = False) -> Liveness:
+            inplace: bool = True, io_in_arena: bool = False,
+            kernel_inplace: Mapping[int, str] = {}) -> Liveness:  # noqa: B006 (read only)
     """Buffer requests for the arena. With io_in_arena the graph inputs (live from step 0 to
     their last read) and outputs (from their producer to the last step) are arena buffers too,
-    and may take part in in-place aliasing like any activation."""
+    and may take part in in-place aliasing like any activation. kernel_inplace: the steps
+    lowered to write output 0 over input 0 (conv_inplace_modes), aliased unconditionally."""
     g = s.graph
     planned = ("arena", "input", "output") if io_in_arena else ("arena",)
     step_reads = [_step_reads(s, st.index) for st in s.steps]
@@ -83,8 +185,18 @@ def analyse(s: Schedule, scratch: dict[int, list[tuple[str, int]]], align: int =
             last[r] = end
     alias: dict[str, str] = {}
     inplace_steps: dict[int, tuple[str, str]] = {}
+    size = {r: max(g.type(r).nbytes, 1) for r in first}
     if inplace:
         for st in s.steps:
+            if st.index in kernel_inplace:
+                xr, yr = s.root[st.node.inputs[0]], s.root[st.node.outputs[0]]
+                buf = alias.get(xr, xr)
+                assert last[buf] == st.index, "an in-place kernel's input must die at its step"
+                alias[yr] = buf
+                last[buf] = max(last[buf], last[yr])
+                size[buf] = max(size[buf], size[yr])
+                inplace_steps[st.index] = (xr, yr)
+                continue
             outs = [o for o in st.node.outputs if o]
             if len(outs) != 1 or s.kind[s.root[outs[0]]] not in planned:
                 continue
@@ -109,11 +221,12 @@ def analyse(s: Schedule, scratch: dict[int, list[tuple[str, int]]], align: int =
         if r in alias:
             continue
         # An empty tensor (e.g. a Slice that selects nothing) still gets one placeholder byte.
-        reqs.append(BufferReq(r, max(g.type(r).nbytes, 1), align, first[r], last[r]))
+        reqs.append(BufferReq(r, size[r], align, first[r], last[r]))
     for idx in sorted(scratch):
         for name, nbytes in scratch[idx]:
             reqs.append(BufferReq(name, nbytes, align, idx, idx))
-    return Liveness(reqs, alias, inplace_steps)
+    modes = {i: m for i, m in kernel_inplace.items() if i in inplace_steps}
+    return Liveness(reqs, alias, inplace_steps, modes)
 
 
 def bounds(s: Schedule, scratch: dict[int, list[tuple[str, int]]]) -> Bounds:
