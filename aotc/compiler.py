@@ -232,6 +232,8 @@ def _plan(sched: Schedule, scratch: dict[int, list[tuple[str, int]]], options: C
     except ValueError as e:
         raise AotcError(str(e)) from None
     check_no_overlap(live.reqs, the_plan)
+    # Again as the kernels see it: every root at its offset, overlapping only in place.
+    check_no_overlap(*live.root_view(the_plan))
     return live, the_plan
 
 

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from aotc.ir.graph import CHAIN
-from aotc.memory.buffers import BufferReq, lower_bound
+from aotc.memory.buffers import BufferReq, Plan, expand_plan, lower_bound
 from aotc.ops import resolve
 from aotc.schedule import Schedule
 
@@ -29,9 +29,17 @@ class Liveness:
     inplace: dict[int, tuple[str, str]] = field(default_factory=dict)  # step -> (in, out root)
     # step -> "channel" | "pixel" for the in-place convs (the others read at the same index)
     modes: dict[int, str] = field(default_factory=dict)
+    # One request per arena root and scratch, with its own size and lifetime (not merged).
+    roots: list[BufferReq] = field(default_factory=list)
 
     def buffer_of(self, root: str) -> str:
         return self.alias.get(root, root)
+
+    def root_view(self, plan: Plan) -> tuple[list[BufferReq], Plan, list[tuple[str, str]]]:
+        """Arguments for check_no_overlap on the roots as the kernels see them: each at its
+        buffer's offset, the in-place (input, output) pairs the allowed overlaps."""
+        placed = expand_plan(plan, {r.name: self.buffer_of(r.name) for r in self.roots})
+        return self.roots, placed, list(self.inplace.values())
 
 
 @dataclass(frozen=True)
@@ -186,6 +194,8 @@ def analyse(s: Schedule, scratch: dict[int, list[tuple[str, int]]], align: int =
     alias: dict[str, str] = {}
     inplace_steps: dict[int, tuple[str, str]] = {}
     size = {r: max(g.type(r).nbytes, 1) for r in first}
+    own = [BufferReq(r, size[r], align, first[r], last[r])
+           for r in sorted(first, key=lambda r: (first[r], r))]
     if inplace:
         for st in s.steps:
             if st.index in kernel_inplace:
@@ -216,7 +226,7 @@ def analyse(s: Schedule, scratch: dict[int, list[tuple[str, int]]], align: int =
                 last[buf] = max(last[buf], last[out_root])
                 inplace_steps[st.index] = (r, out_root)
                 break
-    reqs = []
+    reqs: list[BufferReq] = []
     for r in sorted(first, key=lambda r: (first[r], r)):
         if r in alias:
             continue
@@ -225,8 +235,9 @@ def analyse(s: Schedule, scratch: dict[int, list[tuple[str, int]]], align: int =
     for idx in sorted(scratch):
         for name, nbytes in scratch[idx]:
             reqs.append(BufferReq(name, nbytes, align, idx, idx))
+            own.append(reqs[-1])
     modes = {i: m for i, m in kernel_inplace.items() if i in inplace_steps}
-    return Liveness(reqs, alias, inplace_steps, modes)
+    return Liveness(reqs, alias, inplace_steps, modes, own)
 
 
 def bounds(s: Schedule, scratch: dict[int, list[tuple[str, int]]]) -> Bounds:
