@@ -20,7 +20,7 @@ from aotc.memory import (
 
 
 @st.composite
-def schedules(draw) -> tuple[list[BufferReq], list[tuple[str, str]]]:  # type: ignore[no-untyped-def]
+def schedules(draw):  # type: ignore[no-untyped-def]
     """Step i writes t_i (read up to a later step); some steps write t_i over an input that
     dies there, with a temporary (scratch) of that step."""
     n = draw(st.integers(1, 14))
