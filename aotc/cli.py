@@ -66,8 +66,9 @@ def _common(p: argparse.ArgumentParser) -> None:
                         "that makes the arena smaller")
     p.add_argument("--weights-section", default=None, help="linker section for the weights")
     p.add_argument("--target", default=None, metavar="BOARD",
-                   help="tune the generated C for this board's features (default: generic MCU; "
-                        "'host' for a vectorising host compiler)")
+                   help="tune the generated C for this board's features (default: the --board "
+                        "the command runs on, else a generic MCU; 'host' for a vectorising host "
+                        "compiler)")
     p.add_argument("--requant", default="tflite", choices=("tflite", "onnx"),
                    help="integer requantisation: tflite (fixed point, bit-exact with TensorFlow "
                         "Lite Micro, no FPU needed; default) or onnx (float scale, round half to "
@@ -89,11 +90,15 @@ def _quiet(p: argparse.ArgumentParser) -> None:
 
 def _options(args: argparse.Namespace, argv: Sequence[str]) -> dict[str, Any]:
     name = args.name or _default_name(args.model)
+    # Running on a board (run, verify, bench, report --board B) compiles for it unless --target
+    # says otherwise: the code measured and checked is the code the board would get.
+    board = getattr(args, "board", None)
+    target = args.target or (board if board not in (None, "host", "host-cffi") else None)
     return dict(name=name, input_shapes=dict(args.input_shape),
                 passes=tuple(p for p in args.passes.split(",") if p) if args.passes else None,
                 planner=args.planner, inplace=not args.no_inplace,
                 io_in_arena=args.io_in_arena, inplace_conv=args.inplace_conv,
-                weights_section=args.weights_section, target=args.target,
+                weights_section=args.weights_section, target=target,
                 requant=args.requant, command_line=_recorded_command(argv),
                 byoc=tuple(b for b in (args.byoc or "").split(",") if b.strip()),
                 cmsis_nn_path=args.cmsis_nn_path)

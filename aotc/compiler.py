@@ -22,7 +22,7 @@ from aotc.byoc.backend import Library
 from aotc.byoc.lowering import lower_external
 from aotc.byoc.partition import Row, partition
 from aotc.codegen.bundle import TensorDecl, format_array, provenance, write_bundle
-from aotc.codegen.c import CPrinter
+from aotc.codegen.c import CPrinter, acle_calls
 from aotc.codegen.names import Namer, c_comment, c_ident
 from aotc.errors import AotcError
 from aotc.frontend.onnx import import_model, load_model
@@ -193,6 +193,8 @@ def compile_model(model: str | os.PathLike[str] | onnx.ModelProto, options: Comp
     by_name = {b.name: b for b in backends}
     lowered = []
     for st in sched.steps:
+        if st.ctrl:  # control flow around kernels: printed by render_context
+            continue
         progress.detail(f"lowering kernel {st.index + 1}/{len(sched.steps)}")
         lowered.append(lower_external(sched, st, by_name, options.requant)
                        if "_byoc" in st.node.attrs
@@ -285,6 +287,13 @@ def _io_decls(c: Compilation) -> tuple[list[TensorDecl], list[TensorDecl]]:
 
 
 def _pointer(c: Compilation, kind: str, key: str, ctype: str, io: dict[str, str]) -> str:
+    base = _base_pointer(c, kind, key, ctype, io)
+    if kind == "value" and key in c.schedule.offset:  # one slice per loop iteration
+        return f"{base} + {c.schedule.offset[key]}"
+    return base
+
+
+def _base_pointer(c: Compilation, kind: str, key: str, ctype: str, io: dict[str, str]) -> str:
     s = c.schedule
     if kind == "scratch":
         return f"({ctype} *)(void *)(a + {c.plan.offsets[key]})"
@@ -300,6 +309,8 @@ def _pointer(c: Compilation, kind: str, key: str, ctype: str, io: dict[str, str]
         return io["in:" + root]
     if k == "output":
         return io["out:" + s.output_of[root]]
+    if k == "local":
+        return f"&{s.local[root]}"
     buf = c.liveness.buffer_of(root)
     return f"({ctype} *)(void *)(a + {c.plan.offsets[buf]})"
 
@@ -331,14 +342,23 @@ def render_context(c: Compilation) -> dict[str, Any]:
     printer = CPrinter()
     kernels, calls = [], []
     includes: list[str] = []
-    for ls in c.lowered:
+    by_step = {ls.step.index: ls for ls in c.lowered}
+    depth = 0
+    for st in c.schedule.steps:
+        if st.ctrl:
+            lines, depth = _control_flow(c, st, io, depth)
+            calls += [{"ctrl": True, "code": code, "indent": "    " * d} for d, code in lines]
+            continue
+        ls = by_step[st.index]
         k = _with_noalias(c, ls)
         kernels.append(ls.source if ls.source is not None else printer.kernel(k))
         includes += [i for i in ls.includes if i not in includes]
         args = [_pointer(c, kind, key, b.dtype.ctype, io)
                 for (kind, key), b in zip(ls.args, k.params)]
         calls.append({"kernel": k.name, "args": args, "comment": k.comment,
-                      "status": ls.source is not None})
+                      "status": ls.source is not None, "ctrl": False,
+                      "index": len(kernels) - 1, "indent": "    " * depth})
+    local_decls = _locals(c)
     io_in_arena = c.options.io_in_arena
     user_io = [] if io_in_arena else ([f"const {t.dtype.ctype} *{t.cname}" for t in ins] +
                                       [f"{t.dtype.ctype} *{t.cname}" for t in outs])
@@ -390,7 +410,57 @@ def render_context(c: Compilation) -> dict[str, Any]:
         "weights_bytes": c.weights_bytes, "weights_align": max(c.options.align, 4),
         "weights_section": c.options.weights_section, "meta": meta,
         "includes": includes, "libraries": _cmake_libraries(c.libraries),
+        "acle": sorted(set().union(*[acle_calls(ls.kernel) for ls in c.lowered
+                                     if ls.source is None])),
+        "locals": local_decls,
     }
+
+
+def _locals(c: Compilation) -> list[str]:
+    """C locals of the graph function: each loop's counter and condition."""
+    out = []
+    for st in c.schedule.steps:
+        if st.ctrl == "loop":
+            out.append(f"int64_t {st.node.attrs['counter']} = 0;")
+            if st.node.attrs["cond"]:
+                out.append(f"uint8_t {st.node.attrs['cond']} = 1u;")
+    return out
+
+
+def _control_flow(c: Compilation, st: Any, io: dict[str, str], depth: int
+                  ) -> tuple[list[tuple[int, str]], int]:
+    """The C lines of a marker step (aotc/schedule.py), each with its nesting depth, and the
+    depth after it."""
+    a = st.node.attrs
+
+    def read(value: str, ctype: str) -> str:
+        const = c.schedule.graph.values[c.schedule.root[value]].const
+        if const is not None:  # a constant condition or trip count: its value
+            return str(int(np.asarray(const).reshape(-1)[0]))
+        return f"*{_pointer(c, 'value', value, ctype, io)}"
+
+    if st.ctrl == "if":
+        return [(depth, f"if ({read(st.node.inputs[0], 'uint8_t')} != 0u) {{")], depth + 1
+    if st.ctrl == "else":
+        return [(depth - 1, "} else {")], depth
+    if st.ctrl == "endif":
+        return [(depth - 1, "}")], depth - 1
+    if st.ctrl == "loop":
+        i = a["counter"]
+        lines = []
+        bound = [] if a["trip"] is None and not a["M"] else \
+            [f"{i} < {a['trip'] if a['trip'] is not None else read(a['M'], 'int64_t')}"]
+        if a["cond"]:
+            init = f"({read(a['cond_in'], 'uint8_t')} != 0u)" if a["cond_in"] else "1u"
+            lines.append((depth, f"{a['cond']} = {init};"))
+            bound.append(f"{a['cond']} != 0u")
+        lines.append((depth, f"for ({i} = 0; {' && '.join(bound)}; {i}++) {{"))
+        return lines, depth + 1
+    assert st.ctrl == "endloop"
+    lines = []
+    if a["cond_out"]:
+        lines.append((depth, f"{a['cond']} = ({read(a['cond_out'], 'uint8_t')} != 0u);"))
+    return lines + [(depth - 1, "}")], depth - 1
 
 
 def _cmake_libraries(libs: list[Library]) -> list[dict[str, Any]]:

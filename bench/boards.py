@@ -4,8 +4,11 @@ and per MAC, flash (.text + .rodata + .data) and RAM (.data + .bss, of which the
 stack and heap link.ld reserves) from the ELF, the deepest kernel frame and recursion.
 
     python bench/boards.py [--board cortex-m4f] [--models DIR] [--verbose] [--int8] [--only kws]
+                           [--generic]
     python bench/boards.py --byoc cmsis-nn [--boards cortex-m4f,cortex-m7,cortex-m55]
 
+Models are compiled --target BOARD (the board's features steer lowering, e.g. the DSP
+extension's dual MAC on cortex-m4f/m7/m33); --generic compiles them for a generic MCU instead.
 --verbose adds a per-kernel instruction table for each model: each kernel's calls from entry to
 return (requantisation helpers, libm, soft-float helpers included) and its own (self) count.
 --byoc NAME compares, for the int8 models on each board, aotc's own kernels with the backend's
@@ -137,6 +140,8 @@ def main() -> int:
     p.add_argument("--verbose", action="store_true", help="per-kernel instruction tables")
     p.add_argument("--int8", action="store_true", help="the int8 QDQ models (tflite requant)")
     p.add_argument("--only", default=None, help="comma-separated model stems")
+    p.add_argument("--generic", action="store_true",
+                   help="compile without --target BOARD (generic MCU lowering)")
     p.add_argument("--byoc", default=None, help="compare native kernels with this backend's")
     p.add_argument("--boards", default="cortex-m4f,cortex-m7,cortex-m55",
                    help="boards for --byoc (comma-separated)")
@@ -156,10 +161,12 @@ def main() -> int:
           Progress("bench", len(stems), quiet=args.quiet) as progress):
         for stem in stems:
             with progress.stage(stem):
-                rows.append(measure(args.models, stem, args.board, Path(tmp) / stem))
+                rows.append(measure(args.models, stem, args.board, Path(tmp) / stem,
+                                    target=None if args.generic else args.board))
     print(f"board {b.name} ({b.description}; QEMU {b.machine}; part {b.part}: "
           f"{b.flash_bytes:,} B flash, {b.ram_bytes:,} B RAM, link.ld reserves stack "
-          f"{b.stack_bytes:,} B + heap {b.heap_bytes:,} B)\n")
+          f"{b.stack_bytes:,} B + heap {b.heap_bytes:,} B); compiled "
+          f"{'for a generic MCU (no --target)' if args.generic else '--target ' + b.name}\n")
     print(table(rows))
     if args.verbose:
         for r in rows:

@@ -37,6 +37,7 @@ from aotc.lower.loop_ir import (
     Store,
     Un,
     Var,
+    children,
     used_buffers,
 )
 
@@ -83,6 +84,12 @@ INT_CALLS = {"abs": "AOTC_ABS", "float_from_bits": "aotc_bits_f32",  # BitCast
              # fixed-point requantisation primitives (runtime_c/aotc_runtime.h)
              "q_srdhm": "aotc_q_srdhm", "q_rdbpot": "aotc_q_rdbpot", "q_mbqm": "aotc_q_mbqm",
              "q_sat_shl": "aotc_q_sat_shl", "q_softmax_scale": "aotc_q_softmax_scale"}
+# Arm C Language Extensions intrinsics (<arm_acle.h>, __ARM_FEATURE_DSP), on int32 words of
+# packed lanes; the lowering emits them only for targets with the "dsp" feature (lower/dsp.py).
+# sxtb16_ror8 is SXTB16 with its rotate operand, which arm_acle.h does not offer (CMSIS's
+# __SXTB16_RORn): an inline-asm helper in model.c.j2.
+ACLE_CALLS = {"sxtb16": "__sxtb16", "smlad": "__smlad", "sadd16": "__sadd16",
+              "sxtb16_ror8": "aotc_sxtb16_ror8"}
 
 
 # Integer spellings without undefined behaviour (runtime_c/aotc_runtime.h).
@@ -154,6 +161,19 @@ def _cast_in_range(e: Expr, dt: DType) -> bool:
     return lo - 1 < r[0] and r[1] < hi
 
 
+def acle_calls(k: Kernel) -> set[str]:
+    """The ACLE intrinsics (ACLE_CALLS keys) a kernel calls: the file must include
+    <arm_acle.h>, or define them in C where the compiler has no DSP extension."""
+    used: set[str] = set()
+    stack: list[object] = list(k.body)
+    while stack:
+        x = stack.pop()
+        if isinstance(x, Call) and x.fn in ACLE_CALLS:
+            used.add(x.fn)
+        stack.extend(children(x))
+    return used
+
+
 def c_type(dt: DType) -> str:
     return dt.ctype
 
@@ -205,7 +225,7 @@ class CPrinter:
     int_binary = INT_BINARY
     unary = UNARY
     float_calls = FLOAT_CALLS
-    int_calls = INT_CALLS
+    int_calls = INT_CALLS | ACLE_CALLS
 
     def __init__(self) -> None:
         # Integer locals whose every value is index arithmetic (see index_vars); None outside

@@ -111,8 +111,9 @@ class Un(Expr):
 
 @dataclass(frozen=True, eq=True)
 class Call(Expr):
-    """A call of a math function (expf, erff, ...) or a runtime helper; fn names the C function
-    family, resolved by the printer from the argument dtype."""
+    """A call of a math function (expf, erff, ...), a runtime helper or an ACLE intrinsic
+    (lower/dsp.py); fn names the C function family, resolved by the printer from the argument
+    dtype."""
 
     fn: str
     args: tuple[Expr, ...]

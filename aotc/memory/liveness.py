@@ -175,14 +175,17 @@ def analyse(s: Schedule, scratch: dict[int, list[tuple[str, int]]], align: int =
     step_reads = [_step_reads(s, st.index) for st in s.steps]
     first: dict[str, int] = {}
     last: dict[str, int] = {}
+    writers: dict[str, int] = {}
     if io_in_arena:
         for name in g.inputs:
             first[name] = last[name] = 0
     for st in s.steps:
         for o in st.node.outputs:
             if o and o not in s.dead and s.kind[s.root[o]] in planned:
-                first[s.root[o]] = st.index
-                last[s.root[o]] = st.index
+                r = s.root[o]
+                first.setdefault(r, st.index)
+                last[r] = st.index
+                writers[r] = writers.get(r, 0) + 1
     for st in s.steps:
         for r, _ in step_reads[st.index]:
             if r in last:
@@ -191,6 +194,7 @@ def analyse(s: Schedule, scratch: dict[int, list[tuple[str, int]]], align: int =
     for r in s.output_of:
         if r in last:
             last[r] = end
+    _extend_over_loops(s, step_reads, first, last)
     alias: dict[str, str] = {}
     inplace_steps: dict[int, tuple[str, str]] = {}
     size = {r: max(g.type(r).nbytes, 1) for r in first}
@@ -211,6 +215,8 @@ def analyse(s: Schedule, scratch: dict[int, list[tuple[str, int]]], align: int =
             if len(outs) != 1 or s.kind[s.root[outs[0]]] not in planned:
                 continue
             out_root = s.root[outs[0]]
+            if writers.get(out_root, 0) > 1:  # an If result or a loop state: several writers
+                continue
             out_bytes = g.type(outs[0]).nbytes
             reads = step_reads[st.index]
             roots = [r for r, _ in reads]
@@ -246,3 +252,19 @@ def bounds(s: Schedule, scratch: dict[int, list[tuple[str, int]]]) -> Bounds:
     with_scratch = analyse(s, scratch, align=1, inplace=False).reqs
     with_io = analyse(s, scratch, align=1, inplace=False, io_in_arena=True).reqs
     return Bounds(lower_bound(acts), lower_bound(with_scratch), lower_bound(with_io))
+
+
+def _extend_over_loops(s: Schedule, step_reads: list[list[tuple[str, bool]]],
+                       first: dict[str, int], last: dict[str, int]) -> None:
+    """A buffer used inside a loop and defined outside it is read again by the next iteration:
+    it lives to the loop's end. One written inside and used after it (a scan output, a state)
+    holds earlier iterations' results: it lives from the loop's start. Inner loops first."""
+    for begin, end in sorted(s.loops, key=lambda r: r[1] - r[0]):
+        for st in s.steps[begin:end + 1]:
+            for r, _ in step_reads[st.index]:
+                if r in first and first[r] < begin:
+                    last[r] = max(last[r], end)
+            for o in st.node.outputs:
+                r = s.root.get(o, "")
+                if r in first and last[r] > end:
+                    first[r] = min(first[r], begin)

@@ -13,6 +13,7 @@ from aotc import dtypes
 from aotc.dtypes import DType
 from aotc.errors import AotcError
 from aotc.ir.graph import Node, TensorType, Value
+from aotc.lower import dsp
 from aotc.lower.loop_ir import Const, Expr, Var, cmp, land, select
 from aotc.ops import OpDef, register
 
@@ -132,6 +133,11 @@ class ConvArith:
 
     def wdtype(self, dt: DType, w: np.ndarray) -> DType:
         return dt
+
+    def dsp_ok(self, w: np.ndarray) -> bool:
+        """Whether the DSP extension's dual MAC can compute the sum (lower/dsp.py): int8
+        weights without a zero point; float kernels never."""
+        return False
 
     def init(self, B: Any, m: Expr) -> Expr:
         return Const(0.0, self.acc)
@@ -259,6 +265,10 @@ class Conv(OpDef):
         group = node.attrs["group"]
         mg, cg = Y.shape[1] // group, W.shape[1]
         kprod = int(np.prod(k_sp, dtype=np.int64))
+        if (not by_pixel and "dsp" in kb.features and kb.unroll_tiles
+                and arith.dsp_ok(kb.input_const(1))):  # the DSP schedule writes Y directly
+            self._lower_tiled_dsp(node, kb, X, B, arith)
+            return
         w = arith.packed_weights(kb.input_const(1))
         tile = arith.tile if kb.unroll_tiles else TILE_M  # host: vector-width tiles
         full, rest = divmod(mg, tile)
@@ -290,7 +300,7 @@ class Conv(OpDef):
                 with kb.loop(cg, "c") as c:
                     ic = gi * cg + c if group > 1 else c
 
-                    def tap(xv: Expr, kk: list[Expr], c: Expr = c) -> None:
+                    def tap(xv: Expr, kk: list[Expr], ii: list[Expr], c: Expr = c) -> None:
                         kflat: Expr = Const(0)
                         for kv, st in zip(kk, kstrides):
                             kflat = kflat + kv * st
@@ -339,6 +349,81 @@ class Conv(OpDef):
                 with kb.loop(Y.shape[1], "m") as m:
                     kb.store(Y, [n, m, *at], pixel[[m]])
 
+    def _lower_tiled_dsp(self, node: Node, kb: Any, X: Any, B: Any, arith: Any) -> None:
+        """_lower_tiled's schedule for cores with the DSP extension: the reduction over input
+        channels goes two at a time, each pair of activations and of weights (packed at
+        compile time, lower/dsp.py) one SMLAD per output channel; an odd last channel is a
+        pair whose second weight is 0. Same int32 sums, so bit-identical results."""
+        Y = kb.outputs[0]
+        nd = len(X.shape) - 2
+        w = kb.input_const(1)
+        in_sp, k_sp = X.shape[2:], w.shape[2:]
+        pb, pe = conv_pads(node, in_sp, k_sp)
+        s, d = _spatial_attrs(node, nd)
+        group = node.attrs["group"]
+        mg, cg = Y.shape[1] // group, w.shape[1]
+        kprod = int(np.prod(k_sp, dtype=np.int64))
+        tile = arith.tile
+        full, rest = divmod(mg, tile)
+        pairs = -(-cg // 2)
+        # Per group: full tiles of words [full, pairs, K, tile/2], then the rest's.
+        parts = []
+        for gi in range(group):
+            wg = w[gi * mg:(gi + 1) * mg].reshape(mg, cg, kprod)
+            for m0 in range(0, mg, tile):
+                parts.append(dsp.pack_words(wg[m0:m0 + tile].transpose(1, 2, 0)).reshape(-1))
+        words = kb.const("wq", np.concatenate(parts), dtypes.int32)
+        per_group = sum(p.size for p in parts) // group
+        kstrides = [int(np.prod(k_sp[i + 1:], dtype=np.int64)) for i in range(nd)]
+        nan_at = self._padded_nan(node, kb, Y.shape[2:], pb, s, d)
+        acc_t = arith.acc
+
+        def block(n: Expr, gi: Expr, m0: Expr, base: Expr, width: int) -> None:
+            half = -(-width // 2)
+            with kb.loops(Y.shape[2:], [f"o{k}" for k in range(nd)]) as o:
+                acc = kb.local_array(width, "acc", acc_t)
+                with kb.loop(width, "j", unroll=True) as j:
+                    kb.store(acc, [j], arith.init(B, m0 + j))
+
+                def taps(cp: Expr, paired: bool) -> None:
+                    ic = gi * cg + 2 * cp if group > 1 else 2 * cp
+
+                    def tap(xv: Expr, kk: list[Expr], ii: list[Expr]) -> None:
+                        kflat: Expr = Const(0)
+                        for kv, st in zip(kk, kstrides):
+                            kflat = kflat + kv * st
+                        x1 = X[[n, ic + 1, *ii]] if paired else None
+                        xp = kb.local(dsp.x_pair(xv, x1, arith.x_zp), "xp", acc_t)
+                        dsp.mac_tile(kb, acc, words, base + (cp * kprod + kflat) * half,
+                                     width, xp)
+
+                    self._window(kb, 0, nd, X, tap, n, ic, o, [], [], pb, pe, s, d, None,
+                                 in_sp, k_sp)
+
+                if cg // 2:
+                    with kb.loop(cg // 2, "cp") as cp:
+                        taps(cp, True)
+                if cg % 2:
+                    taps(Const(cg // 2), False)
+                res = kb.local_array(width, "res", acc_t)
+                with kb.loop(width, "j", unroll=True) as j:
+                    kb.store(res, [j], acc[[j]])
+                with kb.loop(width, "j") as j:
+                    kb.store_output([n, m0 + j, *o],
+                                    arith.finish(kb, nan_at(res[[j]], m0 + j, o), m0 + j, B))
+
+        tile_words = pairs * kprod * (tile // 2)
+        with kb.loop(Y.shape[0], "n") as n:
+            with kb.loop(group, "g") as gi:
+                gbase = gi * per_group
+                if full:
+                    with kb.loop(full, "mt") as mt:
+                        with kb.block():
+                            block(n, gi, gi * mg + mt * tile, gbase + mt * tile_words, tile)
+                if rest:
+                    with kb.block():
+                        block(n, gi, gi * mg + full * tile, gbase + full * tile_words, rest)
+
     def _padded_nan(self, node: Node, kb: Any, out_sp: Sequence[int], pb: Sequence[int],
                     s: Sequence[int], d: Sequence[int]) -> Any:
         """``nan_at(acc, m, o)``: the sum, or NaN where padded_nan_mask says the definition
@@ -368,7 +453,7 @@ class Conv(OpDef):
         kernels a padded tap is the zero point, which contributes nothing either)."""
         if dim == nd:
             if accs is None:  # a tap callback does the accumulation (tiled path)
-                wget(X[[n, ic, *ii]], kk)
+                wget(X[[n, ic, *ii]], kk, ii)
                 return
             xload = arith.x(X[[n, ic, *ii]]) if arith is not None else X[[n, ic, *ii]]
             kb.assign(accs[0], accs[0] + xload * wget(kk))

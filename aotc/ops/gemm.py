@@ -10,8 +10,10 @@ from typing import Any
 
 import numpy as np
 
+from aotc import dtypes
 from aotc.errors import AotcError
 from aotc.ir.graph import Node, TensorType, Value
+from aotc.lower import dsp
 from aotc.lower.builder import BufRef
 from aotc.lower.loop_ir import Const, Expr
 from aotc.ops import OpDef, register
@@ -51,6 +53,43 @@ def _tiled_dot(kb: Any, n_total: int, K: int, a_at: Callable[[Expr], Expr],
     if rest:
         with kb.block():
             block(Const(full * NT), rest)
+
+
+def _tiled_dot_dsp(kb: Any, n_total: int, K: int, a_at: Callable[[Expr], Expr], words: BufRef,
+                   store: Callable[[Expr, Expr], None], init: Callable[[Expr], Expr],
+                   arith: Any) -> None:
+    """_tiled_dot for int8 weights on cores with the DSP extension: columns in tiles of
+    ``arith.tile``, k two at a time; ``words`` holds each tile's weights as lower/dsp.py's
+    pack_words of its [K, 1, tile] slice, tile after tile. Same int32 sums."""
+    tile, pairs = arith.tile, -(-K // 2)
+
+    def block(n0: Expr, width: int, base: int | Expr) -> None:
+        half = -(-width // 2)
+        acc = kb.local_array(width, "acc", arith.acc)
+        for j in range(width):
+            kb.store(acc, [j], init(n0 + j))
+        if K // 2:
+            with kb.loop(K // 2, "kp") as kp:
+                xp = kb.local(dsp.x_pair(a_at(2 * kp), a_at(2 * kp + 1), arith.x_zp), "xp",
+                              arith.acc)
+                dsp.mac_tile(kb, acc, words, base + kp * half, width, xp)
+        if K % 2:
+            xp = kb.local(dsp.x_pair(a_at(Const(K - 1)), None, arith.x_zp), "xp", arith.acc)
+            dsp.mac_tile(kb, acc, words, base + (pairs - 1) * half, width, xp)
+        res = kb.local_array(width, "res", arith.acc)
+        for j in range(width):
+            kb.store(res, [j], acc[[j]])
+        with kb.loop(width, "j") as j:
+            store(n0 + j, res[[j]])
+
+    full, rest = divmod(n_total, tile)
+    if full:
+        with kb.loop(full, "nt") as nt:
+            with kb.block():
+                block(nt * tile, tile, nt * (pairs * (tile // 2)))
+    if rest:
+        with kb.block():
+            block(Const(full * tile), rest, full * pairs * (tile // 2))
 
 
 def _b_getter(B: BufRef, trans: bool) -> Getter:
@@ -182,6 +221,14 @@ class MatMul(OpDef):
         get_b = _b_getter(B, False)
         nb = len(batch)
         na = len(a_shape) - 2
+        w = kb.input_const(1)
+        dsp_words = None
+        if "dsp" in kb.features and kb.unroll_tiles and len(b_shape) == 2 and arith.dsp_ok(w):
+            # Cores with the DSP extension: K two at a time, one SMLAD per column (lower/dsp.py).
+            w2 = np.asarray(w).reshape(b_shape)
+            dsp_words = kb.const("wq", np.concatenate(
+                [dsp.pack_words(w2[:, n0:n0 + arith.tile][:, None, :]).reshape(-1)
+                 for n0 in range(0, N, arith.tile)]), dtypes.int32)
         with kb.loops((*batch, M), [f"b{i}" for i in range(nb)] + ["m"]) as idx:
             bidx, m = idx[:nb], idx[nb]
             pre = [Const(0) if d == 1 else b for d, b in zip(a_shape[:na], bidx[nb - na:])]
@@ -195,6 +242,10 @@ class MatMul(OpDef):
                     out_idx.append(n)
                 kb.store_output(out_idx, arith.finish(kb, acc, n, bias))
 
-            _tiled_dot(kb, N, K, lambda k: arith.x(A[[*pre, m, k]]),
-                       lambda k, n: arith.w(kb, get_b(bidx, k, n), n), store,
-                       lambda n: arith.init(bias, n), f32)
+            if dsp_words is not None:
+                _tiled_dot_dsp(kb, N, K, lambda k: A[[*pre, m, k]], dsp_words, store,
+                               lambda n: arith.init(bias, n), arith)
+            else:
+                _tiled_dot(kb, N, K, lambda k: arith.x(A[[*pre, m, k]]),
+                           lambda k, n: arith.w(kb, get_b(bidx, k, n), n), store,
+                           lambda n: arith.init(bias, n), f32)

@@ -148,6 +148,10 @@ class IntArith(ConvArith):
     def wdtype(self, dt: DType, w: np.ndarray) -> DType:
         return dtypes.from_numpy(w.dtype)
 
+    def dsp_ok(self, w: np.ndarray | None) -> bool:
+        # SXTB16 unpacks signed bytes: int8 weights, and w - w_zp stays int8 only for zp 0.
+        return w is not None and w.dtype == np.int8 and not self.w_zp.any()
+
     def init(self, B: Any, m: Expr) -> Expr:
         if self.folded_bias is not None:
             return self.folded_bias[[m]]

@@ -95,10 +95,11 @@ def test_inplace_conv_mlperf_bit_exact_with_tflm(stem, io_in_arena, mlperf_dir, 
         assert c.plan.size <= INT8[stem], c.plan.size
 
 
-def test_inplace_conv_kws_on_board(mlperf_dir, tmp_path):
+@pytest.mark.parametrize("target", [None, "cortex-m4f"])  # generic and DSP schedules
+def test_inplace_conv_kws_on_board(target, mlperf_dir, tmp_path):
     stem = "kws_ref_model_int8_qdq"
     bundle = aotc.compile(mlperf_dir / f"{stem}.onnx", tmp_path, name="m", inplace_conv=True,
-                          io_in_arena=True)
+                          io_in_arena=True, target=target)
     assert bundle.arena_bytes <= 8_200 + 490  # the 490 B input is live with the first output
     vec = np.load(mlperf_dir / "vectors" / f"{stem}.npz")
     fw = bundle.load("cortex-m4f")

@@ -1,0 +1,133 @@
+"""The DSP-extension schedule (aotc/lower/dsp.py): int8 conv and matmul compiled --target
+cortex-m4f reduce two channels per SMLAD. The same model compiled for a generic MCU is the
+reference: the DSP build must give the same bytes on the cortex-m4f board (QEMU) and, through
+the C definitions of the intrinsics, on the host; the MLPerf int8 models stay bit-exact with
+TFLite Micro."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import aotc
+from aotc.lower.dsp import pack_words
+
+
+def _model(node: onnx.NodeProto, inits: dict, x_shape: tuple, xdt: type, opset: int
+           ) -> onnx.ModelProto:
+    et = TensorProto.INT8 if xdt == np.int8 else TensorProto.UINT8
+    g = helper.make_graph([node], "q", [helper.make_tensor_value_info("x", et, list(x_shape))],
+                          [helper.make_tensor_value_info("y", et, None)],
+                          [numpy_helper.from_array(np.asarray(v), k) for k, v in inits.items()])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], ir_version=10)
+
+
+def qconv(cin=4, m=6, kernel=(3, 3), pads=(1, 1, 1, 1), group=1, hw=(7, 7), xz=3, xdt=np.int8,
+          strides=(1, 1), seed=0):
+    rng = np.random.default_rng(seed)
+    lo, hi = np.iinfo(xdt).min, np.iinfo(xdt).max
+    inits = {"xs": np.float32(0.05), "xz": xdt(xz),
+             "w": rng.integers(-128, 128, (m, cin // group, *kernel)).astype(np.int8),
+             "ws": rng.uniform(0.002, 0.02, m).astype(np.float32),
+             "wz": np.zeros(m, np.int8), "ys": np.float32(0.1), "yz": xdt(lo + 100),
+             "b": rng.integers(-500, 500, m).astype(np.int32)}
+    node = helper.make_node("QLinearConv", ["x", "xs", "xz", "w", "ws", "wz", "ys", "yz", "b"],
+                            ["y"], pads=list(pads), kernel_shape=list(kernel), group=group,
+                            strides=list(strides))
+    shape = (1, cin, *hw)
+    return _model(node, inits, shape, xdt, 17), rng.integers(lo, hi + 1, shape).astype(xdt)
+
+
+def qmatmul(M=3, K=10, N=7, xz=3, xdt=np.int8, seed=0):
+    rng = np.random.default_rng(seed)
+    lo, hi = np.iinfo(xdt).min, np.iinfo(xdt).max
+    inits = {"as": np.float32(0.05), "az": xdt(xz),
+             "b": rng.integers(-128, 128, (K, N)).astype(np.int8),
+             "bs": rng.uniform(0.002, 0.02, N).astype(np.float32),
+             "bz": np.zeros(N, np.int8), "ys": np.float32(0.1), "yz": xdt(lo + 100)}
+    node = helper.make_node("QLinearMatMul", ["x", "as", "az", "b", "bs", "bz", "ys", "yz"],
+                            ["y"])
+    return _model(node, inits, (M, K), xdt, 21), rng.integers(lo, hi + 1, (M, K)).astype(xdt)
+
+
+CASES = {
+    "conv3x3_padded": (qconv, {}),
+    "conv1x1": (qconv, dict(kernel=(1, 1), pads=(0, 0, 0, 0), cin=8, m=8)),
+    "conv_odd_channels": (qconv, dict(cin=5, m=7)),
+    "conv_cin1": (qconv, dict(cin=1, m=6)),
+    "conv_cin3_stride2": (qconv, dict(cin=3, m=5, strides=(2, 2))),
+    "conv_uint8": (qconv, dict(xdt=np.uint8, xz=130)),
+    "conv_groups": (qconv, dict(cin=8, m=12, group=2, kernel=(1, 1), pads=(0, 0, 0, 0))),
+    "matmul": (qmatmul, {}),
+    "matmul_odd": (qmatmul, dict(K=9, N=5)),
+    "matmul_k1": (qmatmul, dict(K=1, N=4)),
+    "matmul_uint8": (qmatmul, dict(xdt=np.uint8, xz=120, K=33, N=13)),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_dsp_build_equals_generic_build(case, tmp_path):
+    make, kw = CASES[case]
+    model, x = make(**kw)
+    generic = aotc.compile(model, tmp_path / "generic", name="m")
+    dsp = aotc.compile(model, tmp_path / "dsp", name="m", target="cortex-m4f")
+    c_generic = (tmp_path / "generic" / "m.c").read_text()
+    c_dsp = (tmp_path / "dsp" / "m.c").read_text()
+    assert "__smlad(" in c_dsp and "#include <arm_acle.h>" in c_dsp
+    assert "smlad" not in c_generic and "arm_acle" not in c_generic
+    want = generic.load().run({"x": x})["y"]
+    np.testing.assert_array_equal(dsp.load().run({"x": x})["y"], want)  # C intrinsics
+    np.testing.assert_array_equal(dsp.load("cortex-m4f").run({"x": x})["y"], want)
+
+
+def test_depthwise_and_zero_point_weights_keep_the_generic_schedule(tmp_path):
+    model, _ = qconv(cin=4, m=4, group=4)
+    aotc.compile(model, tmp_path, name="m", target="cortex-m4f")
+    assert "smlad" not in (tmp_path / "m.c").read_text()
+
+
+def test_host_target_never_uses_the_dsp_schedule(tmp_path):
+    model, _ = qconv(kernel=(1, 1), pads=(0, 0, 0, 0))
+    aotc.compile(model, tmp_path, name="m", target="host")
+    assert "smlad" not in (tmp_path / "m.c").read_text()
+
+
+def _sxtb16(w: np.ndarray, shift: int) -> np.ndarray:
+    b = w.astype("<u4") >> shift
+    return np.stack([(b & 0xFF).astype(np.uint8).view(np.int8),
+                     ((b >> 16) & 0xFF).astype(np.uint8).view(np.int8)], -1).astype(np.int64)
+
+
+def test_pack_words_lane_order():
+    """SXTB16 of a word gives the even output channel's pair of input channels, SXTB16 of the
+    word >> 8 the odd one's; past the edges the weights are 0."""
+    rng = np.random.default_rng(1)
+    w = rng.integers(-128, 128, (5, 3, 7)).astype(np.int8)  # (C, K, J)
+    words = pack_words(w)
+    assert words.shape == (3, 3, 4) and words.dtype == np.int32
+    padded = np.zeros((6, 3, 8), np.int64)
+    padded[:5, :, :7] = w
+    for shift, j0 in ((0, 0), (8, 1)):
+        lanes = _sxtb16(words, shift)  # (cp, k, jp, 2)
+        want = padded[:, :, j0::2].reshape(3, 2, 3, 4).transpose(0, 2, 3, 1)
+        np.testing.assert_array_equal(lanes, want)
+
+
+INT8_MODELS = ["kws_ref_model_int8_qdq", "vww_96_int8_qdq", "pretrainedResnet_int8_qdq",
+               "ad01_int8_qdq", "str_ww_ref_model_int8_qdq"]
+MODEL_CASES = [("cortex-m4f", s) for s in INT8_MODELS] + [("cortex-m33",
+                                                           "kws_ref_model_int8_qdq")]
+
+
+@pytest.mark.parametrize("board,stem", MODEL_CASES)
+def test_mlperf_int8_dsp_bit_exact_with_tflm(board, stem, mlperf_dir, tmp_path):
+    vec = np.load(mlperf_dir / "vectors" / f"{stem}.npz")
+    b = aotc.compile(mlperf_dir / f"{stem}.onnx", tmp_path, name="m", target=board)
+    assert "__smlad(" in (tmp_path / "m.c").read_text()
+    runner = b.load(board)
+    i, o = runner.meta["inputs"][0]["name"], runner.meta["outputs"][0]["name"]
+    got = np.stack([runner.run({i: x})[o] for x in vec["input"][:2]])
+    want = vec["output_tflm"][:2]
+    np.testing.assert_array_equal(got.reshape(want.shape), want)
