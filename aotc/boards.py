@@ -161,6 +161,7 @@ def render_test_main(bundle_dir: str | Path) -> str:
         arena_align=meta.get("arena_align", 16),
         inputs=tensors("inputs"),
         outputs=tensors("outputs"),
+        io_in_arena=bool(meta.get("io_in_arena")),
     )
 
 

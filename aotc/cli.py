@@ -57,6 +57,13 @@ def _common(p: argparse.ArgumentParser) -> None:
                         "fuse)")
     p.add_argument("--planner", default="best", help="memory planner algorithm (default best)")
     p.add_argument("--no-inplace", action="store_true", help="disable in-place buffer reuse")
+    p.add_argument("--io-in-arena", action="store_true",
+                   help="place the graph inputs and outputs in the arena, reused once dead; the "
+                        "run function then takes only the arena (total RAM is one number)")
+    p.add_argument("--inplace-conv", action="store_true",
+                   help="let depthwise convs write over their dead input channel by channel and "
+                        "1x1 convs pixel by pixel (a one-channel / one-pixel temporary), when "
+                        "that makes the arena smaller")
     p.add_argument("--weights-section", default=None, help="linker section for the weights")
     p.add_argument("--target", default=None, metavar="BOARD",
                    help="tune the generated C for this board's features (default: the --board "
@@ -90,6 +97,7 @@ def _options(args: argparse.Namespace, argv: Sequence[str]) -> dict[str, Any]:
     return dict(name=name, input_shapes=dict(args.input_shape),
                 passes=tuple(p for p in args.passes.split(",") if p) if args.passes else None,
                 planner=args.planner, inplace=not args.no_inplace,
+                io_in_arena=args.io_in_arena, inplace_conv=args.inplace_conv,
                 weights_section=args.weights_section, target=target,
                 requant=args.requant, command_line=_recorded_command(argv),
                 byoc=tuple(b for b in (args.byoc or "").split(",") if b.strip()),
@@ -231,17 +239,20 @@ def _fmt_inspect(rep: dict[str, Any]) -> str:
         lines.append(f"{n['kernel'][:22]:<22} {n['op']:<{w}}  {', '.join(n['outputs']):<24} "
                      f"{n['params']:>8} {n['macs']:>12,}  {n['name']}")
     m = rep["memory"]
-    lines += ["", f"arena {m['arena_bytes']:,} B ({m['algorithm']}), liveness lower bound "
-              f"{m['lower_bound']:,} B ({m['over_bound_pct']:+.1f}%), bound with I/O "
-              f"{m['io_lower_bound']:,} B", ""]
+    b = m["bounds"]
+    lines += ["", f"arena {m['arena_bytes']:,} B ({m['algorithm']}; holds {m['arena_holds']}), "
+              f"{m['over_bound_pct']:+.1f}% against its liveness bound {m['lower_bound']:,} B",
+              f"liveness bounds: activations {b['activations']:,} B, + scratch "
+              f"{b['activations_scratch']:,} B, + graph inputs and outputs "
+              f"{b['activations_scratch_io']:,} B", ""]
     lines.append(f"{'buffer':<32} {'offset':>8} {'size':>8}  life")
     for b in m["buffers"]:
         lines.append(f"{b['name'][:32]:<32} {b['offset']:>8} {b['size']:>8}  "
                      f"[{b['first']}, {b['last']}]")
     if m["inplace"]:
         lines.append("")
-        lines += [f"in place: step {i['step']} writes {i['output']} over {i['input']}"
-                  for i in m["inplace"]]
+        lines += [f"in place (by {i['by']}): step {i['step']} writes {i['output']} over "
+                  f"{i['input']}" for i in m["inplace"]]
     lines += ["", m["timeline"]]
     if rep.get("partition"):
         lines += ["", *format_partition(rep["partition"])]

@@ -29,15 +29,22 @@ from aotc.frontend.onnx import import_model, load_model
 from aotc.ir.graph import Graph
 from aotc.lower.loop_ir import Kernel
 from aotc.lower.lowering import LoweredStep, lower_step
-from aotc.memory.buffers import Plan, check_no_overlap, lower_bound
-from aotc.memory.liveness import Liveness, analyse, io_inclusive_bound
+from aotc.memory.buffers import Plan, check_no_overlap
+from aotc.memory.liveness import (
+    Bounds,
+    Liveness,
+    analyse,
+    bounds,
+    choose_inplace,
+    conv_inplace_modes,
+)
 from aotc.memory.planner import plan
 from aotc.memory.report import ascii_timeline, plan_to_json
 from aotc.passes import PASS_NAMES, Pass, default_pipeline, run_pipeline
 from aotc.passes.layout import to_layout
 from aotc.progress import QUIET, Progress
 from aotc.qmath import REQUANT_MODES
-from aotc.schedule import Schedule, make_schedule
+from aotc.schedule import Schedule, Step, make_schedule
 
 
 @dataclass(frozen=True)
@@ -48,6 +55,12 @@ class CompileOptions:
     planner: str = "best"
     align: int = 16
     inplace: bool = True
+    # Graph inputs and outputs live in the arena (reused once dead); <name>_run then takes only
+    # the arena, and the header says where each input and output is.
+    io_in_arena: bool = False
+    # Convolutions that can write over their dying input do so (depthwise channel by channel,
+    # 1x1 pixel by pixel) with a one-channel / one-pixel temporary; needs inplace.
+    inplace_conv: bool = False
     unroll_max: int = 8
     # Board whose features steer lowering choices (boards/<name>/board.toml); None: a generic
     # MCU (scalar code that keeps accumulators in registers at -Os).
@@ -74,11 +87,29 @@ class Compilation:
     lowered: list[LoweredStep]
     liveness: Liveness
     plan: Plan
-    lower_bound: int
-    io_lower_bound: int
+    bounds: Bounds
     model_const_bytes: int
     weights: dict[str, tuple[str, np.ndarray]]  # key -> (C symbol, data)
     backends: list[Any] = field(default_factory=list)  # enabled BYOC backends
+
+    @property
+    def lower_bound(self) -> int:
+        """The liveness bound of what the arena holds: activations + scratch (+ graph I/O when
+        it is in the arena)."""
+        return self.bounds.io if self.options.io_in_arena else self.bounds.scratch
+
+    @property
+    def arena_holds(self) -> str:
+        return "activations + scratch" + (" + graph I/O" if self.options.io_in_arena else "")
+
+    def io_offset(self, value: str) -> int:
+        """Arena offset of a graph input or output (io_in_arena only)."""
+        return self.plan.offsets[self.liveness.buffer_of(self.schedule.root[value])]
+
+    @property
+    def io_lower_bound(self) -> int:
+        """Activations + scratch + graph inputs and outputs: the bound on total RAM."""
+        return self.bounds.io
 
     @property
     def partition(self) -> list[Row]:
@@ -162,23 +193,50 @@ def compile_model(model: str | os.PathLike[str] | onnx.ModelProto, options: Comp
     by_name = {b.name: b for b in backends}
     lowered = []
     for st in sched.steps:
+        if st.ctrl:  # control flow around kernels: printed by render_context
+            continue
         progress.detail(f"lowering kernel {st.index + 1}/{len(sched.steps)}")
         lowered.append(lower_external(sched, st, by_name, options.requant)
                        if "_byoc" in st.node.attrs
                        else lower_step(sched, st, options.unroll_max, features))
     progress.detail("memory plan")
-    scratch = {ls.step.index: ls.scratch for ls in lowered if ls.scratch}
-    live = analyse(sched, scratch, options.align, options.inplace)
+    scratch = _scratch(lowered)
+    live, the_plan = _plan(sched, scratch, options, {})
+    modes = (conv_inplace_modes(sched, options.io_in_arena)
+             if options.inplace and options.inplace_conv else {})
+    modes = choose_inplace(sched, scratch, modes, options.io_in_arena) if modes else {}
+    if modes:
+        # The in-place kernels trade their output buffer for a small temporary; with a
+        # heuristic planner that is not always a smaller arena, so the smaller plan wins.
+        alt = [lower_step(sched, _with_mode(ls.step, modes[ls.step.index]), options.unroll_max,
+                          features) if ls.step.index in modes else ls for ls in lowered]
+        alt_live, alt_plan = _plan(sched, _scratch(alt), options, modes)
+        if alt_plan.size < the_plan.size:
+            lowered, live, the_plan = alt, alt_live, alt_plan
+    weights = _collect_weights(sched, lowered, name)
+    return Compilation(options, model_name, model_hash, sched.graph, sched, lowered, live,
+                       the_plan, bounds(sched, scratch), model_const_bytes, weights, backends)
+
+
+def _scratch(lowered: list[LoweredStep]) -> dict[int, list[tuple[str, int]]]:
+    return {ls.step.index: ls.scratch for ls in lowered if ls.scratch}
+
+
+def _with_mode(step: Step, mode: str) -> Step:
+    return Step(step.index, step.node.with_(attrs={**step.node.attrs, "_inplace": mode}))
+
+
+def _plan(sched: Schedule, scratch: dict[int, list[tuple[str, int]]], options: CompileOptions,
+          modes: dict[int, str]) -> tuple[Liveness, Plan]:
+    live = analyse(sched, scratch, options.align, options.inplace, options.io_in_arena, modes)
     try:
         the_plan = plan(live.reqs, options.planner)
     except ValueError as e:
         raise AotcError(str(e)) from None
     check_no_overlap(live.reqs, the_plan)
-    bound_reqs = analyse(sched, scratch, 1, inplace=False).reqs
-    weights = _collect_weights(sched, lowered, name)
-    return Compilation(options, model_name, model_hash, sched.graph, sched, lowered, live,
-                       the_plan, lower_bound(bound_reqs), io_inclusive_bound(sched),
-                       model_const_bytes, weights, backends)
+    # Again as the kernels see it: every root at its offset, overlapping only in place.
+    check_no_overlap(*live.root_view(the_plan))
+    return live, the_plan
 
 
 def _backends(options: CompileOptions, features: frozenset[str]) -> list[Any]:
@@ -229,6 +287,13 @@ def _io_decls(c: Compilation) -> tuple[list[TensorDecl], list[TensorDecl]]:
 
 
 def _pointer(c: Compilation, kind: str, key: str, ctype: str, io: dict[str, str]) -> str:
+    base = _base_pointer(c, kind, key, ctype, io)
+    if kind == "value" and key in c.schedule.offset:  # one slice per loop iteration
+        return f"{base} + {c.schedule.offset[key]}"
+    return base
+
+
+def _base_pointer(c: Compilation, kind: str, key: str, ctype: str, io: dict[str, str]) -> str:
     s = c.schedule
     if kind == "scratch":
         return f"({ctype} *)(void *)(a + {c.plan.offsets[key]})"
@@ -238,10 +303,14 @@ def _pointer(c: Compilation, kind: str, key: str, ctype: str, io: dict[str, str]
     k = s.kind[root]
     if k == "const":
         return c.weights[root][0]
+    if c.options.io_in_arena:
+        k = "arena"
     if k == "input":
         return io["in:" + root]
     if k == "output":
         return io["out:" + s.output_of[root]]
+    if k == "local":
+        return f"&{s.local[root]}"
     buf = c.liveness.buffer_of(root)
     return f"({ctype} *)(void *)(a + {c.plan.offsets[buf]})"
 
@@ -250,7 +319,8 @@ def _memory_key(c: Compilation, kind: str, key: str) -> str:
     if kind in ("scratch", "const"):
         return f"{kind}:{key}"
     root = c.schedule.root[key]
-    return f"{c.schedule.kind[root]}:{c.liveness.buffer_of(root)}"
+    kind = "arena" if c.options.io_in_arena else c.schedule.kind[root]
+    return f"{kind}:{c.liveness.buffer_of(root)}"
 
 
 def _with_noalias(c: Compilation, ls: LoweredStep) -> Kernel:
@@ -272,19 +342,29 @@ def render_context(c: Compilation) -> dict[str, Any]:
     printer = CPrinter()
     kernels, calls = [], []
     includes: list[str] = []
-    for ls in c.lowered:
+    by_step = {ls.step.index: ls for ls in c.lowered}
+    depth = 0
+    for st in c.schedule.steps:
+        if st.ctrl:
+            lines, depth = _control_flow(c, st, io, depth)
+            calls += [{"ctrl": True, "code": code, "indent": "    " * d} for d, code in lines]
+            continue
+        ls = by_step[st.index]
         k = _with_noalias(c, ls)
         kernels.append(ls.source if ls.source is not None else printer.kernel(k))
         includes += [i for i in ls.includes if i not in includes]
         args = [_pointer(c, kind, key, b.dtype.ctype, io)
                 for (kind, key), b in zip(ls.args, k.params)]
         calls.append({"kernel": k.name, "args": args, "comment": k.comment,
-                      "status": ls.source is not None})
-    run_params = ", ".join([f"const {t.dtype.ctype} *{t.cname}" for t in ins] +
-                           [f"{t.dtype.ctype} *{t.cname}" for t in outs] +
-                           ["void *arena", "size_t arena_size"])
-    null_checks = " || ".join([f"{t.cname} == NULL" for t in ins + outs] +
-                              (["arena == NULL"] if c.plan.size > 0 else []))
+                      "status": ls.source is not None, "ctrl": False,
+                      "index": len(kernels) - 1, "indent": "    " * depth})
+    local_decls = _locals(c)
+    io_in_arena = c.options.io_in_arena
+    user_io = [] if io_in_arena else ([f"const {t.dtype.ctype} *{t.cname}" for t in ins] +
+                                      [f"{t.dtype.ctype} *{t.cname}" for t in outs])
+    run_params = ", ".join(user_io + ["void *arena", "size_t arena_size"])
+    null_checks = " || ".join(([] if io_in_arena else [f"{t.cname} == NULL" for t in ins + outs])
+                              + (["arena == NULL"] if c.plan.size > 0 else []))
     weights = []
     for key, (sym, arr) in sorted(c.weights.items(), key=lambda kv: kv[1][0]):
         dt = dtypes.from_numpy(arr.dtype)
@@ -293,18 +373,23 @@ def render_context(c: Compilation) -> dict[str, Any]:
                         "comment": c_comment(f"{key}: {dt.name}{list(arr.shape)}")})
     in_ctx = [t.ctx(name) for t in ins]
     out_ctx = [t.ctx(name) for t in outs]
+    if io_in_arena:
+        for t, ctx in zip(ins + outs, in_ctx + out_ctx):
+            ctx["offset"] = c.io_offset(t.value)
     prov = provenance(__version__, c.model_name, c.model_hash, c.options.command_line)
     meta = {
         "name": name, "arena_bytes": c.plan.size, "arena_align": c.options.align,
         "lower_bound": c.lower_bound, "io_lower_bound": c.io_lower_bound,
-        "weights_bytes": c.weights_bytes,
+        "weights_bytes": c.weights_bytes, "io_in_arena": io_in_arena,
         "inputs": [{"name": t.value, "c_name": t.cname, "shape": list(t.shape),
                     "dtype": t.dtype.name, "ctype": t.dtype.ctype,
-                    "bytes": int(np.prod(t.shape, dtype=np.int64)) * t.dtype.itemsize}
+                    "bytes": int(np.prod(t.shape, dtype=np.int64)) * t.dtype.itemsize,
+                    **({"offset": c.io_offset(t.value)} if io_in_arena else {})}
                    for t in ins],
         "outputs": [{"name": t.public, "c_name": t.cname, "shape": list(t.shape),
                      "dtype": t.dtype.name, "ctype": t.dtype.ctype,
-                     "bytes": int(np.prod(t.shape, dtype=np.int64)) * t.dtype.itemsize}
+                     "bytes": int(np.prod(t.shape, dtype=np.int64)) * t.dtype.itemsize,
+                     **({"offset": c.io_offset(t.value)} if io_in_arena else {})}
                     for t in outs],
         "kernels": [ls.kernel.name for ls in c.lowered],
         "byoc": {ls.kernel.name: ls.backend for ls in c.lowered if ls.backend},
@@ -318,7 +403,8 @@ def render_context(c: Compilation) -> dict[str, Any]:
         "provenance_line": (f"Generated by aotc {__version__} from {c_comment(c.model_name)} "
                             f"(sha256 {c.model_hash[:16]})"),
         "arena_bytes": c.plan.size, "arena_align": c.options.align,
-        "lower_bound": c.lower_bound, "inputs": in_ctx, "outputs": out_ctx,
+        "lower_bound": c.lower_bound, "arena_holds": c.arena_holds, "io_in_arena": io_in_arena,
+        "inputs": in_ctx, "outputs": out_ctx,
         "tensor_infos": in_ctx + out_ctx, "run_params": run_params,
         "null_checks": null_checks, "kernels": kernels, "calls": calls, "weights": weights,
         "weights_bytes": c.weights_bytes, "weights_align": max(c.options.align, 4),
@@ -326,7 +412,55 @@ def render_context(c: Compilation) -> dict[str, Any]:
         "includes": includes, "libraries": _cmake_libraries(c.libraries),
         "acle": sorted(set().union(*[acle_calls(ls.kernel) for ls in c.lowered
                                      if ls.source is None])),
+        "locals": local_decls,
     }
+
+
+def _locals(c: Compilation) -> list[str]:
+    """C locals of the graph function: each loop's counter and condition."""
+    out = []
+    for st in c.schedule.steps:
+        if st.ctrl == "loop":
+            out.append(f"int64_t {st.node.attrs['counter']} = 0;")
+            if st.node.attrs["cond"]:
+                out.append(f"uint8_t {st.node.attrs['cond']} = 1u;")
+    return out
+
+
+def _control_flow(c: Compilation, st: Any, io: dict[str, str], depth: int
+                  ) -> tuple[list[tuple[int, str]], int]:
+    """The C lines of a marker step (aotc/schedule.py), each with its nesting depth, and the
+    depth after it."""
+    a = st.node.attrs
+
+    def read(value: str, ctype: str) -> str:
+        const = c.schedule.graph.values[c.schedule.root[value]].const
+        if const is not None:  # a constant condition or trip count: its value
+            return str(int(np.asarray(const).reshape(-1)[0]))
+        return f"*{_pointer(c, 'value', value, ctype, io)}"
+
+    if st.ctrl == "if":
+        return [(depth, f"if ({read(st.node.inputs[0], 'uint8_t')} != 0u) {{")], depth + 1
+    if st.ctrl == "else":
+        return [(depth - 1, "} else {")], depth
+    if st.ctrl == "endif":
+        return [(depth - 1, "}")], depth - 1
+    if st.ctrl == "loop":
+        i = a["counter"]
+        lines = []
+        bound = [] if a["trip"] is None and not a["M"] else \
+            [f"{i} < {a['trip'] if a['trip'] is not None else read(a['M'], 'int64_t')}"]
+        if a["cond"]:
+            init = f"({read(a['cond_in'], 'uint8_t')} != 0u)" if a["cond_in"] else "1u"
+            lines.append((depth, f"{a['cond']} = {init};"))
+            bound.append(f"{a['cond']} != 0u")
+        lines.append((depth, f"for ({i} = 0; {' && '.join(bound)}; {i}++) {{"))
+        return lines, depth + 1
+    assert st.ctrl == "endloop"
+    lines = []
+    if a["cond_out"]:
+        lines.append((depth, f"{a['cond']} = ({read(a['cond_out'], 'uint8_t')} != 0u);"))
+    return lines + [(depth - 1, "}")], depth - 1
 
 
 def _cmake_libraries(libs: list[Library]) -> list[dict[str, Any]]:
@@ -345,7 +479,11 @@ def memory_report(c: Compilation) -> dict[str, Any]:
     rep["over_bound_pct"] = (100.0 * (c.plan.size - c.lower_bound) / c.lower_bound
                              if c.lower_bound else 0.0)
     rep["io_lower_bound"] = c.io_lower_bound
-    rep["inplace"] = [{"step": k, "input": a, "output": b}
+    rep["bounds"] = {"activations": c.bounds.activations, "activations_scratch": c.bounds.scratch,
+                     "activations_scratch_io": c.bounds.io}
+    rep["arena_holds"] = c.arena_holds
+    rep["inplace"] = [{"step": k, "input": a, "output": b,
+                       "by": c.liveness.modes.get(k, "element")}
                       for k, (a, b) in sorted(c.liveness.inplace.items())]
     rep["timeline"] = ascii_timeline(c.liveness.reqs, c.plan)
     return rep

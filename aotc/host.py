@@ -194,7 +194,8 @@ class Runner:
         status = fn(*args)
         if status != 0:
             raise AotcError(f"{self.name}_run returned {status} ({STATUS.get(status, '?')})")
-        return outs
+        # With the I/O in the arena the outputs are views of it, which the next run overwrites.
+        return {k: v.copy() for k, v in outs.items()} if self.meta.get("io_in_arena") else outs
 
     def benchmark(self, inputs: Mapping[str, object], repeat: int = 50, warmup: int = 5
                   ) -> float:
@@ -218,7 +219,6 @@ class Runner:
         if missing or extra:
             raise AotcError(f"inputs do not match the model: missing {missing}, unknown {extra}")
         ins = [self._array(s, inputs[s["name"]]) for s in specs_in]
-        outs = [np.zeros(s["shape"], np.dtype(s["dtype"])) for s in specs_out]
         # The arena ends where the allocation ends (malloc aligns to 16 on the hosts we build
         # on), so a sanitised build sees a read past its end; the slack is a fallback.
         raw = np.zeros(max(self.arena_bytes, 1), np.uint8)
@@ -226,8 +226,18 @@ class Runner:
             raw = np.zeros(self.arena_bytes + 64, np.uint8)
         off = (-raw.ctypes.data) % 16
         arena = raw[off:off + max(self.arena_bytes, 1)]
-        args = [self.ffi.from_buffer(f"{s['ctype']}[]", a) for s, a in zip(specs_in, ins)]
-        args += [self.ffi.from_buffer(f"{s['ctype']}[]", a) for s, a in zip(specs_out, outs)]
+        if self.meta.get("io_in_arena"):
+            # --io-in-arena: inputs are written into the arena, outputs read from it (bundle.json
+            # gives each one's offset, as the header's <NAME>_INPUT_<i>_OFFSET macros do).
+            for s, a in zip(specs_in, ins):
+                arena[s["offset"]:s["offset"] + a.nbytes] = a.reshape(-1).view(np.uint8)
+            outs = [arena[s["offset"]:s["offset"] + s["bytes"]].view(np.dtype(s["dtype"]))
+                    .reshape(s["shape"]) for s in specs_out]
+            args = []
+        else:
+            outs = [np.zeros(s["shape"], np.dtype(s["dtype"])) for s in specs_out]
+            args = [self.ffi.from_buffer(f"{s['ctype']}[]", a) for s, a in zip(specs_in, ins)]
+            args += [self.ffi.from_buffer(f"{s['ctype']}[]", a) for s, a in zip(specs_out, outs)]
         args += [self.ffi.from_buffer("uint8_t[]", arena), self.arena_bytes]
         self._keep = (ins, raw)  # the buffers must outlive the call
         fn = getattr(self.lib, f"{self.name}_run")

@@ -21,6 +21,7 @@ from onnx import numpy_helper
 from aotc import dtypes
 from aotc.errors import AotcError
 from aotc.ir.graph import Graph, Node, TensorType, Value
+from aotc.frontend import subgraph
 from aotc.ops import REQUIRED, resolve, values_known
 
 MIN_OPSET = 1
@@ -334,8 +335,8 @@ def _toposort(nodes: list[onnx.NodeProto], available: set[str]) -> list[onnx.Nod
                 raise AotcError(f"value {o!r} is defined twice (ONNX values are assigned once)",
                                 n.name or "?", n.op_type)
             produced_by[o] = k
-    deps = [{produced_by[i] for i in n.input if i and i not in available and i in produced_by}
-            for n in nodes]
+    deps = [{produced_by[i] for i in [*n.input, *_implicit_inputs(n)]
+             if i and i not in available and i in produced_by} for n in nodes]
     missing = [(n, i) for n in nodes for i in n.input
                if i and i not in available and i not in produced_by]
     if missing:
@@ -392,22 +393,33 @@ def import_model(model: onnx.ModelProto, input_shapes: Mapping[str, tuple[int, .
         values[vi.name] = Value(vi.name, _tensor_type(vi, input_shapes))
 
     _check_supported(g.node, opset, {o.domain for o in model.opset_import})
-    nodes: list[Node] = []
     known: dict[str, np.ndarray] = {}  # compile-time values of non-constant node outputs
     used_names: set[str] = set()
-    for k, pn in enumerate(_toposort(list(g.node), set(values))):
-        node_name = pn.name or f"{pn.op_type}_{k}"
-        while node_name in used_names:
-            node_name += "_"
-        used_names.add(node_name)
-        _check_arity(pn, node_name, _schema(pn.op_type, opset, _domain(pn)))
-        if pn.op_type == "Constant" and pn.domain in _DEFAULT_DOMAINS:
-            try:
-                values[pn.output[0]] = _const_value(_constant_node(pn, opset), pn.output[0])
-            except ValueError as e:
-                raise AotcError(str(e), node_name, "Constant") from None
-            continue
-        nodes.append(_convert_node(pn, node_name, opset, values, known))
+
+    def convert_nodes(protos: list[onnx.NodeProto], vals: dict[str, Value],
+                      known: dict[str, np.ndarray], resolve: subgraph.Resolver,
+                      prefix: str) -> list[Node]:
+        nodes: list[Node] = []
+        for k, pn in enumerate(protos):
+            node_name = prefix + (pn.name or f"{pn.op_type}_{k}")
+            while node_name in used_names:
+                node_name += "_"
+            used_names.add(node_name)
+            _check_arity(pn, node_name, _schema(pn.op_type, opset, _domain(pn)))
+            if pn.op_type == "Constant" and pn.domain in _DEFAULT_DOMAINS:
+                try:
+                    vals[pn.output[0]] = _const_value(_constant_node(pn, opset), pn.output[0])
+                except ValueError as e:
+                    raise AotcError(str(e), node_name, "Constant") from None
+            elif pn.op_type in subgraph.CONTROL_OPS and pn.domain in _DEFAULT_DOMAINS:
+                nodes += subgraph.convert(pn, node_name, ctx, vals, resolve)
+            else:
+                nodes.append(_convert_node(pn, node_name, opset, vals, known))
+        return nodes
+
+    ctx = subgraph.Context(opset, known, convert_nodes, _const_value)
+    nodes = convert_nodes(_toposort(list(g.node), set(values)), values, known,
+                          lambda n: n if n in values else None, "")
 
     # An output may also be an initializer, a graph input or another output: the schedule gives
     # each one its own buffer (aotc.schedule._insert_output_copies).
@@ -460,9 +472,35 @@ def _check_declared(g: onnx.GraphProto, values: Mapping[str, Value]) -> None:
                             f"{list(got.shape)}")
 
 
+def _all_nodes(nodes: Any) -> list[onnx.NodeProto]:
+    """The nodes and, recursively, the nodes of their subgraphs."""
+    out = []
+    for pn in nodes:
+        out.append(pn)
+        for a in pn.attribute:
+            for sg in ([a.g] if a.type == onnx.AttributeProto.GRAPH else
+                       a.graphs if a.type == onnx.AttributeProto.GRAPHS else []):
+                out += _all_nodes(sg.node)
+    return out
+
+
+def _implicit_inputs(pn: onnx.NodeProto) -> set[str]:
+    """Outer-scope names a node's subgraphs read (the node runs after their producers)."""
+    out: set[str] = set()
+    for a in pn.attribute:
+        if a.type != onnx.AttributeProto.GRAPH:
+            continue
+        defined = {vi.name for vi in a.g.input} | {t.name for t in a.g.initializer}
+        for n in a.g.node:
+            out |= {i for i in [*n.input, *_implicit_inputs(n)] if i and i not in defined}
+            defined |= set(n.output)
+        out |= {o.name for o in a.g.output if o.name not in defined}
+    return out
+
+
 def _check_supported(nodes: Any, opset: int, imported: set[str]) -> None:
     bad: dict[str, list[str]] = {}
-    for pn in nodes:
+    for pn in _all_nodes(nodes):
         if pn.domain not in imported:  # the ONNX checker's rule ("" and "ai.onnx" are two names)
             raise AotcError(f"no opset import for domain {pn.domain!r}", pn.name or "?",
                             pn.op_type)

@@ -198,9 +198,11 @@ class KernelBuilder:
         self.emit(Store(ref.buf, ref.index(list(idx)), value))
 
     def store_output(self, idx: Sequence[Expr], value: Expr, out: int = 0,
-                     flat: Expr | None = None) -> None:
+                     flat: Expr | None = None,
+                     into: tuple[BufRef, Sequence[Expr]] | None = None) -> None:
         """Store ``value`` at ``idx`` (or the flat index ``flat``) of output ``out``, after the
-        fused epilogue."""
+        fused epilogue. ``into`` (buffer, index) stores the finished value there instead: an
+        in-place kernel's temporary, copied to the output once its input is dead."""
         if out in self.dead_outputs:
             return
         ref = self.outputs[out]
@@ -214,7 +216,9 @@ class KernelBuilder:
                 value = step(value, idx, flat, ref.shape)
         if value.dtype != ref.dtype:
             value = Cast(value, ref.dtype)
-        if flat is not None:
+        if into is not None:
+            self.store(into[0], into[1], value)
+        elif flat is not None:
             self.emit(Store(ref.buf, flat, value))
         else:
             self.store(ref, idx, value)

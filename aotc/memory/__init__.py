@@ -1,6 +1,14 @@
 """Static memory planning: byte offsets in one arena for buffers with known lifetimes."""
 
-from aotc.memory.buffers import BufferReq, Plan, check_no_overlap, lower_bound, overlaps
+from aotc.memory.buffers import (
+    BufferReq,
+    Plan,
+    check_no_overlap,
+    expand_plan,
+    lower_bound,
+    merge_inplace,
+    overlaps,
+)
 from aotc.memory.planner import (
     ALGORITHMS,
     EXACT_MAX_BUFFERS,
@@ -23,7 +31,9 @@ __all__ = [
     "Plan",
     "ascii_timeline",
     "check_no_overlap",
+    "expand_plan",
     "lower_bound",
+    "merge_inplace",
     "overlaps",
     "plan",
     "plan_exact",

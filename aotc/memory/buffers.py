@@ -41,13 +41,42 @@ def lower_bound(reqs: Iterable[BufferReq]) -> int:
     return best
 
 
-def check_no_overlap(reqs: Iterable[BufferReq], plan: Plan) -> None:
+def merge_inplace(reqs: Iterable[BufferReq], pairs: Iterable[tuple[str, str]]
+                  ) -> tuple[list[BufferReq], dict[str, str]]:
+    """The planner's view of in-place steps: each (input, output) pair, where the output is
+    written over the input as it dies, becomes one buffer named after the first of its chain,
+    of the larger size, live over both lifetimes. Returns the requests and root -> buffer."""
+    by_name = {r.name: r for r in reqs}
+    buffer_of = {name: name for name in by_name}
+    for x, y in pairs:
+        buffer_of[y] = buffer_of[x]
+    merged: dict[str, BufferReq] = {}
+    for name, r in by_name.items():
+        b = buffer_of[name]
+        m = merged.get(b)
+        merged[b] = r if m is None else BufferReq(
+            b, max(m.size, r.size), max(m.align, r.align), min(m.first, r.first),
+            max(m.last, r.last))
+    return [BufferReq(b, r.size, r.align, r.first, r.last) for b, r in merged.items()], buffer_of
+
+
+def expand_plan(plan: Plan, buffer_of: dict[str, str]) -> Plan:
+    """A plan of merged buffers as offsets of the roots they hold."""
+    return Plan({root: plan.offsets[b] for root, b in buffer_of.items()}, plan.size,
+                plan.algorithm)
+
+
+def check_no_overlap(reqs: Iterable[BufferReq], plan: Plan,
+                     allowed: Iterable[tuple[str, str]] = ()) -> None:
     """Raise ValueError if the plan is invalid for these requests.
 
     Invalid means: a buffer has no offset, an offset is negative or misaligned, a buffer ends
-    past plan.size, or two buffers live at the same step share a byte.
+    past plan.size, or two buffers live at the same step share a byte. ``allowed`` lists the
+    (input, output) pairs of in-place steps: such a pair may share bytes, but only at the one
+    step where the input dies and the output is born (the kernel's own business).
     """
     reqs = list(reqs)
+    inplace = set(allowed)
     for r in reqs:
         if r.name not in plan.offsets:
             raise ValueError(f"buffer {r.name!r} has no offset in the plan")
@@ -64,6 +93,9 @@ def check_no_overlap(reqs: Iterable[BufferReq], plan: Plan) -> None:
         a_lo = plan.offsets[a.name]
         for b in reqs[i + 1 :]:
             if not overlaps(a, b):
+                continue
+            pair = (a, b) if (a.name, b.name) in inplace else (b, a)
+            if (pair[0].name, pair[1].name) in inplace and pair[0].last == pair[1].first:
                 continue
             b_lo = plan.offsets[b.name]
             if a_lo < b_lo + b.size and b_lo < a_lo + a.size:

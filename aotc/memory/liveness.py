@@ -1,16 +1,23 @@
-"""Liveness over the schedule: one BufferReq per arena storage root and per kernel scratch.
+"""Liveness over the schedule: one BufferReq per arena storage root and per kernel scratch
+(and, with io_in_arena, per graph input and output), and the liveness bounds of a schedule.
 
 In-place aliasing: a step may write its output over an input that dies at that step when the
 kernel reads that input only at the output element's own index (a standalone elementwise op, or
 an epilogue operand such as a residual). The output then shares the input's buffer.
+
+In-place convolutions (conv_inplace_modes) go further, with a stated temporary (the kernel's
+scratch): a depthwise conv writes each output channel over its dead input channel, a 1x1
+stride-1 conv each output pixel over its dead input pixel. The buffer then has the size of the
+larger of the two tensors.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from aotc.ir.graph import CHAIN
-from aotc.memory.buffers import BufferReq, lower_bound
+from aotc.memory.buffers import BufferReq, Plan, expand_plan, lower_bound
 from aotc.ops import resolve
 from aotc.schedule import Schedule
 
@@ -20,9 +27,30 @@ class Liveness:
     reqs: list[BufferReq]
     alias: dict[str, str] = field(default_factory=dict)  # arena root -> buffer it lives in
     inplace: dict[int, tuple[str, str]] = field(default_factory=dict)  # step -> (in, out root)
+    # step -> "channel" | "pixel" for the in-place convs (the others read at the same index)
+    modes: dict[int, str] = field(default_factory=dict)
+    # One request per arena root and scratch, with its own size and lifetime (not merged).
+    roots: list[BufferReq] = field(default_factory=list)
 
     def buffer_of(self, root: str) -> str:
         return self.alias.get(root, root)
+
+    def root_view(self, plan: Plan) -> tuple[list[BufferReq], Plan, list[tuple[str, str]]]:
+        """Arguments for check_no_overlap on the roots as the kernels see them: each at its
+        buffer's offset, the in-place (input, output) pairs the allowed overlaps."""
+        placed = expand_plan(plan, {r.name: self.buffer_of(r.name) for r in self.roots})
+        return self.roots, placed, list(self.inplace.values())
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """Liveness lower bounds with kernels taken as they are (no in-place, no alignment): the
+    most bytes live at any step. Each counts one more kind of buffer than the one before, so
+    activations <= scratch <= io always holds."""
+
+    activations: int  # arena activations alone
+    scratch: int  # activations + kernel scratch: the arena's bound when the caller owns the I/O
+    io: int  # + graph inputs (step 0 to last read) and outputs (producer to the end)
 
 
 def _step_reads(s: Schedule, step_index: int) -> list[tuple[str, bool]]:
@@ -43,29 +71,152 @@ def _step_reads(s: Schedule, step_index: int) -> list[tuple[str, bool]]:
     return reads
 
 
-def analyse(s: Schedule, scratch: dict[int, list[tuple[str, int]]], align: int = 16,
-            inplace: bool = True) -> Liveness:
+def _last_reads(s: Schedule) -> dict[str, int]:
+    last: dict[str, int] = {}
+    for st in s.steps:
+        for r, _ in _step_reads(s, st.index):
+            last[r] = st.index
+    return last
+
+
+# Convolutions whose data input is input 0 and weights input `w`.
+_CONV_WEIGHTS = {"Conv": 1, "QLinearConv": 3}
+
+
+def conv_inplace_modes(s: Schedule, io_in_arena: bool = False) -> dict[int, str]:
+    """Conv steps that can write their output over their input X, which dies there:
+    "channel" for a depthwise conv (group = input = output channels, an output channel no
+    larger than an input channel): output channel c needs input channel c only, and lands on
+    input channels <= c; "pixel" for a 1x1 stride-1 unpadded conv with batch 1 and constant
+    weights: output pixel p needs input pixel p only, and in NCHW lands on input pixel p (or
+    past the input when there are more output channels). Both need equal element sizes."""
+    from aotc.ops.conv import conv_pads
+
     g = s.graph
+    planned = ("arena", "input", "output") if io_in_arena else ("arena",)
+    last = _last_reads(s)
+    modes: dict[int, str] = {}
+    for st in s.steps:
+        n = st.node
+        if n.op not in _CONV_WEIGHTS or n.domain not in ("", "ai.onnx") or "_byoc" in n.attrs:
+            continue
+        x, y, w = n.inputs[0], n.outputs[0], n.inputs[_CONV_WEIGHTS[n.op]]
+        xr, yr = s.root[x], s.root[y]
+        if s.kind[xr] not in planned or s.kind[yr] not in planned or last.get(xr) != st.index:
+            continue
+        if [r for r, _ in _step_reads(s, st.index)].count(xr) != 1:
+            continue  # also read by the epilogue
+        xt, yt, wt = g.type(x), g.type(y), g.type(w)
+        if xt.dtype.itemsize != yt.dtype.itemsize or len(xt.shape) < 3:
+            continue
+        c_in, m, group = xt.shape[1], yt.shape[1], n.attrs.get("group", 1)
+        in_sp, out_sp, k_sp = xt.shape[2:], yt.shape[2:], wt.shape[2:]
+        if group == c_in == m and _prod(out_sp) <= _prod(in_sp):
+            modes[st.index] = "channel"
+            continue
+        pb, pe = conv_pads(n, in_sp, k_sp)
+        strides = n.attrs.get("strides") or [1] * len(k_sp)
+        if (group == 1 and xt.shape[0] == 1 and all(k == 1 for k in k_sp)
+                and all(v == 1 for v in strides) and not any(pb) and not any(pe)
+                and in_sp == out_sp and g.values[w].is_const):
+            modes[st.index] = "pixel"
+    return modes
+
+
+def inplace_temp_bytes(s: Schedule, step: int, mode: str) -> int:
+    """The temporary an in-place conv needs: one output channel, or one output pixel."""
+    t = s.graph.type(s.steps[step].node.outputs[0])
+    return (_prod(t.shape[2:]) if mode == "channel" else t.shape[1]) * t.dtype.itemsize
+
+
+def choose_inplace(s: Schedule, scratch: dict[int, list[tuple[str, int]]],
+                   modes: Mapping[int, str], io_in_arena: bool = False) -> dict[int, str]:
+    """The in-place convs worth having. Writing over the input merges two buffers into one
+    of the larger size over both lifetimes, which can raise the peak elsewhere (a 1x1 conv
+    that widens its input). Greedy, widest step first: keep a step when the liveness bound of
+    the merged buffers, temporaries included, does not grow."""
+
+    def bound(chosen: Mapping[int, str]) -> int:
+        extra = dict(scratch)
+        for i, mode in chosen.items():
+            extra[i] = [*extra.get(i, []), (f"{i}_inplace_temp", inplace_temp_bytes(s, i, mode))]
+        return lower_bound(analyse(s, extra, 1, True, io_in_arena, chosen).reqs)
+
+    live_at = {st.index: 0 for st in s.steps}
+    for r in analyse(s, scratch, 1, False, io_in_arena).reqs:
+        for i in range(r.first, r.last + 1):
+            live_at[i] += r.size
+    chosen: dict[int, str] = {}
+    best = bound(chosen)
+    for i in sorted(modes, key=lambda i: (-live_at[i], i)):
+        trial = {**chosen, i: modes[i]}
+        b = bound(trial)
+        if b <= best:
+            chosen, best = trial, b
+    return dict(sorted(chosen.items()))
+
+
+def _prod(xs: tuple[int, ...]) -> int:
+    out = 1
+    for v in xs:
+        out *= v
+    return out
+
+
+def analyse(s: Schedule, scratch: dict[int, list[tuple[str, int]]], align: int = 16,
+            inplace: bool = True, io_in_arena: bool = False,
+            kernel_inplace: Mapping[int, str] = {}) -> Liveness:  # noqa: B006 (read only)
+    """Buffer requests for the arena. With io_in_arena the graph inputs (live from step 0 to
+    their last read) and outputs (from their producer to the last step) are arena buffers too,
+    and may take part in in-place aliasing like any activation. kernel_inplace: the steps
+    lowered to write output 0 over input 0 (conv_inplace_modes), aliased unconditionally."""
+    g = s.graph
+    planned = ("arena", "input", "output") if io_in_arena else ("arena",)
     step_reads = [_step_reads(s, st.index) for st in s.steps]
     first: dict[str, int] = {}
     last: dict[str, int] = {}
+    writers: dict[str, int] = {}
+    if io_in_arena:
+        for name in g.inputs:
+            first[name] = last[name] = 0
     for st in s.steps:
         for o in st.node.outputs:
-            if o and o not in s.dead and s.kind[s.root[o]] == "arena":
-                first[s.root[o]] = st.index
-                last[s.root[o]] = st.index
+            if o and o not in s.dead and s.kind[s.root[o]] in planned:
+                r = s.root[o]
+                first.setdefault(r, st.index)
+                last[r] = st.index
+                writers[r] = writers.get(r, 0) + 1
     for st in s.steps:
         for r, _ in step_reads[st.index]:
             if r in last:
                 last[r] = max(last[r], st.index)
+    end = max(len(s.steps) - 1, 0)
+    for r in s.output_of:
+        if r in last:
+            last[r] = end
+    _extend_over_loops(s, step_reads, first, last)
     alias: dict[str, str] = {}
     inplace_steps: dict[int, tuple[str, str]] = {}
+    size = {r: max(g.type(r).nbytes, 1) for r in first}
+    own = [BufferReq(r, size[r], align, first[r], last[r])
+           for r in sorted(first, key=lambda r: (first[r], r))]
     if inplace:
         for st in s.steps:
+            if st.index in kernel_inplace:
+                xr, yr = s.root[st.node.inputs[0]], s.root[st.node.outputs[0]]
+                buf = alias.get(xr, xr)
+                assert last[buf] == st.index, "an in-place kernel's input must die at its step"
+                alias[yr] = buf
+                last[buf] = max(last[buf], last[yr])
+                size[buf] = max(size[buf], size[yr])
+                inplace_steps[st.index] = (xr, yr)
+                continue
             outs = [o for o in st.node.outputs if o]
-            if len(outs) != 1 or s.kind[s.root[outs[0]]] != "arena":
+            if len(outs) != 1 or s.kind[s.root[outs[0]]] not in planned:
                 continue
             out_root = s.root[outs[0]]
+            if writers.get(out_root, 0) > 1:  # an If result or a loop state: several writers
+                continue
             out_bytes = g.type(outs[0]).nbytes
             reads = step_reads[st.index]
             roots = [r for r, _ in reads]
@@ -81,31 +232,39 @@ def analyse(s: Schedule, scratch: dict[int, list[tuple[str, int]]], align: int =
                 last[buf] = max(last[buf], last[out_root])
                 inplace_steps[st.index] = (r, out_root)
                 break
-    reqs = []
+    reqs: list[BufferReq] = []
     for r in sorted(first, key=lambda r: (first[r], r)):
         if r in alias:
             continue
         # An empty tensor (e.g. a Slice that selects nothing) still gets one placeholder byte.
-        reqs.append(BufferReq(r, max(g.type(r).nbytes, 1), align, first[r], last[r]))
+        reqs.append(BufferReq(r, size[r], align, first[r], last[r]))
     for idx in sorted(scratch):
         for name, nbytes in scratch[idx]:
             reqs.append(BufferReq(name, nbytes, align, idx, idx))
-    return Liveness(reqs, alias, inplace_steps)
+            own.append(reqs[-1])
+    modes = {i: m for i, m in kernel_inplace.items() if i in inplace_steps}
+    return Liveness(reqs, alias, inplace_steps, modes, own)
 
 
-def io_inclusive_bound(s: Schedule) -> int:
-    """The research definition of the bound (targets.md 3.1): graph inputs live from step 0 to
-    their last use, outputs from their producer to the end; no in-place, no alignment."""
-    g = s.graph
-    reqs = list(analyse(s, {}, align=1, inplace=False).reqs)
-    last_step = max(len(s.steps) - 1, 0)
-    last_read: dict[str, int] = {}
-    for st in s.steps:
-        for r, _ in _step_reads(s, st.index):
-            last_read[r] = st.index
-    for name in g.inputs:
-        reqs.append(BufferReq(name, g.type(name).nbytes, 1, 0, last_read.get(name, 0)))
-    for r, o in s.output_of.items():
-        f = next((st.index for st in s.steps if r in st.node.outputs), 0)
-        reqs.append(BufferReq(o, g.type(o).nbytes, 1, f, last_step))
-    return lower_bound(reqs)
+def bounds(s: Schedule, scratch: dict[int, list[tuple[str, int]]]) -> Bounds:
+    """The three liveness bounds of a schedule (see Bounds), all from the same lifetimes."""
+    acts = analyse(s, {}, align=1, inplace=False).reqs
+    with_scratch = analyse(s, scratch, align=1, inplace=False).reqs
+    with_io = analyse(s, scratch, align=1, inplace=False, io_in_arena=True).reqs
+    return Bounds(lower_bound(acts), lower_bound(with_scratch), lower_bound(with_io))
+
+
+def _extend_over_loops(s: Schedule, step_reads: list[list[tuple[str, bool]]],
+                       first: dict[str, int], last: dict[str, int]) -> None:
+    """A buffer used inside a loop and defined outside it is read again by the next iteration:
+    it lives to the loop's end. One written inside and used after it (a scan output, a state)
+    holds earlier iterations' results: it lives from the loop's start. Inner loops first."""
+    for begin, end in sorted(s.loops, key=lambda r: r[1] - r[0]):
+        for st in s.steps[begin:end + 1]:
+            for r, _ in step_reads[st.index]:
+                if r in first and first[r] < begin:
+                    last[r] = max(last[r], end)
+            for o in st.node.outputs:
+                r = s.root.get(o, "")
+                if r in first and last[r] > end:
+                    first[r] = min(first[r], begin)

@@ -43,7 +43,8 @@ def ascii_timeline(reqs: Iterable[BufferReq], plan: Plan, width: int = 64) -> st
     """
     ordered = _report_order(reqs)
     header = (
-        f"arena {plan.size} B, lower bound {lower_bound(ordered)} B, algorithm {plan.algorithm}"
+        f"arena {plan.size} B, bound of these buffers {lower_bound(ordered)} B, "
+        f"algorithm {plan.algorithm}"
     )
     if not ordered or plan.size == 0:
         return header + "\n(no buffers)"

@@ -61,7 +61,8 @@ class OpDef:
     since: ClassVar[int] = 1
     domain: ClassVar[str] = ""
     # "elementwise" (fusible epilogue, scalar()), "anchor" (may take an epilogue),
-    # "view" (zero-copy reinterpretation of input 0), or "kernel".
+    # "view" (zero-copy reinterpretation of input 0), "control" (If/Loop/Scan: subgraphs the
+    # schedule expands, aotc/ops/control.py), or "kernel".
     kind: ClassVar[str] = "kernel"
     dtypes: ClassVar[tuple[str, ...]] = ("float32",)  # accepted dtypes of the data inputs
     # Inputs that must be compile-time constants (shape, axes, pads, ...).
@@ -291,6 +292,7 @@ def _load_all() -> None:
     from aotc.ops import (  # noqa: F401
         attention,
         bilinear,
+        control,
         conv,
         elementwise,
         gemm,

@@ -13,7 +13,7 @@ from aotc import dtypes
 from aotc.dtypes import DType
 from aotc.errors import AotcError
 from aotc.ir.graph import Node, TensorType, Value
-from aotc.lower.loop_ir import Const, Expr, cmp, land, select
+from aotc.lower.loop_ir import Const, Expr, Var, cmp, land, select
 from aotc.ops import OpDef, register
 from aotc.ops.conv_depthwise import depthwise_ok, lower_depthwise
 from aotc.ops.conv_dsp import lower_conv_dsp
@@ -218,13 +218,14 @@ class Conv(OpDef):
         X, W, B = (kb.inputs + [None])[:3]
         arith = arith or ConvArith(X.dtype)
         m_per_g = kb.outputs[0].shape[1] // node.attrs["group"]
+        inplace = node.attrs.get("_inplace")  # aotc/memory/liveness.py conv_inplace_modes
         pads = conv_pads(node, X.shape[2:], W.shape[2:])
-        if depthwise_ok(node, kb, arith, pads):
+        if inplace is None and depthwise_ok(node, kb, arith, pads):  # writes Y directly
             s, d = _spatial_attrs(node, len(X.shape) - 2)
             lower_depthwise(node, kb, X, B, arith, pads, s, d)
             return
-        if kb.input_const(1) is not None and m_per_g >= 2:
-            self._lower_tiled(node, kb, X, W, B, arith)
+        if kb.input_const(1) is not None and (m_per_g >= 2 or inplace == "pixel"):
+            self._lower_tiled(node, kb, X, W, B, arith, by_pixel=inplace == "pixel")
             return
         Y = kb.outputs[0]
         nd = len(X.shape) - 2
@@ -234,20 +235,34 @@ class Conv(OpDef):
         cg = W.shape[1]
         acc_t = arith.acc
         nan_at = self._padded_nan(node, kb, Y.shape[2:], pb, s, d)
-        with kb.loops(Y.shape, ["n", "m"] + [f"o{k}" for k in range(nd)]) as (n, m, *o):
-            acc = kb.local(arith.init(B, m), "acc", acc_t)
-            with kb.loop(cg, "c") as c:
-                ic = (m // m_per_g) * cg + c if node.attrs["group"] > 1 else c
-                self._window(kb, 0, nd, X, lambda kk, c=c, m=m: arith.w(kb, W[[m, c, *kk]], m),
-                             n, ic, o, [], [], pb, pe, s, d, [acc], in_sp, k_sp, arith)
-            kb.store_output([n, m, *o], arith.finish(kb, nan_at(acc, m, o), m, B))
+        out_sp = list(Y.shape[2:])
+        # In place by channel (depthwise): output channel m depends only on input channel m, so
+        # it is computed into a one-channel temporary and copied over the dead input channel.
+        slab = (kb.scratch_buffer("channel", Y.dtype, out_sp) if inplace == "channel"
+                else None)
+        with kb.loops(Y.shape[:2], ["n", "m"]) as (n, m):
+            with kb.loops(out_sp, [f"o{k}" for k in range(nd)]) as o:
+                acc = kb.local(arith.init(B, m), "acc", acc_t)
+                with kb.loop(cg, "c") as c:
+                    ic = (m // m_per_g) * cg + c if node.attrs["group"] > 1 else c
+                    self._window(kb, 0, nd, X,
+                                 lambda kk, c=c, m=m: arith.w(kb, W[[m, c, *kk]], m),
+                                 n, ic, o, [], [], pb, pe, s, d, [acc], in_sp, k_sp, arith)
+                kb.store_output([n, m, *o], arith.finish(kb, nan_at(acc, m, o), m, B),
+                                into=(slab, o) if slab is not None else None)
+            if slab is not None:
+                with kb.loops(out_sp, [f"t{k}" for k in range(nd)]) as t:
+                    kb.store(Y, [n, m, *t], slab[t])
 
     def _lower_tiled(self, node: Node, kb: Any, X: Any, W: Any, B: Any,
-                     arith: ConvArith) -> None:
+                     arith: ConvArith, by_pixel: bool = False) -> None:
         """Output channels in tiles of ``arith.tile`` accumulators sharing each input load.
         Weights are packed at compile time to [tile, c, k..., j] so a tile's weights are
         contiguous. Each output still sums over (c, k...) in the plain loop's order:
-        bit-identical results."""
+        bit-identical results.
+
+        by_pixel (in place, a 1x1 stride-1 conv): output pixels outermost; all channels of a
+        pixel go to a one-pixel temporary, copied over the pixel's (then dead) input."""
         Y = kb.outputs[0]
         nd = len(X.shape) - 2
         in_sp, k_sp = X.shape[2:], W.shape[2:]
@@ -256,7 +271,8 @@ class Conv(OpDef):
         group = node.attrs["group"]
         mg, cg = Y.shape[1] // group, W.shape[1]
         kprod = int(np.prod(k_sp, dtype=np.int64))
-        if "dsp" in kb.features and kb.unroll_tiles and arith.dsp_ok(kb.input_const(1)):
+        if (not by_pixel and "dsp" in kb.features and kb.unroll_tiles
+                and arith.dsp_ok(kb.input_const(1))):  # the DSP schedule writes Y directly
             lower_conv_dsp(self, node, kb, X, B, arith, (pb, pe), s, d)
             return
         w = arith.packed_weights(kb.input_const(1))
@@ -277,8 +293,12 @@ class Conv(OpDef):
         kstrides = [int(np.prod(k_sp[i + 1:], dtype=np.int64)) for i in range(nd)]
         acc_t = arith.acc
 
-        def block(n: Expr, gi: Expr, m0: Expr, base: Expr, width: int) -> None:
-            with kb.loops(Y.shape[2:], [f"o{k}" for k in range(nd)]) as o:
+        pixel = kb.scratch_buffer("pixel", Y.dtype, [Y.shape[1]]) if by_pixel else None
+
+        def block(n: Expr, gi: Expr, m0: Expr, base: Expr, width: int,
+                  at: list[Var] | None = None) -> None:
+            with kb.loops([] if at else Y.shape[2:], [f"o{k}" for k in range(nd)]) as o:
+                o = at or o
                 # A local accumulator array with j innermost: C compilers vectorise this form.
                 acc = kb.local_array(width, "acc", acc_t)
                 with kb.loop(width, "j", unroll=kb.unroll_tiles) as j:
@@ -305,24 +325,35 @@ class Conv(OpDef):
                         kb.store(res, [j], acc[[j]])
                     with kb.loop(width, "j") as j:
                         kb.store_output([n, m0 + j, *o],
-                                        arith.finish(kb, nan_at(res[[j]], m0 + j, o), m0 + j, B))
+                                        arith.finish(kb, nan_at(res[[j]], m0 + j, o), m0 + j, B),
+                                        into=(pixel, [m0 + j]) if pixel is not None else None)
                 else:
                     with kb.loop(width, "j", unroll=kb.unroll_tiles) as j:
                         kb.store_output([n, m0 + j, *o],
-                                        arith.finish(kb, nan_at(acc[[j]], m0 + j, o), m0 + j, B))
+                                        arith.finish(kb, nan_at(acc[[j]], m0 + j, o), m0 + j, B),
+                                        into=(pixel, [m0 + j]) if pixel is not None else None)
 
-        with kb.loop(Y.shape[0], "n") as n:
+        def groups(n: Expr, at: list[Var] | None) -> None:
             with kb.loop(group, "g") as gi:
                 gbase = gi * per_group
                 if full:
                     with kb.loop(full, "mt") as mt:
                         with kb.block():
                             block(n, gi, gi * mg + mt * tile,
-                                  gbase + mt * (tile * cg * kprod), tile)
+                                  gbase + mt * (tile * cg * kprod), tile, at)
                 if rest:
                     with kb.block():
                         block(n, gi, gi * mg + full * tile,
-                              gbase + full * tile * cg * kprod, rest)
+                              gbase + full * tile * cg * kprod, rest, at)
+
+        with kb.loop(Y.shape[0], "n") as n:
+            if pixel is None:
+                groups(n, None)
+                return
+            with kb.loops(Y.shape[2:], [f"p{k}" for k in range(nd)]) as at:
+                groups(n, at)
+                with kb.loop(Y.shape[1], "m") as m:
+                    kb.store(Y, [n, m, *at], pixel[[m]])
 
     def _padded_nan(self, node: Node, kb: Any, out_sp: Sequence[int], pb: Sequence[int],
                     s: Sequence[int], d: Sequence[int]) -> Any:

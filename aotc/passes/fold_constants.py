@@ -6,6 +6,9 @@ target) need not be constant. A zero-size tensor has no data, so it is a constan
 whose outputs are all empty needs no kernel, and an empty run-time input folds like a constant
 (a reduction over it yields the reduction's identity).
 
+An If whose condition is a constant is replaced by its taken branch (aotc/frontend/subgraph.py
+``inline``), so conditions that only folding makes known still select one branch.
+
 Post: no node has only constant inputs, except those whose result would be much larger than
 their inputs (Expand/Tile of a constant): folding those would bloat flash, so they stay kernels.
 """
@@ -37,9 +40,23 @@ def _empty(v: Value) -> bool:
 
 
 def fold_constants(g: Graph) -> Graph:
+    from aotc.frontend.subgraph import inline
+
     values = dict(g.values)
     nodes: list[Node] = []
-    for n in g.nodes:
+    todo = list(reversed(g.nodes))
+    while todo:
+        n = todo.pop()
+        if n.op in ("If", "Loop", "Scan") and not n.domain:
+            # Control flow is never evaluated here; an If whose condition has become a
+            # constant is replaced by its taken branch, whose nodes are folded in turn.
+            cond = values[n.inputs[0]].const if n.op == "If" else None
+            if cond is None:
+                nodes.append(n)
+            else:
+                taken = n.attrs["then_branch" if bool(cond.reshape(-1)[0]) else "else_branch"]
+                todo += reversed(inline(n, taken, values, g.opset))
+            continue
         ins = [values[i] if i else None for i in n.inputs]
         outs_ = [values[o] for o in n.outputs if o]
         if not n.epilogue and outs_ and all(_empty(v) for v in outs_):

@@ -50,10 +50,10 @@ def _summary(data: dict[str, Any]) -> list[dict[str, Any]]:
         ("Kernels", f"{len(data['kernels'])}" + (f" ({offloaded} offloaded)" if offloaded
                                                  else ""), "kernels", len(data["kernels"])),
         ("Arena", f"{m['arena_bytes']:,} B ({m['algorithm']})", "arena_bytes", m["arena_bytes"]),
-        ("Liveness lower bound", f"{m['lower_bound']:,} B (arena {m['over_bound_pct']:+.1f}%)",
-         "lower_bound", m["lower_bound"]),
-        ("Bound with inputs and outputs", f"{m['io_lower_bound']:,} B", "io_lower_bound",
-         m["io_lower_bound"]),
+        ("Liveness lower bound", f"{m['lower_bound']:,} B ({m['arena_holds']}; arena "
+         f"{m['over_bound_pct']:+.1f}%)", "lower_bound", m["lower_bound"]),
+        ("Bound with inputs and outputs", f"{m['io_lower_bound']:,} B (activations + scratch + "
+         "graph I/O)", "io_lower_bound", m["io_lower_bound"]),
     ]
     b = data["bench"]
     if b is not None:

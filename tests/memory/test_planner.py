@@ -417,7 +417,8 @@ def test_ascii_timeline_by_hand():
     reqs = chain([30, 50, 20, 40])
     text = ascii_timeline(reqs, plan_ping_pong(reqs), width=8)
     lines = text.splitlines()
-    assert lines[0] == "arena 80 B, lower bound 80 B, algorithm ping_pong, 10 B per column"
+    assert lines[0] == ("arena 80 B, bound of these buffers 80 B, algorithm ping_pong, "
+                        "10 B per column")
     assert lines[1:6] == [
         "step 0 |AAA.....| 30 B live",
         "step 1 |AAABBBBB| 80 B live",

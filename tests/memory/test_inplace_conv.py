@@ -1,0 +1,120 @@
+"""In-place convolutions (inplace_conv=True): a depthwise conv writes each output channel over
+its dead input channel, a 1x1 conv each output pixel over its dead input pixel, through a
+one-channel / one-pixel temporary. Outputs are bit-identical with the plain plan, and the
+MLPerf Tiny int8 models stay bit-exact with TFLM with a smaller arena."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import aotc
+from aotc.compiler import CompileOptions, compile_model
+
+
+def dw_pw_chain(channels: list[int], hw: int, dw_stride: int = 1, batch: int = 1, seed: int = 0):
+    """x -> 3x3 conv -> (depthwise 3x3, Relu, 1x1 conv to the next width) per width step."""
+    rng = np.random.default_rng(seed)
+    inits, nodes = [], []
+
+    def conv(x: str, w_shape: tuple[int, ...], name: str, **attrs: object) -> str:
+        w = (rng.standard_normal(w_shape) * 0.3).astype(np.float32)
+        b = (rng.standard_normal(w_shape[0]) * 0.1).astype(np.float32)
+        inits.extend([numpy_helper.from_array(w, f"{name}_w"),
+                      numpy_helper.from_array(b, f"{name}_b")])
+        nodes.append(helper.make_node("Conv", [x, f"{name}_w", f"{name}_b"], [name], **attrs))
+        return name
+
+    c0 = channels[0]
+    x = conv("x", (c0, 3, 3, 3), "stem", pads=[1, 1, 1, 1])
+    for k, (c, m) in enumerate(zip(channels, channels[1:])):
+        x = conv(x, (c, 1, 3, 3), f"dw{k}", group=c, pads=[1, 1, 1, 1],
+                 strides=[dw_stride if k == 0 else 1] * 2)
+        nodes.append(helper.make_node("Relu", [x], [f"r{k}"]))
+        x = conv(f"r{k}", (m, c, 1, 1), f"pw{k}")
+    graph = helper.make_graph(
+        nodes, "dwpw", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, 3, hw, hw])],
+        [helper.make_tensor_value_info(x, TensorProto.FLOAT, None)], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize("channels,stride,batch", [
+    ([8, 8, 8], 1, 1),          # same widths
+    ([8, 4, 4], 2, 1),          # narrowing 1x1, strided depthwise
+    ([4, 8, 8, 6], 1, 1),       # widening 1x1 (output larger than its input)
+    ([6, 6, 6], 1, 2),          # batch 2: the 1x1 convs cannot run in place, so none does
+])
+def test_inplace_conv_bit_identical_with_plain(channels, stride, batch, tmp_path):
+    model = dw_pw_chain(channels, 12, stride, batch)
+    x = np.random.default_rng(1).standard_normal((batch, 3, 12, 12)).astype(np.float32)
+    plain = aotc.compile(model, tmp_path / "plain", name="m")
+    inplace = aotc.compile(model, tmp_path / "inplace", name="m", inplace_conv=True)
+    want = plain.load().run({"x": x})
+    got = inplace.load().run({"x": x})
+    for k in want:
+        np.testing.assert_array_equal(got[k], want[k])
+    c = inplace.compilation
+    if batch == 1:
+        assert c.liveness.inplace, "no conv ran in place"
+        assert c.plan.size < plain.arena_bytes, (c.plan.size, plain.arena_bytes)
+    # The plain liveness bound does not count the in-place temporaries.
+    assert c.bounds == plain.compilation.bounds
+
+
+def test_inplace_conv_with_io_in_arena(tmp_path):
+    """With the I/O in the arena the first depthwise conv writes over the graph input too."""
+    model = dw_pw_chain([3, 3], 10)
+    model.graph.node.pop(0)  # no stem: the graph input feeds the depthwise conv
+    model.graph.node[0].input[0] = "x"
+    x = np.random.default_rng(2).standard_normal((1, 3, 10, 10)).astype(np.float32)
+    want = aotc.compile(model, tmp_path / "p", name="m").load().run({"x": x})
+    b = aotc.compile(model, tmp_path / "i", name="m", inplace_conv=True, io_in_arena=True)
+    got = b.load().run({"x": x})
+    for k in want:
+        np.testing.assert_array_equal(got[k], want[k])
+    assert 0 in b.compilation.liveness.inplace
+
+
+INT8 = {"kws_ref_model_int8_qdq": 8_200, "str_ww_ref_model_int8_qdq": 6_656}
+
+
+@pytest.mark.parametrize("stem", sorted(INT8))
+@pytest.mark.parametrize("io_in_arena", [False, True])
+def test_inplace_conv_mlperf_bit_exact_with_tflm(stem, io_in_arena, mlperf_dir, tmp_path):
+    bundle = aotc.compile(mlperf_dir / f"{stem}.onnx", tmp_path, name="m", inplace_conv=True,
+                          io_in_arena=io_in_arena)
+    vec = np.load(mlperf_dir / "vectors" / f"{stem}.npz")
+    runner = bundle.load()
+    i, o = runner.meta["inputs"][0]["name"], runner.meta["outputs"][0]["name"]
+    got = np.stack([runner.run({i: x})[o] for x in vec["input"]])
+    np.testing.assert_array_equal(got.reshape(vec["output_tflm"].shape), vec["output_tflm"])
+    c = bundle.compilation
+    assert c.liveness.inplace
+    if not io_in_arena:
+        assert c.plan.size <= INT8[stem], c.plan.size
+
+
+@pytest.mark.parametrize("target", [None, "cortex-m4f"])  # generic and DSP schedules
+def test_inplace_conv_kws_on_board(target, mlperf_dir, tmp_path):
+    stem = "kws_ref_model_int8_qdq"
+    bundle = aotc.compile(mlperf_dir / f"{stem}.onnx", tmp_path, name="m", inplace_conv=True,
+                          io_in_arena=True, target=target)
+    # the 490 B input is live with the first output; the DSP schedule adds its scratch column
+    scratch = max([sum(n for _, n in ls.scratch) for ls in bundle.compilation.lowered] + [0])
+    assert bundle.arena_bytes <= 8_200 + 490 + (scratch if target else 0), bundle.arena_bytes
+    vec = np.load(mlperf_dir / "vectors" / f"{stem}.npz")
+    fw = bundle.load("cortex-m4f")
+    i, o = fw.meta["inputs"][0]["name"], fw.meta["outputs"][0]["name"]
+    got = np.stack([fw.run({i: x})[o] for x in vec["input"][:2]])
+    np.testing.assert_array_equal(got.reshape(vec["output_tflm"][:2].shape),
+                                  vec["output_tflm"][:2])
+
+
+def test_inplace_conv_never_worse(mlperf_dir):
+    """Where merging buffers would raise the peak (VWW's widening 1x1 convs), the plain plan
+    is kept."""
+    for stem in ("vww_96_int8_qdq", "pretrainedResnet_int8_qdq"):
+        plain = compile_model(mlperf_dir / f"{stem}.onnx", CompileOptions())
+        c = compile_model(mlperf_dir / f"{stem}.onnx", CompileOptions(inplace_conv=True))
+        assert c.plan.size <= plain.plan.size
