@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Install what aotc needs on a fresh Debian machine: the Python package with its test extras at
 # the pinned versions of requirements/test-lock.txt (refresh: bash scripts/lock.sh), clang (every
-# test bundle is also compiled with it), graphviz (aotc report), a headless Chromium (the report
-# test) and, unless AOTC_NO_CROSS=1, the cross toolchains and
-# QEMU used by the board tests.
+# test bundle is also compiled with it), graphviz (aotc report) and, unless AOTC_NO_CROSS=1, the
+# test tools: the cross toolchains and QEMU of the board tests, a headless Chromium for the
+# report test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -13,9 +13,6 @@ python3 -m pip install --quiet --disable-pip-version-check -c requirements/test-
 need=()
 command -v clang >/dev/null || need+=(clang)
 command -v dot >/dev/null || need+=(graphviz)  # aotc report draws the fused graph with dot
-# the report test renders the HTML in a headless browser
-command -v chromium-headless-shell >/dev/null || command -v chromium >/dev/null \
-    || need+=(chromium-headless-shell)
 
 if [ "${AOTC_NO_CROSS:-0}" != "1" ]; then
     command -v arm-none-eabi-gcc >/dev/null || need+=(gcc-arm-none-eabi libnewlib-arm-none-eabi)
@@ -25,6 +22,9 @@ if [ "${AOTC_NO_CROSS:-0}" != "1" ]; then
     [ -d /usr/lib/picolibc/riscv64-unknown-elf ] || need+=(picolibc-riscv64-unknown-elf)
     command -v valgrind >/dev/null || need+=(valgrind)
     command -v cmake >/dev/null || need+=(cmake)
+    # the report test renders the HTML in a headless browser
+    command -v chromium-headless-shell >/dev/null || command -v chromium >/dev/null \
+        || need+=(chromium-headless-shell)
 fi
 if [ ${#need[@]} -gt 0 ]; then
     SUDO=""
