@@ -476,6 +476,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USER
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # `aotc inspect model.onnx | head`: the reader has what it wanted
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # Python's flush at exit must not fail again
+        return 0
     except Exception as e:  # a bug in aotc, not the user's fault: still one line
         if os.environ.get("AOTC_DEBUG"):
             raise
