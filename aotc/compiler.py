@@ -22,7 +22,7 @@ from aotc.byoc.backend import Library
 from aotc.byoc.lowering import lower_external
 from aotc.byoc.partition import Row, partition
 from aotc.codegen.bundle import TensorDecl, format_array, provenance, write_bundle
-from aotc.codegen.c import CPrinter, acle_calls
+from aotc.codegen.c import MVE_CALLS, CPrinter, acle_calls
 from aotc.codegen.names import Namer, c_comment, c_ident
 from aotc.errors import AotcError
 from aotc.frontend.onnx import import_model, load_model
@@ -412,6 +412,8 @@ def render_context(c: Compilation) -> dict[str, Any]:
         "includes": includes, "libraries": _cmake_libraries(c.libraries),
         "acle": sorted(set().union(*[acle_calls(ls.kernel) for ls in c.lowered
                                      if ls.source is None])),
+        "mve": sorted(set().union(*[acle_calls(ls.kernel, MVE_CALLS) for ls in c.lowered
+                                    if ls.source is None])),
         "locals": local_decls,
     }
 

@@ -94,6 +94,15 @@ ACLE_CALLS = {"sxtb16": "__sxtb16", "smlad": "__smlad", "sadd16": "__sadd16",
               "ssat": "__ssat", "usat": "__usat",  # saturate to a constant bit width
               "sxtb16_ror8": "aotc_sxtb16_ror8"}
 
+# Helium (MVE) intrinsics (<arm_mve.h>, __ARM_FEATURE_MVE), under their non-polymorphic names
+# (the polymorphic ones are C11 _Generic macros): lower/mve.py's int8 dot products, emitted
+# only for targets with the "mve" feature. A vldrbq call's first argument is a Load printed as
+# its address; its dtype is the lane type (the loop IR has no vector types: a vector value only
+# ever appears as an argument of vmladavaq_s8). model.c.j2 defines C twins without MVE.
+MVE_CALLS = {"vldrbq_s8": "vldrbq_s8", "vldrbq_z_s8": "vldrbq_z_s8", "vctp8q": "vctp8q",
+             "vmladavaq_s8": "vmladavaq_s8"}
+ADDRESS_ARG_CALLS = frozenset({"vldrbq_s8", "vldrbq_z_s8"})
+
 
 # Integer spellings without undefined behaviour (runtime_c/aotc_runtime.h).
 WRAP_BINARY = {"add": "+", "sub": "-", "mul": "*"}
@@ -164,14 +173,14 @@ def _cast_in_range(e: Expr, dt: DType) -> bool:
     return lo - 1 < r[0] and r[1] < hi
 
 
-def acle_calls(k: Kernel) -> set[str]:
-    """The ACLE intrinsics (ACLE_CALLS keys) a kernel calls: the file must include
-    <arm_acle.h>, or define them in C where the compiler has no DSP extension."""
+def acle_calls(k: Kernel, table: dict[str, str] = ACLE_CALLS) -> set[str]:
+    """The intrinsics (``table`` keys: ACLE_CALLS or MVE_CALLS) a kernel calls: the file must
+    include <arm_acle.h> / <arm_mve.h>, or define them in C where the compiler lacks them."""
     used: set[str] = set()
     stack: list[object] = list(k.body)
     while stack:
         x = stack.pop()
-        if isinstance(x, Call) and x.fn in ACLE_CALLS:
+        if isinstance(x, Call) and x.fn in table:
             used.add(x.fn)
         stack.extend(children(x))
     return used
@@ -228,7 +237,7 @@ class CPrinter:
     int_binary = INT_BINARY
     unary = UNARY
     float_calls = FLOAT_CALLS
-    int_calls = INT_CALLS | ACLE_CALLS
+    int_calls = INT_CALLS | ACLE_CALLS | MVE_CALLS
 
     def __init__(self) -> None:
         # Integer locals whose every value is index arithmetic (see index_vars); None outside
@@ -344,7 +353,11 @@ class CPrinter:
             fn = table.get(e.fn, e.fn)
             if e.fn == "abs" and _wraps("sub", e.args[0].dtype):  # |INT_MIN| wraps
                 fn = f"aotc_abs_{INT_SUFFIX[e.args[0].dtype.name]}"
-            return f"{fn}({', '.join(_strip(self.expr(a)) for a in e.args)})"
+            args = [_strip(self.expr(a)) for a in e.args]
+            if e.fn in ADDRESS_ARG_CALLS:
+                assert isinstance(e.args[0], Load), e
+                args[0] = f"&{args[0]}"
+            return f"{fn}({', '.join(args)})"
         if isinstance(e, Select):
             return f"({self.expr(e.cond)} ? {self.expr(e.a)} : {self.expr(e.b)})"
         if isinstance(e, Cast):

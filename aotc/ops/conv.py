@@ -17,6 +17,7 @@ from aotc.lower.loop_ir import Const, Expr, Var, cmp, land, select
 from aotc.ops import OpDef, register
 from aotc.ops.conv_depthwise import depthwise_ok, lower_depthwise
 from aotc.ops.conv_dsp import lower_conv_dsp
+from aotc.ops.conv_mve import lower_conv_mve, mve_conv_ok
 
 TILE_M = 8  # output channels computed together (accumulators sharing each input load)
 
@@ -271,6 +272,10 @@ class Conv(OpDef):
         group = node.attrs["group"]
         mg, cg = Y.shape[1] // group, W.shape[1]
         kprod = int(np.prod(k_sp, dtype=np.int64))
+        # Helium: needs the input zero point folded into the bias; writes Y directly.
+        if not by_pixel and mve_conv_ok(node, kb, arith) and not arith.x_zp:
+            lower_conv_mve(self, node, kb, X, B, arith, (pb, pe), s, d)
+            return
         if (not by_pixel and "dsp" in kb.features and kb.unroll_tiles
                 and arith.dsp_ok(kb.input_const(1))):  # the DSP schedule writes Y directly
             lower_conv_dsp(self, node, kb, X, B, arith, (pb, pe), s, d)

@@ -13,7 +13,7 @@ import numpy as np
 from aotc import dtypes
 from aotc.errors import AotcError
 from aotc.ir.graph import Node, TensorType, Value
-from aotc.lower import dsp
+from aotc.lower import dsp, mve
 from aotc.lower.builder import BufRef
 from aotc.lower.loop_ir import Const, Expr
 from aotc.ops import OpDef, register
@@ -90,6 +90,36 @@ def _tiled_dot_dsp(kb: Any, n_total: int, K: int, a_at: Callable[[Expr], Expr], 
     if rest:
         with kb.block():
             block(Const(full * tile), rest, full * pairs * (tile // 2))
+
+
+def _tiled_dot_mve(kb: Any, n_total: int, K: int, a_at: Callable[[Expr], Expr], words: BufRef,
+                   store: Callable[[Expr, Expr], None], init: Callable[[Expr], Expr],
+                   tile: int) -> None:
+    """_tiled_dot for int8 x int8 on cores with Helium (the input zero point folded into
+    ``init``): columns in tiles of ``tile``, k 16 at a time; ``words`` holds column n's weights
+    as row n of lower/mve.py's pack_rows. Same int32 sums."""
+    row = mve.padded(K)
+
+    def block(n0: Expr, width: int) -> None:
+        acc = kb.local_array(width, "acc", dtypes.int32)
+        for j in range(width):
+            kb.store(acc, [j], init(n0 + j))
+        mve.dot_tile(kb, [acc], lambda p, k: a_at(k),
+                     lambda j, k: words.flat((n0 + j) * row + k), K, width)
+        res = kb.local_array(width, "res", dtypes.int32)
+        for j in range(width):
+            kb.store(res, [j], acc[[j]])
+        with kb.loop(width, "j") as j:
+            store(n0 + j, res[[j]])
+
+    full, rest = divmod(n_total, tile)
+    if full:
+        with kb.loop(full, "nt") as nt:
+            with kb.block():
+                block(nt * tile, tile)
+    if rest:
+        with kb.block():
+            block(Const(full * tile), rest)
 
 
 def _b_getter(B: BufRef, trans: bool) -> Getter:
@@ -222,8 +252,13 @@ class MatMul(OpDef):
         nb = len(batch)
         na = len(a_shape) - 2
         w = kb.input_const(1)
-        dsp_words = None
-        if "dsp" in kb.features and kb.unroll_tiles and len(b_shape) == 2 and arith.dsp_ok(w):
+        dsp_words = mve_words = None
+        if (mve.usable(kb, kb.inputs[0].dtype, w, arith) and len(b_shape) == 2
+                and not arith.x_zp):
+            # Helium: 16 of K per instruction against each column's padded row (lower/mve.py).
+            mve_words = kb.const("wq", mve.pack_rows(np.asarray(w).reshape(b_shape).T)
+                                 .reshape(-1), dtypes.int8)
+        elif "dsp" in kb.features and kb.unroll_tiles and len(b_shape) == 2 and arith.dsp_ok(w):
             # Cores with the DSP extension: K two at a time, one SMLAD per column (lower/dsp.py).
             w2 = np.asarray(w).reshape(b_shape)
             dsp_words = kb.const("wq", np.concatenate(
@@ -242,7 +277,10 @@ class MatMul(OpDef):
                     out_idx.append(n)
                 kb.store_output(out_idx, arith.finish(kb, acc, n, bias))
 
-            if dsp_words is not None:
+            if mve_words is not None:
+                _tiled_dot_mve(kb, N, K, lambda k: A[[*pre, m, k]], mve_words, store,
+                               lambda n: arith.init(bias, n), arith.tile)
+            elif dsp_words is not None:
                 _tiled_dot_dsp(kb, N, K, lambda k: A[[*pre, m, k]], dsp_words, store,
                                lambda n: arith.init(bias, n), arith)
             else:

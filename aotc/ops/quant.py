@@ -146,6 +146,7 @@ class IntArith(ConvArith):
     def __init__(self, x_zp: int, w_zp: np.ndarray, requant: Requant | None) -> None:
         super().__init__(I32)
         self.x_zp = int(x_zp)
+        self.x_zp_input = int(x_zp)  # kept when x_zp is folded: the value of a padding tap
         self.w_zp = np.atleast_1d(np.asarray(w_zp, np.int64))
         self.requant = requant
         self._wtab: dict[int, Any] = {}
@@ -356,13 +357,15 @@ class QLinearConv(QuantOp):
 
 def _fold_bias(node: Node, kb: Any, arith: IntArith) -> None:
     from aotc.ops.conv import conv_pads
+    from aotc.ops.conv_mve import mve_conv_ok
 
     X, w = kb.inputs[0], kb.input_const(1)
     if w is None or (len(kb.inputs) > 2 and kb.input_const(2) is None):
         return
     pb, pe = conv_pads(node, X.shape[2:], w.shape[2:])
+    # With padding the fold needs padding taps that read x_zp: conv_mve.py's column has them.
     arith.fold_bias(kb, w, kb.input_const(2) if len(kb.inputs) > 2 else None, 0, X.dtype,
-                    fold_zp=not any(pb) and not any(pe))
+                    fold_zp=not any(pb) and not any(pe) or mve_conv_ok(node, kb, arith))
 
 
 def _check_conv(node: Node, x: Value | None, w: Value | None) -> None:

@@ -1,0 +1,125 @@
+"""Integer convolution on cores with Helium (board feature "mve"): Conv.lower's schedule for
+int8 activations and int8 weights without a zero point, through lower/mve.py's dot products.
+
+Per group of ``PIXELS`` output pixels, the int8 activations a pixel reads are first gathered
+into a scratch column (im2col) in the order of a weight row, (input channel, kernel tap); a tap
+in the padding holds the input zero point, which the bias folding turned into a zero term (the
+bias holds -x_zp * sum(w), so every tap is a raw int8 x int8 product). Each output-channel tile
+then reads the column 16 bytes at a time against the weight rows, padded to 16 at compile time.
+The int32 sums are those of the generic schedule (wrapping alike), so both give the same bytes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from aotc import dtypes
+from aotc.ir.graph import Node
+from aotc.lower import mve
+from aotc.lower.loop_ir import Const, Expr
+
+I8 = dtypes.int8
+I32 = dtypes.int32
+# Output pixels per step and output channels per tile: 2 x 2 accumulators, each vector load
+# used twice. VMLADAVA accumulates in even-numbered registers only, which bounds the tile.
+PIXELS = 2
+TILE = 2
+
+
+def mve_conv_ok(node: Node, kb: Any, arith: Any) -> bool:
+    """Whether Conv.lower takes this schedule (its tiled path, not in place), given that the
+    input zero point gets folded into the bias: quant.py folds it even with padding then."""
+    mg = kb.outputs[0].shape[1] // node.attrs["group"]
+    return (mve.usable(kb, kb.inputs[0].dtype, kb.input_const(1), arith)
+            and node.attrs.get("_inplace") is None and mg >= 2)
+
+
+def lower_conv_mve(conv: Any, node: Node, kb: Any, X: Any, B: Any, arith: Any,
+                   pads: tuple[list[int], list[int]], s: list[int], d: list[int]) -> None:
+    """Conv (``conv``: the Conv op, whose ``_window`` walks a kernel window) with the integer
+    arithmetic ``arith`` (quant.IntArith with the input zero point folded into the bias)."""
+    Y = kb.outputs[0]
+    nd = len(X.shape) - 2
+    w = kb.input_const(1)
+    in_sp, k_sp, out_sp = X.shape[2:], w.shape[2:], Y.shape[2:]
+    pb, pe = pads
+    group = node.attrs["group"]
+    mg, cg = Y.shape[1] // group, w.shape[1]
+    kprod = int(np.prod(k_sp, dtype=np.int64))
+    npix = int(np.prod(out_sp, dtype=np.int64))
+    length = cg * kprod  # a column, and a weight row before padding
+    row = mve.padded(length)
+    px = PIXELS if npix >= PIXELS else 1
+    full, rest = divmod(mg, TILE)
+    words = kb.const("wq", mve.pack_rows(w.reshape(w.shape[0], length)).reshape(-1), I8)
+    col = kb.scratch_buffer("col", I8, (px * length,))
+    sums = kb.scratch_buffer("sum", I32, (px * mg,))  # the int32 sums of a group of pixels
+    ostrides = [int(np.prod(out_sp[k + 1:], dtype=np.int64)) for k in range(nd)]
+    kstrides = [int(np.prod(k_sp[k + 1:], dtype=np.int64)) for k in range(nd)]
+    padded = any(pb) or any(pe)
+
+    def column(n: Expr, gi: Expr, pix: Expr, slot: int) -> list[Expr]:
+        """Fill column ``slot`` for output pixel ``pix`` (flat); returns its coordinates."""
+        o: list[Expr] = []
+        for k in range(nd):
+            v = pix // ostrides[k] if ostrides[k] > 1 else pix
+            o.append(kb.local(v % out_sp[k] if k else v, f"o{k}"))
+        if padded:  # taps in the padding read the zero point: (x_zp - x_zp) * w = 0
+            with kb.loop(length, "q") as q:
+                kb.store(col, [slot * length + q], Const(arith.x_zp_input, I8))
+
+        def tap(c: Expr) -> None:
+            ic = gi * cg + c if group > 1 else c
+
+            def one(xv: Expr, kk: list[Expr], ii: list[Expr]) -> None:
+                kflat: Expr = Const(0)
+                for kv, st in zip(kk, kstrides):
+                    kflat = kflat + kv * st
+                kb.store(col, [slot * length + c * kprod + kflat], xv)
+
+            conv._window(kb, 0, nd, X, one, n, ic, o, [], [], pb, pe, s, d, None, in_sp, k_sp)
+
+        with kb.loop(cg, "c") as c:
+            tap(c)
+        return o
+
+    def tile(gi: Expr, ml: Expr, width: int, pixels: int) -> None:
+        """Channels ml .. ml + width of group gi for the pixels' columns: sums to ``sums``."""
+        accs = []
+        for _ in range(pixels):
+            acc = kb.local_array(width, "acc", I32)
+            with kb.loop(width, "j", unroll=True) as j:
+                kb.store(acc, [j], Const(0, I32))
+            accs.append(acc)
+        mve.dot_tile(kb, accs, lambda p, i: col.flat(p * length + i),
+                     lambda j, i: words.flat((gi * mg + ml + j) * row + i), length, width)
+        for p, acc in enumerate(accs):
+            with kb.loop(width, "j", unroll=True) as j:
+                kb.store(sums, [p * mg + ml + j], acc[[j]])
+
+    def pixels(n: Expr, gi: Expr, pix0: Expr, count: int) -> None:
+        coords = [column(n, gi, pix0 + p, p) for p in range(count)]
+        if full:
+            with kb.loop(full, "mt") as mt:
+                with kb.outline():
+                    tile(gi, mt * TILE, TILE, count)
+        if rest:
+            with kb.outline():
+                tile(gi, Const(full * TILE), rest, count)
+        # The bias, then requantisation, in a loop of their own (as in conv_dsp.py).
+        for p, o in enumerate(coords):
+            with kb.loop(mg, "j") as j:
+                m = gi * mg + j
+                acc = sums[[p * mg + j]] + arith.init(B, m)
+                kb.store_output([n, m, *o], arith.finish(kb, acc, m, B))
+
+    with kb.loop(Y.shape[0], "n") as n:
+        with kb.loop(group, "g") as gi:
+            with kb.loop(npix // px, "px") as pp:
+                with kb.block():
+                    pixels(n, gi, pp * px, px)
+            if npix % px:
+                with kb.block():
+                    pixels(n, gi, Const(npix - 1), 1)

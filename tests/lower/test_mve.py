@@ -1,0 +1,80 @@
+"""The Helium (MVE) schedule (aotc/lower/mve.py): int8 conv and matmul compiled --target
+cortex-m55 reduce 16 channels per VMLADAVA. The same model compiled for a generic MCU is the
+reference: the MVE build must give the same bytes on the cortex-m55 board (QEMU) and, through
+the C twins of the intrinsics, on the host; the MLPerf int8 models stay bit-exact with TFLite
+Micro."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import aotc
+from aotc.lower.mve import pack_rows
+from test_dsp import INT8_MODELS, qconv, qmatmul
+
+CASES = {
+    "conv1x1": (qconv, dict(kernel=(1, 1), pads=(0, 0, 0, 0), cin=32, m=8)),
+    "conv1x1_c17": (qconv, dict(kernel=(1, 1), pads=(0, 0, 0, 0), cin=17, m=5, hw=(3, 3))),
+    "conv3x3_padded_c33": (qconv, dict(cin=33, m=6, hw=(5, 5), xz=-7)),
+    "conv3x3_padded_c3": (qconv, dict(cin=3, m=7)),
+    "conv_cin1": (qconv, dict(cin=1, m=6)),
+    "conv_cin3_stride2": (qconv, dict(cin=3, m=5, strides=(2, 2))),
+    "conv_c17_stride2_asymmetric": (qconv, dict(cin=17, m=9, hw=(6, 5), strides=(2, 2),
+                                                pads=(1, 0, 2, 1), xz=-128)),
+    "conv_groups_padded": (qconv, dict(cin=34, m=6, group=2, hw=(4, 4))),
+    "conv_one_pixel": (qconv, dict(kernel=(1, 1), pads=(0, 0, 0, 0), hw=(1, 1), cin=7, m=9)),
+    "matmul": (qmatmul, {}),
+    "matmul_k16": (qmatmul, dict(M=1, K=16, N=5)),
+    "matmul_k33": (qmatmul, dict(K=33, N=13, xz=127)),
+    "matmul_k1": (qmatmul, dict(K=1, N=4)),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_mve_build_equals_generic_build(case, tmp_path):
+    make, kw = CASES[case]
+    model, x = make(**kw)
+    generic = aotc.compile(model, tmp_path / "generic", name="m")
+    mve = aotc.compile(model, tmp_path / "mve", name="m", target="cortex-m55")
+    c_generic = (tmp_path / "generic" / "m.c").read_text()
+    c_mve = (tmp_path / "mve" / "m.c").read_text()
+    assert "vmladavaq_s8(" in c_mve and "#include <arm_mve.h>" in c_mve
+    assert "vmladavaq" not in c_generic and "arm_mve" not in c_generic
+    want = generic.load().run({"x": x})["y"]
+    np.testing.assert_array_equal(mve.load().run({"x": x})["y"], want)  # the C twins
+    np.testing.assert_array_equal(mve.load("cortex-m55").run({"x": x})["y"], want)
+
+
+@pytest.mark.parametrize("target", ["cortex-m4f", "host"])
+def test_other_targets_never_use_mve(target, tmp_path):
+    model, _ = qconv(kernel=(1, 1), pads=(0, 0, 0, 0), cin=32)
+    aotc.compile(model, tmp_path, name="m", target=target)
+    assert "vmladavaq" not in (tmp_path / "m.c").read_text()
+
+
+def test_uint8_input_keeps_the_dsp_schedule(tmp_path):
+    model, _ = qconv(xdt=np.uint8, xz=130)
+    aotc.compile(model, tmp_path, name="m", target="cortex-m55")
+    c = (tmp_path / "m.c").read_text()
+    assert "vmladavaq" not in c and "__smlad(" in c
+
+
+def test_pack_rows_pads_to_whole_vectors():
+    w = np.arange(-20, 14, dtype=np.int8).reshape(2, 17)
+    rows = pack_rows(w)
+    assert rows.shape == (2, 32) and rows.dtype == np.int8
+    np.testing.assert_array_equal(rows[:, :17], w)
+    assert not rows[:, 17:].any()
+
+
+@pytest.mark.parametrize("stem", INT8_MODELS)
+def test_mlperf_int8_mve_bit_exact_with_tflm(stem, mlperf_dir, tmp_path):
+    vec = np.load(mlperf_dir / "vectors" / f"{stem}.npz")
+    b = aotc.compile(mlperf_dir / f"{stem}.onnx", tmp_path, name="m", target="cortex-m55")
+    assert "vmladavaq_s8(" in (tmp_path / "m.c").read_text()
+    runner = b.load("cortex-m55")
+    i, o = runner.meta["inputs"][0]["name"], runner.meta["outputs"][0]["name"]
+    got = np.stack([runner.run({i: x})[o] for x in vec["input"][:2]])
+    want = vec["output_tflm"][:2]
+    np.testing.assert_array_equal(got.reshape(want.shape), want)
