@@ -101,12 +101,11 @@ def lower_conv_mve(conv: Any, node: Node, kb: Any, X: Any, B: Any, arith: Any,
 
     def pixels(n: Expr, gi: Expr, pix0: Expr, count: int) -> None:
         coords = [column(n, gi, pix0 + p, p) for p in range(count)]
-        if full:
-            with kb.loop(full, "mt") as mt:
-                with kb.outline():
+        with kb.outline():  # all tiles in one function: its setup once per pixel group
+            if full:
+                with kb.loop(full, "mt") as mt:
                     tile(gi, mt * TILE, TILE, count)
-        if rest:
-            with kb.outline():
+            if rest:
                 tile(gi, Const(full * TILE), rest, count)
         # The bias, then requantisation, in a loop of their own (as in conv_dsp.py).
         for p, o in enumerate(coords):
