@@ -7,6 +7,8 @@ x * w, and the zero point's share, zp * sum(w) over the taps, is folded into the
 bias at compile time (CMSIS-NN's trick; a padded tap holds zp, whose share the fold removes,
 so it adds nothing, as in the generic kernel). The weights of a channel are loaded once, and
 its pixel loop is outlined (loop_ir.Outline), away from the kernel's other live values.
+With Helium (int8 on an "mve" target), a kernel row of taps is one VMLADAVA of two predicated
+vector loads, the row's inputs in the plane and its weights in W (lower/mve.py).
 The int32 sums wrap alike in any order: same bytes as the generic schedule.
 """
 
@@ -18,8 +20,10 @@ import numpy as np
 
 from aotc import dtypes
 from aotc.ir.graph import Node
-from aotc.lower.loop_ir import Cast, Const, Expr
+from aotc.lower import mve
+from aotc.lower.loop_ir import Cast, Const, Expr, call
 
+I8 = dtypes.int8
 I32 = dtypes.int32
 
 
@@ -56,6 +60,44 @@ def lower_depthwise(node: Node, kb: Any, X: Any, B: Any, arith: Any,
         vals = ((vals + (1 << 31)) % (1 << 32)) - (1 << 31)
         folded = kb.const("dwbias", vals.astype(np.int32), I32)
     taps = list(np.ndindex(*k_sp))
+    # Helium (int8): a kernel row of inputs and of weights per predicated vector load. A row
+    # runs along axis ``a``, the last one not of size 1 in both plane and kernel (a (k, 1)
+    # kernel on a (h, 1) plane has rows of k taps); its taps are contiguous in the plane (no
+    # dilation) and in W. One tap per row stays scalar, which is faster.
+    a = nd - 1
+    while a > 0 and plane[a] == 1 and k_sp[a] == 1:
+        a -= 1
+    nrows = int(np.prod(k_sp[:a], dtype=np.int64))
+    helium = (mve.usable(kb, X.dtype, w, arith) and folded is not None and d[a] == 1
+              and 2 <= k_sp[a] <= mve.LANES)
+
+    def channel(n: Expr, m: Expr) -> None:
+        wv = [kb.local(Cast(kb.inputs[1][[m, 0, *t]], I32), "w") for t in taps]
+        with kb.loops(out_sp, [f"o{k}" for k in range(nd)]) as o:
+            acc = kb.local(folded[[m]] if folded is not None else arith.init(B, m), "acc", I32)
+            for t, wt in zip(taps, wv):
+                idx = _flat([ov * ss + kv * dd for ov, ss, kv, dd in zip(o, s, t, d)], pstr)
+                xv = Cast(xpad.flat(idx), I32)
+                if folded is None:
+                    xv = arith.x(xpad.flat(idx))
+                kb.assign(acc, acc + xv * wt)
+            kb.store_output([n, m, *o], arith.finish(kb, acc, m, B))
+
+    def channel_mve(n: Expr, m: Expr) -> None:
+        """One kernel row of taps per VMLADAVA (the folded bias holds the zero point's share);
+        the C compiler keeps a channel's weight vectors in registers."""
+        assert folded is not None
+        active = call("vctp8q", Const(k_sp[a]), dtype=I32)
+        with kb.loops(out_sp, [f"o{k}" for k in range(nd)]) as o:
+            acc = kb.local(folded[[m]], "acc", I32)
+            for r, t in enumerate(np.ndindex(*k_sp[:a])):
+                tap = (*t, *([0] * (nd - a)))
+                idx = _flat([ov * ss + kv * dd for ov, ss, kv, dd in zip(o, s, tap, d)], pstr)
+                xv = call("vldrbq_z_s8", xpad.flat(idx), active, dtype=I8)
+                wv = call("vldrbq_z_s8", kb.inputs[1].flat((m * nrows + r) * k_sp[a]), active,
+                          dtype=I8)
+                kb.assign(acc, call("vmladavaq_s8", acc, xv, wv, dtype=I32))
+            kb.store_output([n, m, *o], arith.finish(kb, acc, m, B))
 
     with kb.loop(Y.shape[0], "n") as n:
         if any(p != i for p, i in zip(plane, in_sp)):  # the border: the zero point
@@ -65,18 +107,8 @@ def lower_depthwise(node: Node, kb: Any, X: Any, B: Any, arith: Any,
             with kb.loops(in_sp, [f"i{k}" for k in range(nd)]) as ii:
                 kb.store(xpad, [_flat([i + b for i, b in zip(ii, pb)], pstr)], X[[n, m, *ii]])
             with kb.outline():
-                wv = [kb.local(Cast(kb.inputs[1][[m, 0, *t]], I32), "w") for t in taps]
-                with kb.loops(out_sp, [f"o{k}" for k in range(nd)]) as o:
-                    acc = kb.local(folded[[m]] if folded is not None else arith.init(B, m),
-                                   "acc", I32)
-                    for t, wt in zip(taps, wv):
-                        idx = _flat([ov * ss + kv * dd for ov, ss, kv, dd in zip(o, s, t, d)],
-                                    pstr)
-                        xv = Cast(xpad.flat(idx), I32)
-                        if folded is None:
-                            xv = arith.x(xpad.flat(idx))
-                        kb.assign(acc, acc + xv * wt)
-                    kb.store_output([n, m, *o], arith.finish(kb, acc, m, B))
+                (channel_mve if helium else channel)(n, m)
+
 
 def _flat(idx: list[Expr], strides: list[int]) -> Expr:
     out: Expr = Const(0)

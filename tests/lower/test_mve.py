@@ -46,6 +46,36 @@ def test_mve_build_equals_generic_build(case, tmp_path):
     np.testing.assert_array_equal(mve.load("cortex-m55").run({"x": x})["y"], want)
 
 
+DEPTHWISE = {
+    "dw3x3_padded": dict(cin=4, m=4, group=4),
+    "dw3x3_stride2_odd": dict(cin=3, m=3, group=3, hw=(7, 6), strides=(2, 2), xz=-128),
+    "dw5x5_padded": dict(cin=3, m=3, group=3, kernel=(5, 5), pads=(2, 2, 2, 2), hw=(6, 7)),
+    "dw_c1": dict(cin=1, m=1, hw=(4, 5)),
+    "dw_k5x1_column": dict(cin=3, m=3, group=3, kernel=(5, 1), pads=(2, 0, 2, 0), hw=(9, 1),
+                           xz=-100),
+}
+
+
+@pytest.mark.parametrize("case", sorted(DEPTHWISE))
+def test_mve_depthwise_equals_generic_build(case, tmp_path):
+    """conv_depthwise.py with Helium: a kernel row per VMLADAVA (a (k, 1) kernel on a
+    one-column plane: the column)."""
+    model, x = qconv(**DEPTHWISE[case])
+    generic = aotc.compile(model, tmp_path / "generic", name="m")
+    mve = aotc.compile(model, tmp_path / "mve", name="m", target="cortex-m55")
+    assert "vmladavaq_s8(" in (tmp_path / "mve" / "m.c").read_text()
+    want = generic.load().run({"x": x})["y"]
+    np.testing.assert_array_equal(mve.load().run({"x": x})["y"], want)
+    np.testing.assert_array_equal(mve.load("cortex-m55").run({"x": x})["y"], want)
+
+
+def test_mve_depthwise_one_tap_rows_stay_scalar(tmp_path):
+    model, _ = qconv(cin=3, m=3, group=3, kernel=(3, 1), pads=(1, 0, 1, 0), hw=(9, 2))
+    aotc.compile(model, tmp_path, name="m", target="cortex-m55")
+    c = (tmp_path / "m.c").read_text()
+    assert "vmladavaq" not in c and "_plane[" in c
+
+
 @pytest.mark.parametrize("target", ["cortex-m4f", "host"])
 def test_other_targets_never_use_mve(target, tmp_path):
     model, _ = qconv(kernel=(1, 1), pads=(0, 0, 0, 0), cin=32)
