@@ -107,10 +107,11 @@ def lower_conv_mve(conv: Any, node: Node, kb: Any, X: Any, B: Any, arith: Any,
                     tile(gi, mt * TILE, TILE, count)
             if rest:
                 tile(gi, Const(full * TILE), rest, count)
-        # The bias, then requantisation, in a loop of their own (as in conv_dsp.py).
-        for p, o in enumerate(coords):
-            with kb.loop(mg, "j") as j:
-                m = gi * mg + j
+        # The bias, then requantisation, in a loop of their own (as in conv_dsp.py); the
+        # pixels of the group share each channel's constants.
+        with kb.loop(mg, "j") as j:
+            m = gi * mg + j
+            for p, o in enumerate(coords):
                 acc = sums[[p * mg + j]] + arith.init(B, m)
                 kb.store_output([n, m, *o], arith.finish(kb, acc, m, B))
 
