@@ -18,11 +18,29 @@ from typing import Any, Callable
 import numpy as np
 
 from aotc import dtypes
+from aotc.dtypes import DType
 from aotc.lower.loop_ir import Const, Expr, call
 
 I8 = dtypes.BY_NAME["int8"]
 I32 = dtypes.BY_NAME["int32"]
 LANES = 16  # int8 lanes of a 128-bit vector
+# The type of a vldrbq result: arm_mve.h's int8x16_t (model.c.j2 defines it without MVE). Not
+# a tensor type (no ONNX enum, outside dtypes' table): it only types vector loads and the
+# locals that hold them.
+INT8X16 = DType("int8x16", LANES, "int8x16_t", 0, False, True)
+
+
+def load(x: Expr, active: int = LANES) -> Expr:
+    """The 16 int8 from the Load ``x`` on: vldrbq_s8, or with ``active`` < 16 a predicated
+    vldrbq_z_s8 whose lanes from ``active`` on are 0 (their bytes are not read)."""
+    if active == LANES:
+        return call("vldrbq_s8", x, dtype=INT8X16)
+    return call("vldrbq_z_s8", x, call("vctp8q", Const(active), dtype=I32), dtype=INT8X16)
+
+
+def dot(acc: Expr, a: Expr, b: Expr) -> Expr:
+    """acc + the dot product of the vectors a and b (16 int8 products, int32, wrapping)."""
+    return call("vmladavaq_s8", acc, a, b, dtype=I32)
 
 
 def padded(n: int) -> int:
@@ -55,13 +73,11 @@ def dot_tile(kb: Any, accs: list[Any], x_at: Callable[[int, Expr], Expr],
     full, rest = divmod(length, LANES)
 
     def chunk(i: Expr, n: int) -> None:
-        xvs = [call("vldrbq_s8", x_at(p, i), dtype=I8) if n == LANES else
-               call("vldrbq_z_s8", x_at(p, i), call("vctp8q", Const(n), dtype=I32), dtype=I8)
-               for p in range(len(accs))]
+        xvs = [load(x_at(p, i), n) for p in range(len(accs))]
         for j in range(width):
-            wv = call("vldrbq_s8", w_at(j, i), dtype=I8)
+            wv = load(w_at(j, i))
             for acc, xv in zip(accs, xvs):
-                kb.store(acc, [j], call("vmladavaq_s8", acc[[j]], xv, wv, dtype=I32))
+                kb.store(acc, [j], dot(acc[[j]], xv, wv))
 
     if full:
         with kb.loop(full, "q") as q:

@@ -21,9 +21,8 @@ import numpy as np
 from aotc import dtypes
 from aotc.ir.graph import Node
 from aotc.lower import mve
-from aotc.lower.loop_ir import Cast, Const, Expr, call
+from aotc.lower.loop_ir import Cast, Const, Expr
 
-I8 = dtypes.int8
 I32 = dtypes.int32
 
 
@@ -87,16 +86,15 @@ def lower_depthwise(node: Node, kb: Any, X: Any, B: Any, arith: Any,
         """One kernel row of taps per VMLADAVA (the folded bias holds the zero point's share);
         the C compiler keeps a channel's weight vectors in registers."""
         assert folded is not None
-        active = call("vctp8q", Const(k_sp[a]), dtype=I32)
+        kw = k_sp[a]
+        wvs = [kb.local(mve.load(kb.inputs[1].flat((m * nrows + r) * kw), kw), "wv", mve.INT8X16)
+               for r in range(nrows)]
         with kb.loops(out_sp, [f"o{k}" for k in range(nd)]) as o:
             acc = kb.local(folded[[m]], "acc", I32)
-            for r, t in enumerate(np.ndindex(*k_sp[:a])):
+            for wv, t in zip(wvs, np.ndindex(*k_sp[:a])):
                 tap = (*t, *([0] * (nd - a)))
                 idx = _flat([ov * ss + kv * dd for ov, ss, kv, dd in zip(o, s, tap, d)], pstr)
-                xv = call("vldrbq_z_s8", xpad.flat(idx), active, dtype=I8)
-                wv = call("vldrbq_z_s8", kb.inputs[1].flat((m * nrows + r) * k_sp[a]), active,
-                          dtype=I8)
-                kb.assign(acc, call("vmladavaq_s8", acc, xv, wv, dtype=I32))
+                kb.assign(acc, mve.dot(acc, mve.load(xpad.flat(idx), kw), wv))
             kb.store_output([n, m, *o], arith.finish(kb, acc, m, B))
 
     with kb.loop(Y.shape[0], "n") as n:
