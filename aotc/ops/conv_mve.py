@@ -108,12 +108,14 @@ def lower_conv_mve(conv: Any, node: Node, kb: Any, X: Any, B: Any, arith: Any,
             if rest:
                 tile(gi, Const(full * TILE), rest, count)
         # The bias, then requantisation, in a loop of their own (as in conv_dsp.py); the
-        # pixels of the group share each channel's constants.
-        with kb.loop(mg, "j") as j:
-            m = gi * mg + j
-            for p, o in enumerate(coords):
-                acc = sums[[p * mg + j]] + arith.init(B, m)
-                kb.store_output([n, m, *o], arith.finish(kb, acc, m, B))
+        # pixels of the group share each channel's constants. Outlined: the kernel's other
+        # live values would push its pointers to the stack.
+        with kb.outline():
+            with kb.loop(mg, "j") as j:
+                m = gi * mg + j
+                for p, o in enumerate(coords):
+                    acc = sums[[p * mg + j]] + arith.init(B, m)
+                    kb.store_output([n, m, *o], arith.finish(kb, acc, m, B))
 
     with kb.loop(Y.shape[0], "n") as n:
         with kb.loop(group, "g") as gi:
