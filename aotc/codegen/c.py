@@ -97,8 +97,8 @@ ACLE_CALLS = {"sxtb16": "__sxtb16", "smlad": "__smlad", "sadd16": "__sadd16",
 # Helium (MVE) intrinsics (<arm_mve.h>, __ARM_FEATURE_MVE), under their non-polymorphic names
 # (the polymorphic ones are C11 _Generic macros): lower/mve.py's int8 dot products, emitted
 # only for targets with the "mve" feature. A vldrbq call's first argument is a Load printed as
-# its address; its dtype is the lane type (the loop IR has no vector types: a vector value only
-# ever appears as an argument of vmladavaq_s8). model.c.j2 defines C twins without MVE.
+# its address; its result has lower/mve.py's INT8X16 type (int8x16_t). model.c.j2 defines C
+# twins of the intrinsics and of int8x16_t where the compiler has no MVE.
 MVE_CALLS = {"vldrbq_s8": "vldrbq_s8", "vldrbq_z_s8": "vldrbq_z_s8", "vctp8q": "vctp8q",
              "vmladavaq_s8": "vmladavaq_s8"}
 ADDRESS_ARG_CALLS = frozenset({"vldrbq_s8", "vldrbq_z_s8"})
