@@ -6,11 +6,17 @@ Micro."""
 
 from __future__ import annotations
 
+import shutil
+import subprocess
+
 import numpy as np
 import pytest
 
 import aotc
+from aotc.boards import load_board
+from aotc.host import WARN_FLAGS
 from aotc.lower.mve import pack_rows
+from aotc.paths import runtime_dir
 from test_dsp import INT8_MODELS, qconv, qmatmul
 
 CASES = {
@@ -108,3 +114,19 @@ def test_mlperf_int8_mve_bit_exact_with_tflm(stem, mlperf_dir, tmp_path):
     got = np.stack([runner.run({i: x})[o] for x in vec["input"][:2]])
     want = vec["output_tflm"][:2]
     np.testing.assert_array_equal(got.reshape(want.shape), want)
+
+
+def test_mve_bundle_is_strict_c99_for_the_board_compiler(tmp_path):
+    """model.c includes arm_mve.h under the host build's warning flags (-std=c99 -pedantic
+    -Werror): the non-polymorphic intrinsic names need no C11 _Generic."""
+    board = load_board("cortex-m55")
+    cc = shutil.which("arm-none-eabi-gcc")
+    if cc is None:
+        pytest.skip("arm-none-eabi-gcc not installed")
+    model, _ = qconv(cin=17, m=5)
+    aotc.compile(model, tmp_path, name="m", target="cortex-m55")
+    out = subprocess.run([cc, *board.cflags, *WARN_FLAGS, "-O2", "-I", str(tmp_path), "-I",
+                          str(runtime_dir()), "-S", "-o", "-", str(tmp_path / "m.c")],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert "vmladava.s8" in out.stdout and "vldrb.8" in out.stdout
