@@ -23,6 +23,7 @@ from aotc.ir.graph import Node
 from aotc.lower import mve
 from aotc.lower.loop_ir import Cast, Const, Expr
 
+I8 = dtypes.int8
 I32 = dtypes.int32
 
 
@@ -82,20 +83,52 @@ def lower_depthwise(node: Node, kb: Any, X: Any, B: Any, arith: Any,
                 kb.assign(acc, acc + xv * wt)
             kb.store_output([n, m, *o], arith.finish(kb, acc, m, B))
 
+    # Two outputs along axis a per input load where both rows fit a vector: the second
+    # output's taps start s[a] lanes on, so its weights are the row shifted by s[a] lanes.
+    # Packed at compile time with s[a] leading zeros, which the first output's load skips
+    # (W itself is then unused).
+    span = k_sp[a] + s[a]
+    paired = helium and span <= mve.LANES and out_sp[a] >= 2
+    if paired:
+        shifted = np.zeros((w.shape[0] * nrows, span), np.int8)
+        shifted[:, s[a]:] = w.reshape(-1, k_sp[a])
+        wshift = kb.const("wshift", shifted.reshape(-1), I8)
+
     def channel_mve(n: Expr, m: Expr) -> None:
         """One kernel row of taps per VMLADAVA (the folded bias holds the zero point's share);
         the C compiler keeps a channel's weight vectors in registers."""
         assert folded is not None
         kw = k_sp[a]
-        wvs = [kb.local(mve.load(kb.inputs[1].flat((m * nrows + r) * kw), kw), "wv", mve.INT8X16)
+        wvs = [kb.local(mve.load(wshift.flat((m * nrows + r) * span + s[a]) if paired else
+                                 kb.inputs[1].flat((m * nrows + r) * kw), kw), "wv", mve.INT8X16)
                for r in range(nrows)]
-        with kb.loops(out_sp, [f"o{k}" for k in range(nd)]) as o:
-            acc = kb.local(folded[[m]], "acc", I32)
-            for wv, t in zip(wvs, np.ndindex(*k_sp[:a])):
+        wss = [kb.local(mve.load(wshift.flat((m * nrows + r) * span), span), "ws", mve.INT8X16)
+               for r in range(nrows)] if paired else []
+
+        def outputs(o: list[Expr], count: int) -> None:
+            """``count`` (1 or 2) outputs from ``o`` on along axis a."""
+            accs = [kb.local(folded[[m]], "acc", I32) for _ in range(count)]
+            for r, t in enumerate(np.ndindex(*k_sp[:a])):
                 tap = (*t, *([0] * (nd - a)))
                 idx = _flat([ov * ss + kv * dd for ov, ss, kv, dd in zip(o, s, tap, d)], pstr)
-                kb.assign(acc, mve.dot(acc, mve.load(xpad.flat(idx), kw), wv))
-            kb.store_output([n, m, *o], arith.finish(kb, acc, m, B))
+                xv = mve.load(xpad.flat(idx), span if count == 2 else kw)
+                for acc, wv in zip(accs, (wvs[r], *wss[r:r + 1])):
+                    kb.assign(acc, mve.dot(acc, xv, wv))
+            for q, acc in enumerate(accs):
+                oq = [ov + q if k == a else ov for k, ov in enumerate(o)]
+                kb.store_output([n, m, *oq], arith.finish(kb, acc, m, B))
+
+        # The axes after a have one output each (plane and kernel of size 1 there).
+        after = [Const(0)] * (nd - a - 1)
+        with kb.loops(out_sp[:a], [f"o{k}" for k in range(a)]) as pre:
+            if paired:
+                with kb.loop(out_sp[a] // 2, "oa") as oa:
+                    outputs([*pre, oa * 2, *after], 2)
+                if out_sp[a] % 2:
+                    outputs([*pre, Const(out_sp[a] - 1), *after], 1)
+            else:
+                with kb.loop(out_sp[a], "oa") as oa:
+                    outputs([*pre, oa, *after], 1)
 
     with kb.loop(Y.shape[0], "n") as n:
         if any(p != i for p, i in zip(plane, in_sp)):  # the border: the zero point

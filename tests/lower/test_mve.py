@@ -59,13 +59,17 @@ DEPTHWISE = {
     "dw_c1": dict(cin=1, m=1, hw=(4, 5)),
     "dw_k5x1_column": dict(cin=3, m=3, group=3, kernel=(5, 1), pads=(2, 0, 2, 0), hw=(9, 1),
                            xz=-100),
+    "dw_even_width": dict(cin=2, m=2, group=2, hw=(5, 8)),
+    # 15 taps + a stride of 2 exceed a vector: one output per load
+    "dw_k2x15_stride2_unpaired": dict(cin=2, m=2, group=2, kernel=(2, 15), pads=(0, 7, 1, 7),
+                                      hw=(3, 20), strides=(1, 2)),
 }
 
 
 @pytest.mark.parametrize("case", sorted(DEPTHWISE))
 def test_mve_depthwise_equals_generic_build(case, tmp_path):
     """conv_depthwise.py with Helium: a kernel row per VMLADAVA (a (k, 1) kernel on a
-    one-column plane: the column)."""
+    one-column plane: the column), two outputs per input load where they fit a vector."""
     model, x = qconv(**DEPTHWISE[case])
     generic = aotc.compile(model, tmp_path / "generic", name="m")
     mve = aotc.compile(model, tmp_path / "mve", name="m", target="cortex-m55")
