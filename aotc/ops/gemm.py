@@ -42,6 +42,14 @@ def _tiled_dot(kb: Any, n_total: int, K: int, a_at: Callable[[Expr], Expr],
             av = kb.local(a_at(k), "a", dtype)
             with kb.loop(width, "j", unroll=kb.unroll_tiles) as j:
                 kb.store(acc, [j], acc[[j]] + av * b_at(k, n0 + j))
+        if kb.unroll_tiles and not dtype.is_float:
+            # Requantisation in a function of its own: its 64-bit constants, which gcc -Os
+            # would otherwise hoist out of the tile loop, then never compete with the k loop's
+            # accumulators for registers (AD int8 on cortex-m4f spilled them).
+            with kb.outline():
+                with kb.loop(width, "j", unroll=True) as j:
+                    store(n0 + j, acc[[j]])
+            return
         with kb.loop(width, "j", unroll=kb.unroll_tiles) as j:
             store(n0 + j, acc[[j]])
 
