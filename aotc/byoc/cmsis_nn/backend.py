@@ -166,7 +166,7 @@ def _binary_check(sub: Subgraph) -> str | None:
 
 # ------------------------------------------------------------------------------ C text
 def _function(symbol: str, args: Sequence[str], body: Sequence[str]) -> str:
-    return "\n".join([f"static int {symbol}({', '.join(args)})", "{",
+    return "\n".join([f"static AOTC_NOINLINE int {symbol}({', '.join(args)})", "{",
                       *(f"    {line}" for line in body), "}", ""])
 
 
