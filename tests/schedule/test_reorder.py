@@ -107,3 +107,28 @@ def test_mlperf_reordering_never_raises_the_bound(stem: str, mlperf_dir: Path,
     for x, want in zip(vec["input"][:2], vec["output_tflm"][:2]):
         got = runner.run({in_name: x})[out_name]
         np.testing.assert_array_equal(got.reshape(want.shape), want)
+
+
+def test_greedy_beyond_the_exact_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past EXACT_STATES the greedy order runs; here it also finds the optimum."""
+    from aotc import reorder
+
+    exact = _bound(_model(NODES))
+    monkeypatch.setattr(reorder, "EXACT_STATES", 1)
+    assert reorder._exact(reorder._costs(_compiled_graph(), {})) is None
+    assert _bound(_model(NODES)) == exact
+
+
+def _compiled_graph():  # type: ignore[no-untyped-def]
+    return compile_model(_model(NODES), CompileOptions(name="m", keep_order=True)).graph
+
+
+def test_cli_keep_order(tmp_path: Path) -> None:
+    from aotc.cli import main
+
+    onnx.save(_model(NODES), tmp_path / "m.onnx")
+    for flag, name in (([], "r"), (["--keep-order"], "k")):
+        assert main(["compile", str(tmp_path / "m.onnx"), "-o", str(tmp_path / name), "-q",
+                     *flag]) == 0
+    header = [(tmp_path / d / "m.h").read_text() for d in ("r", "k")]
+    assert "M_ARENA_SIZE 4160" in header[0] and "M_ARENA_SIZE 8256" in header[1]
