@@ -64,6 +64,9 @@ def _common(p: argparse.ArgumentParser) -> None:
                    help="let depthwise convs write over their dead input channel by channel and "
                         "1x1 convs pixel by pixel (a one-channel / one-pixel temporary), when "
                         "that makes the arena smaller")
+    p.add_argument("--keep-order", action="store_true",
+                   help="run the kernels in the model's order (default: the order with the "
+                        "smallest liveness bound, where the graph branches)")
     p.add_argument("--weights-section", default=None, help="linker section for the weights")
     p.add_argument("--target", default=None, metavar="BOARD",
                    help="tune the generated C for this board's features (default: the --board "
@@ -98,6 +101,7 @@ def _options(args: argparse.Namespace, argv: Sequence[str]) -> dict[str, Any]:
                 passes=tuple(p for p in args.passes.split(",") if p) if args.passes else None,
                 planner=args.planner, inplace=not args.no_inplace,
                 io_in_arena=args.io_in_arena, inplace_conv=args.inplace_conv,
+                keep_order=args.keep_order,
                 weights_section=args.weights_section, target=target,
                 requant=args.requant, command_line=_recorded_command(argv),
                 byoc=tuple(b for b in (args.byoc or "").split(",") if b.strip()),

@@ -44,6 +44,7 @@ from aotc.passes import PASS_NAMES, Pass, default_pipeline, run_pipeline
 from aotc.passes.layout import to_layout
 from aotc.progress import QUIET, Progress
 from aotc.qmath import REQUANT_MODES
+from aotc.reorder import reorder
 from aotc.schedule import Schedule, Step, make_schedule
 
 
@@ -75,6 +76,9 @@ class CompileOptions:
     # (aotc/byoc). cmsis_nn_path: where CMSIS-NN is (else $CMSIS_NN_PATH).
     byoc: tuple[Any, ...] = ()
     cmsis_nn_path: str | None = None
+    # Run the kernels in the model's order instead of the order of smallest liveness bound
+    # (aotc/reorder.py).
+    keep_order: bool = False
 
 
 @dataclass
@@ -189,18 +193,14 @@ def compile_model(model: str | os.PathLike[str] | onnx.ModelProto, options: Comp
             graph = to_layout(graph, lambda n: layout_of[n.attrs["_byoc"]] == "NHWC")
         if on_pass is not None:
             on_pass("byoc", graph)
-    sched = make_schedule(graph)
     by_name = {b.name: b for b in backends}
-    lowered = []
-    for st in sched.steps:
-        if st.ctrl:  # control flow around kernels: printed by render_context
-            continue
-        progress.detail(f"lowering kernel {st.index + 1}/{len(sched.steps)}")
-        lowered.append(lower_external(sched, st, by_name, options.requant)
-                       if "_byoc" in st.node.attrs
-                       else lower_step(sched, st, options.unroll_max, features))
-    progress.detail("memory plan")
+    sched = make_schedule(graph)
+    lowered = _lower(sched, by_name, options, features, progress)
     scratch = _scratch(lowered)
+    if not options.keep_order:
+        sched, lowered, scratch = _reorder(sched, lowered, scratch, by_name, options, features,
+                                           progress)
+    progress.detail("memory plan")
     live, the_plan = _plan(sched, scratch, options, {})
     modes = (conv_inplace_modes(sched, options.io_in_arena)
              if options.inplace and options.inplace_conv else {})
@@ -216,6 +216,38 @@ def compile_model(model: str | os.PathLike[str] | onnx.ModelProto, options: Comp
     weights = _collect_weights(sched, lowered, name)
     return Compilation(options, model_name, model_hash, sched.graph, sched, lowered, live,
                        the_plan, bounds(sched, scratch), model_const_bytes, weights, backends)
+
+
+def _lower(sched: Schedule, by_name: dict[str, Any], options: CompileOptions,
+           features: frozenset[str], progress: Progress) -> list[LoweredStep]:
+    lowered = []
+    for st in sched.steps:
+        if st.ctrl:  # control flow around kernels: printed by render_context
+            continue
+        progress.detail(f"lowering kernel {st.index + 1}/{len(sched.steps)}")
+        lowered.append(lower_external(sched, st, by_name, options.requant)
+                       if "_byoc" in st.node.attrs
+                       else lower_step(sched, st, options.unroll_max, features))
+    return lowered
+
+
+def _reorder(sched: Schedule, lowered: list[LoweredStep],
+             scratch: dict[int, list[tuple[str, int]]], by_name: dict[str, Any],
+             options: CompileOptions, features: frozenset[str], progress: Progress
+             ) -> tuple[Schedule, list[LoweredStep], dict[int, list[tuple[str, int]]]]:
+    """The schedule in the kernel order of smallest liveness bound (aotc/reorder.py), lowered
+    again (kernel names carry the step index), when its bound is smaller; else as it was."""
+    progress.detail("operator order")
+    per_node = {ls.step.node.name: sum(b for _, b in ls.scratch) for ls in lowered}
+    graph = reorder(sched.graph, per_node)
+    if graph is sched.graph:
+        return sched, lowered, scratch
+    new = make_schedule(graph)
+    new_lowered = _lower(new, by_name, options, features, progress)
+    new_scratch = _scratch(new_lowered)
+    if bounds(new, new_scratch).scratch >= bounds(sched, scratch).scratch:
+        return sched, lowered, scratch
+    return new, new_lowered, new_scratch
 
 
 def _scratch(lowered: list[LoweredStep]) -> dict[int, list[tuple[str, int]]]:

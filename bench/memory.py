@@ -8,7 +8,9 @@ Columns (bytes):
   bound+io   the same with the graph inputs and outputs counted (the bound on total RAM)
   floor      in-place floor from research (largest tensor + what must coexist with it when
              elementwise and depthwise kernels write in place; targets.md 3.2, int8 only)
-  default    aotc's arena with the default options (graph I/O in caller buffers)
+  kept       --keep-order: the arena with the kernels in the model's order
+  default    aotc's arena with the default options (graph I/O in caller buffers; kernels in
+             the order of smallest liveness bound, aotc/reorder.py)
   inplace    --inplace-conv (depthwise by channel, 1x1 by pixel, one-channel/pixel temporary)
   io         --io-in-arena: the arena holds the graph I/O too, so it is the total RAM
   io+inpl    --io-in-arena --inplace-conv: total RAM with both
@@ -42,7 +44,7 @@ TFLM = {("kws", "int8"): (16000, 8272), ("vww", "int8"): (73728, 29952),
         ("sww", "int8"): (6656, 9984), ("kws", "float"): (64000, 8208),
         ("vww", "float"): (294912, 29888), ("ic", "float"): (196608, 6768),
         ("ad", "float"): (3072, 3152)}
-VARIANTS = {"default": {}, "inplace": {"inplace_conv": True}, "io": {"io_in_arena": True},
+VARIANTS = {"kept": {"keep_order": True}, "default": {}, "inplace": {"inplace_conv": True}, "io": {"io_in_arena": True},
             "io+inpl": {"io_in_arena": True, "inplace_conv": True}}
 COLUMNS = ["bound", "bound+io", "floor", *VARIANTS, "TFLM hd", "TFLM tot"]
 
@@ -53,7 +55,8 @@ def row(models: Path, short: str, dtype: str, file: str) -> list[str]:
     for label, opts in VARIANTS.items():
         c = compile_model(models / file, CompileOptions(**opts))
         arenas[label] = c.plan.size
-        bounds = bounds or c.bounds
+        if label == "default":
+            bounds = c.bounds
     assert bounds is not None
     head, tail = TFLM.get((short, dtype), (None, None))
     floor = FLOOR.get(short) if dtype == "int8" else None
