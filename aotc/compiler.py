@@ -25,7 +25,8 @@ from aotc.codegen.bundle import TensorDecl, format_array, provenance, write_bund
 from aotc.codegen.c import MVE_CALLS, CPrinter, acle_calls
 from aotc.codegen.names import Namer, c_comment, c_ident
 from aotc.errors import AotcError
-from aotc.frontend.onnx import import_model, load_model
+from aotc.frontend.onnx import import_model
+from aotc.frontend.onnx_file import load_model
 from aotc.ir.graph import Graph
 from aotc.lower.loop_ir import Kernel
 from aotc.lower.lowering import LoweredStep, lower_step

@@ -243,7 +243,7 @@ def run_per_node(model: ModelLike, comp: Compilation,
 
 
 def _proto(model: ModelLike) -> onnx.ModelProto:
-    from aotc.frontend.onnx import load_model
+    from aotc.frontend.onnx_file import load_model
 
     return model if isinstance(model, onnx.ModelProto) else load_model(model)
 

@@ -1,17 +1,15 @@
 """ONNX ModelProto -> Graph with concrete shapes and dtypes.
 
-Checks everything a user can get wrong before any conversion (file format, opset, unsupported
-ops -- all of them in one error --, symbolic dims, cycles, external data outside the model's
-folder) and turns each problem into one AotcError line.
+Checks everything a user can get wrong before any conversion (opset, unsupported ops -- all of
+them in one error --, symbolic dims, cycles, types against the schema) and turns each problem
+into one AotcError line. Reading the file (protobuf, external data, tensor sizes) is
+aotc/frontend/onnx_file.py.
 """
 
 from __future__ import annotations
 
-import math
-import os
 import re
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -20,172 +18,13 @@ from onnx import numpy_helper
 
 from aotc import dtypes
 from aotc.errors import AotcError
-from aotc.ir.graph import Graph, Node, TensorType, Value
 from aotc.frontend import subgraph
+from aotc.frontend.onnx_file import check_size, declared_nbytes, onnx_dtype_name
+from aotc.ir.graph import Graph, Node, TensorType, Value
 from aotc.ops import REQUIRED, resolve, values_known
 
 MIN_OPSET = 1
 _DEFAULT_DOMAINS = ("", "ai.onnx")
-
-
-def load_model(path: str | os.PathLike[str]) -> onnx.ModelProto:
-    p = Path(path)
-    if not p.is_file():
-        raise AotcError(f"no such file: {p}")
-    data = p.read_bytes()
-    try:
-        model = onnx.ModelProto()
-        model.ParseFromString(data)
-    except Exception as e:  # protobuf raises DecodeError (and others on garbage)
-        raise AotcError(f"{p.name} is not a valid ONNX file (truncated or not a protobuf: "
-                        f"{type(e).__name__})") from None
-    if model.ir_version <= 0 or not model.HasField("graph") or not model.graph.output:
-        raise AotcError(f"{p.name} is not an ONNX model (no IR version or graph outputs)")
-    if model.ir_version > onnx.IR_VERSION:
-        raise AotcError(f"{p.name} has IR version {model.ir_version}, newer than the "
-                        f"{onnx.IR_VERSION} this aotc's onnx library knows")
-    _check_strings(model, p.name)
-    _load_external(model, p.parent.resolve())
-    return model
-
-
-def _check_strings(model: onnx.ModelProto, fname: str) -> None:
-    """ONNX names are UTF-8; protobuf hands back bytes for a corrupted one."""
-    g = model.graph
-    fields: list[object] = [g.name]
-    for n in g.node:
-        fields += [n.name, n.op_type, n.domain, *n.input, *n.output]
-        fields += [a.name for a in n.attribute]
-    for vi in (*g.input, *g.output, *g.value_info):
-        fields.append(vi.name)
-    fields += [t.name for t in g.initializer]
-    if any(isinstance(f, bytes) for f in fields):
-        raise AotcError(f"{fname} is corrupt: a name is not valid UTF-8")
-
-
-def _load_external(model: onnx.ModelProto, base: Path) -> None:
-    """Reads external tensor data, checking every field first: a location inside the model's
-    folder, decimal offset and length that lie inside the file, and exactly the bytes the
-    tensor's declared shape and dtype need."""
-    for t in _all_tensors(model.graph):
-        if t.data_location != onnx.TensorProto.EXTERNAL:
-            continue
-        what = f"tensor {t.name!r}"
-        nbytes = _declared_nbytes(t)
-        info = {e.key: e.value for e in t.external_data}
-        if any(not isinstance(k, str) or not isinstance(v, str) for k, v in info.items()):
-            raise AotcError(f"{what}: an external data entry is not valid UTF-8 text")
-        loc = info.get("location", "")
-        if not loc or "\0" in loc:
-            raise AotcError(f"{what}: external data location {loc!r} is not a file name")
-        try:
-            target = (base / loc).resolve()
-            inside = not os.path.isabs(loc) and target.is_relative_to(base)
-            size = target.stat().st_size if inside and target.is_file() else None
-        except (OSError, ValueError) as e:
-            raise AotcError(f"{what}: external data location {loc!r} cannot be used: "
-                            f"{type(e).__name__}") from None
-        if not inside:
-            raise AotcError(f"{what}: external data {loc!r} is outside the model's "
-                            f"folder; refusing to read it")
-        if size is None:
-            raise AotcError(f"{what}: external data file {loc!r} not found")
-        offset = _external_int(info, "offset", what)
-        length = _external_int(info, "length", what)
-        offset = 0 if offset is None else offset
-        if offset > size:
-            raise AotcError(f"{what}: external data offset {offset} is past the end of {loc!r} "
-                            f"({size} bytes)")
-        length = size - offset if length is None else length
-        if offset + length > size:
-            raise AotcError(f"{what}: external data needs bytes {offset} to {offset + length} "
-                            f"of {loc!r}, which has {size} bytes")
-        if nbytes is not None and length != nbytes:
-            raise AotcError(f"{what}: external data has {length} bytes; its shape and dtype "
-                            f"need {nbytes}")
-        try:
-            with open(target, "rb") as f:
-                f.seek(offset)
-                t.raw_data = f.read(length)
-        except OSError as e:
-            raise AotcError(f"{what}: cannot read external data {loc!r}: {e.strerror or e}") \
-                from None
-        t.data_location = onnx.TensorProto.DEFAULT
-        del t.external_data[:]
-
-
-def _external_int(info: Mapping[str, str], key: str, what: str) -> int | None:
-    if key not in info:
-        return None
-    text = info[key]
-    if not (text.isascii() and text.isdigit()):
-        raise AotcError(f"{what}: external data {key} {text!r} is not a non-negative integer")
-    return int(text)
-
-
-# The largest tensor aotc accepts (weights, inputs and every intermediate value), checked from
-# declared shapes before anything is read or allocated. Far beyond any microcontroller; it keeps
-# a mutated dim from turning into a multi-terabyte allocation, and every index within int32.
-MAX_TENSOR_BYTES = 1 << 30
-
-
-def _check_size(what: str, shape: tuple[int, ...], dtype_name: str, itemsize: int,
-                node: str | None = None, op: str | None = None) -> int:
-    nbytes = math.prod(shape) * itemsize
-    if nbytes > MAX_TENSOR_BYTES:
-        raise AotcError(f"{what} would take {_human(nbytes)} ({nbytes} bytes; shape "
-                        f"{tuple(shape)}, {dtype_name}); aotc's limit per tensor is "
-                        f"{_human(MAX_TENSOR_BYTES)}", node, op)
-    return nbytes
-
-
-def _human(n: int) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"):
-        if n < 1024 or unit == "EiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return str(n)
-
-
-def _onnx_dtype_name(num: int) -> str:
-    try:
-        return onnx.TensorProto.DataType.Name(num)
-    except ValueError:
-        return f"{num} (not an ONNX data type)"
-
-
-_VALUE_FIELDS = ("raw_data", "float_data", "int32_data", "string_data", "int64_data",
-                 "double_data", "uint64_data")
-
-
-def _declared_nbytes(t: onnx.TensorProto) -> int | None:
-    """Checks a TensorProto's dtype number, dims and size before its data is read; its byte size
-    (None for strings, whose size is not fixed)."""
-    what = f"tensor {t.name!r}"
-    try:
-        npdt = onnx.helper.tensor_dtype_to_np_dtype(t.data_type)
-    except Exception:
-        raise AotcError(f"{what} has data type {_onnx_dtype_name(t.data_type)}, which aotc "
-                        f"cannot read") from None
-    dims = tuple(int(d) for d in t.dims)
-    if any(d < 0 for d in dims):
-        raise AotcError(f"{what} has a negative dim {dims}")
-    fields = [f for f in _VALUE_FIELDS if len(getattr(t, f))]
-    if len(fields) > 1:
-        raise AotcError(f"{what} holds data in {', '.join(fields[:-1])} and {fields[-1]}; a "
-                        f"tensor has one data field")
-    if npdt.kind in "OUS":
-        return None
-    return _check_size(what, dims, npdt.name, max(1, npdt.itemsize))
-
-
-def _all_tensors(g: onnx.GraphProto) -> list[onnx.TensorProto]:
-    out = list(g.initializer)
-    for n in g.node:
-        for a in n.attribute:
-            if a.type == onnx.AttributeProto.TENSOR:
-                out.append(a.t)
-    return out
 
 
 def _opset(model: onnx.ModelProto) -> int:
@@ -206,11 +45,11 @@ def _tensor_type(vi: onnx.ValueInfoProto, bound: Mapping[str, tuple[int, ...]]) 
         raise AotcError(f"input {vi.name!r} is not a tensor (sequences, maps and optionals are "
                         f"not supported)")
     if tt.elem_type not in dtypes.BY_ONNX:
-        name = _onnx_dtype_name(tt.elem_type)
+        name = onnx_dtype_name(tt.elem_type)
         raise AotcError(f"input {vi.name!r} has dtype {name}, which aotc does not support")
     dt = dtypes.BY_ONNX[tt.elem_type]
     tensor_type = _bound_type(vi, tt, dt, bound)
-    _check_size(f"input {vi.name!r}", tensor_type.shape, dt.name, dt.itemsize)
+    check_size(f"input {vi.name!r}", tensor_type.shape, dt.name, dt.itemsize)
     return tensor_type
 
 
@@ -281,7 +120,7 @@ def _constant_node(n: onnx.NodeProto, opset: int) -> np.ndarray:
         raise ValueError(f"Constant attribute {a.name!r} is not supported")
     _check_attr_type(a, _schema("Constant", opset, ""))
     if a.type == onnx.AttributeProto.TENSOR:
-        _declared_nbytes(a.t)
+        declared_nbytes(a.t)
     v = _attr_value(a)
     return np.asarray(v, dtype=kinds[a.name]) if kinds[a.name] else np.asarray(v)
 
@@ -371,7 +210,7 @@ def import_model(model: onnx.ModelProto, input_shapes: Mapping[str, tuple[int, .
         if t.name in values:
             raise AotcError(f"initializer {t.name!r} is defined twice (ONNX values are "
                             f"assigned once)")
-        _declared_nbytes(t)
+        declared_nbytes(t)
         try:
             values[t.name] = _const_value(numpy_helper.to_array(t), t.name)
         except AotcError:
@@ -456,7 +295,7 @@ def _check_declared(g: onnx.GraphProto, values: Mapping[str, Value]) -> None:
         got = v.type
         if tt.elem_type and dtypes.BY_ONNX.get(tt.elem_type) != got.dtype:
             raise AotcError(f"{kind} {vi.name!r} is declared "
-                            f"{_onnx_dtype_name(tt.elem_type)} but is {got.dtype.name}")
+                            f"{onnx_dtype_name(tt.elem_type)} but is {got.dtype.name}")
         if not tt.HasField("shape"):
             continue
         # The rank, and the dims of initializers: a stale fixed dim in an output or value_info
@@ -621,7 +460,7 @@ def _convert_node(pn: onnx.NodeProto, node_name: str, opset: int, values: dict[s
         try:
             _check_attr_type(a, schema)
             if a.type == onnx.AttributeProto.TENSOR:
-                _declared_nbytes(a.t)
+                declared_nbytes(a.t)
             attrs[a.name] = _attr_value(a)
             if a.name in _WINDOW_ATTRS and a.type == onnx.AttributeProto.INTS and not a.ints:
                 # The ops read an empty list as "not set"; ONNX says one value per dim.
@@ -656,7 +495,7 @@ def _convert_node(pn: onnx.NodeProto, node_name: str, opset: int, values: dict[s
         if o:
             if any(d < 0 for d in t.shape):
                 raise AotcError(f"output {o!r} has a negative dim {t.shape}", node_name, pn.op_type)
-            _check_size(f"output {o!r}", t.shape, t.dtype.name, t.dtype.itemsize, node_name,
+            check_size(f"output {o!r}", t.shape, t.dtype.name, t.dtype.itemsize, node_name,
                         pn.op_type)
             values[o] = Value(o, t)
     _propagate_known(opdef, node, ins, types, known)
