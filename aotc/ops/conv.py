@@ -18,6 +18,7 @@ from aotc.ops import OpDef, register
 from aotc.ops.conv_depthwise import depthwise_ok, lower_depthwise
 from aotc.ops.conv_dsp import lower_conv_dsp
 from aotc.ops.conv_mve import lower_conv_mve, mve_conv_ok
+from aotc.ops.conv_pixels import flat_tap, strides
 
 TILE_M = 8  # output channels computed together (accumulators sharing each input load)
 
@@ -295,7 +296,7 @@ class Conv(OpDef):
         packed = kb.const("wpack", np.concatenate(parts), arith.wdtype(W.dtype, w))
         per_group = mg * cg * kprod
         nan_at = self._padded_nan(node, kb, Y.shape[2:], pb, s, d)
-        kstrides = [int(np.prod(k_sp[i + 1:], dtype=np.int64)) for i in range(nd)]
+        kstrides = strides(k_sp)
         acc_t = arith.acc
 
         pixel = kb.scratch_buffer("pixel", Y.dtype, [Y.shape[1]]) if by_pixel else None
@@ -312,10 +313,7 @@ class Conv(OpDef):
                     ic = gi * cg + c if group > 1 else c
 
                     def tap(xv: Expr, kk: list[Expr], ii: list[Expr], c: Expr = c) -> None:
-                        kflat: Expr = Const(0)
-                        for kv, st in zip(kk, kstrides):
-                            kflat = kflat + kv * st
-                        row = base + (c * kprod + kflat) * width
+                        row = base + (c * kprod + flat_tap(kk, kstrides)) * width
                         xs = kb.local(arith.x(xv), "xv", acc_t)
                         with kb.loop(width, "j", unroll=kb.unroll_tiles) as j:
                             kb.store(acc, [j], acc[[j]] + xs * arith.wide(packed.flat(row + j)))

@@ -20,6 +20,14 @@ from aotc import dtypes
 from aotc.ir.graph import Node
 from aotc.lower import dsp
 from aotc.lower.loop_ir import Const, Expr
+from aotc.ops.conv_pixels import (
+    flat_tap,
+    over_pixel_groups,
+    pixel_coords,
+    store_sums,
+    strides,
+    zero_accumulators,
+)
 
 I32 = dtypes.int32
 # Output pixels per step and output channels per tile: 2 x 2 int32 accumulators (CMSIS-NN's
@@ -57,16 +65,12 @@ def lower_conv_dsp(conv: Any, node: Node, kb: Any, X: Any, B: Any, arith: Any,
     tile_words = q_len * (TILE // 2)
     col = kb.scratch_buffer("col", I32, (px * q_len,))
     sums = kb.scratch_buffer("sum", I32, (px * mg,))  # the int32 sums of a group of pixels
-    ostrides = [int(np.prod(out_sp[k + 1:], dtype=np.int64)) for k in range(nd)]
-    kstrides = [int(np.prod(k_sp[k + 1:], dtype=np.int64)) for k in range(nd)]
+    kstrides = strides(k_sp)
     padded = any(pb) or any(pe)
 
     def column(n: Expr, gi: Expr, pix: Expr, slot: int) -> list[Expr]:
         """Fill column ``slot`` for output pixel ``pix`` (flat); returns its coordinates."""
-        o: list[Expr] = []
-        for k in range(nd):
-            v = pix // ostrides[k] if ostrides[k] > 1 else pix
-            o.append(kb.local(v % out_sp[k] if k else v, f"o{k}"))
+        o = pixel_coords(kb, pix, out_sp)
         if padded:  # taps in the padding stay the zero pair
             with kb.loop(q_len, "q") as q:
                 kb.store(col, [slot * q_len + q], Const(0, I32))
@@ -75,9 +79,7 @@ def lower_conv_dsp(conv: Any, node: Node, kb: Any, X: Any, B: Any, arith: Any,
             ic = gi * cg + 2 * cp if group > 1 else 2 * cp
 
             def tap(xv: Expr, kk: list[Expr], ii: list[Expr]) -> None:
-                kflat: Expr = Const(0)
-                for kv, st in zip(kk, kstrides):
-                    kflat = kflat + kv * st
+                kflat = flat_tap(kk, kstrides)
                 x1 = X[[n, ic + 1, *ii]] if paired else None
                 kb.store(col, [slot * q_len + cp * kprod + kflat],
                          dsp.x_pair(xv, x1, arith.x_zp))
@@ -94,18 +96,11 @@ def lower_conv_dsp(conv: Any, node: Node, kb: Any, X: Any, B: Any, arith: Any,
     def tile(gi: Expr, ml: Expr, base: Expr, width: int, pixels: int) -> None:
         """Channels ml .. ml + width of group gi for the pixels' columns: sums to ``sums``."""
         half = -(-width // 2)
-        accs = []
-        for _ in range(pixels):
-            acc = kb.local_array(width, "acc", I32)
-            with kb.loop(width, "j", unroll=True) as j:
-                kb.store(acc, [j], Const(0, I32))
-            accs.append(acc)
+        accs = zero_accumulators(kb, pixels, width)
         with kb.loop(q_len, "q") as q:
             xps = [kb.local(col.flat(p * q_len + q), "xp", I32) for p in range(pixels)]
             dsp.mac_tile(kb, accs, words, base + q * half, width, xps)
-        for p, acc in enumerate(accs):
-            with kb.loop(width, "j", unroll=True) as j:
-                kb.store(sums, [p * mg + ml + j], acc[[j]])
+        store_sums(kb, sums, accs, mg, ml, width)
 
     def pixels(n: Expr, gi: Expr, pix0: Expr, count: int) -> None:
         coords = [column(n, gi, pix0 + p, p) for p in range(count)]
@@ -126,11 +121,4 @@ def lower_conv_dsp(conv: Any, node: Node, kb: Any, X: Any, B: Any, arith: Any,
                 acc = sums[[p * mg + j]] + arith.init(B, m)
                 kb.store_output([n, m, *o], arith.finish(kb, acc, m, B))
 
-    with kb.loop(Y.shape[0], "n") as n:
-        with kb.loop(group, "g") as gi:
-            with kb.loop(npix // px, "px") as pp:
-                with kb.block():
-                    pixels(n, gi, pp * px, px)
-            if npix % px:
-                with kb.block():
-                    pixels(n, gi, Const(npix - 1), 1)
+    over_pixel_groups(kb, Y.shape[0], group, npix, px, pixels)

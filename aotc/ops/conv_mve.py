@@ -19,6 +19,14 @@ from aotc import dtypes
 from aotc.ir.graph import Node
 from aotc.lower import mve
 from aotc.lower.loop_ir import Const, Expr
+from aotc.ops.conv_pixels import (
+    flat_tap,
+    over_pixel_groups,
+    pixel_coords,
+    store_sums,
+    strides,
+    zero_accumulators,
+)
 
 I8 = dtypes.int8
 I32 = dtypes.int32
@@ -56,16 +64,12 @@ def lower_conv_mve(conv: Any, node: Node, kb: Any, X: Any, B: Any, arith: Any,
     words = kb.const("wq", mve.pack_rows(w.reshape(w.shape[0], length)).reshape(-1), I8)
     col = kb.scratch_buffer("col", I8, (px * length,))
     sums = kb.scratch_buffer("sum", I32, (px * mg,))  # the int32 sums of a group of pixels
-    ostrides = [int(np.prod(out_sp[k + 1:], dtype=np.int64)) for k in range(nd)]
-    kstrides = [int(np.prod(k_sp[k + 1:], dtype=np.int64)) for k in range(nd)]
+    kstrides = strides(k_sp)
     padded = any(pb) or any(pe)
 
     def column(n: Expr, gi: Expr, pix: Expr, slot: int) -> list[Expr]:
         """Fill column ``slot`` for output pixel ``pix`` (flat); returns its coordinates."""
-        o: list[Expr] = []
-        for k in range(nd):
-            v = pix // ostrides[k] if ostrides[k] > 1 else pix
-            o.append(kb.local(v % out_sp[k] if k else v, f"o{k}"))
+        o = pixel_coords(kb, pix, out_sp)
         if padded:  # taps in the padding read the zero point: (x_zp - x_zp) * w = 0
             with kb.loop(length, "q") as q:
                 kb.store(col, [slot * length + q], Const(arith.x_zp_input, I8))
@@ -74,9 +78,7 @@ def lower_conv_mve(conv: Any, node: Node, kb: Any, X: Any, B: Any, arith: Any,
             ic = gi * cg + c if group > 1 else c
 
             def one(xv: Expr, kk: list[Expr], ii: list[Expr]) -> None:
-                kflat: Expr = Const(0)
-                for kv, st in zip(kk, kstrides):
-                    kflat = kflat + kv * st
+                kflat = flat_tap(kk, kstrides)
                 kb.store(col, [slot * length + c * kprod + kflat], xv)
 
             conv._window(kb, 0, nd, X, one, n, ic, o, [], [], pb, pe, s, d, None, in_sp, k_sp)
@@ -87,17 +89,10 @@ def lower_conv_mve(conv: Any, node: Node, kb: Any, X: Any, B: Any, arith: Any,
 
     def tile(gi: Expr, ml: Expr, width: int, pixels: int) -> None:
         """Channels ml .. ml + width of group gi for the pixels' columns: sums to ``sums``."""
-        accs = []
-        for _ in range(pixels):
-            acc = kb.local_array(width, "acc", I32)
-            with kb.loop(width, "j", unroll=True) as j:
-                kb.store(acc, [j], Const(0, I32))
-            accs.append(acc)
+        accs = zero_accumulators(kb, pixels, width)
         mve.dot_tile(kb, accs, lambda p, i: col.flat(p * length + i),
                      lambda j, i: words.flat((gi * mg + ml + j) * row + i), length, width)
-        for p, acc in enumerate(accs):
-            with kb.loop(width, "j", unroll=True) as j:
-                kb.store(sums, [p * mg + ml + j], acc[[j]])
+        store_sums(kb, sums, accs, mg, ml, width)
 
     def pixels(n: Expr, gi: Expr, pix0: Expr, count: int) -> None:
         coords = [column(n, gi, pix0 + p, p) for p in range(count)]
@@ -117,11 +112,4 @@ def lower_conv_mve(conv: Any, node: Node, kb: Any, X: Any, B: Any, arith: Any,
                     acc = sums[[p * mg + j]] + arith.init(B, m)
                     kb.store_output([n, m, *o], arith.finish(kb, acc, m, B))
 
-    with kb.loop(Y.shape[0], "n") as n:
-        with kb.loop(group, "g") as gi:
-            with kb.loop(npix // px, "px") as pp:
-                with kb.block():
-                    pixels(n, gi, pp * px, px)
-            if npix % px:
-                with kb.block():
-                    pixels(n, gi, Const(npix - 1), 1)
+    over_pixel_groups(kb, Y.shape[0], group, npix, px, pixels)

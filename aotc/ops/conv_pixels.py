@@ -1,0 +1,68 @@
+"""The loop skeleton the column (im2col) conv schedules share (conv_dsp.py, conv_mve.py): output
+pixels taken ``px`` at a time, each pixel's flat index decoded into its coordinates, kernel taps
+flattened, per-pixel accumulators of an output-channel tile started at 0 and written to the
+int32 ``sums`` scratch."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from aotc import dtypes
+from aotc.lower.loop_ir import Const, Expr
+
+
+def strides(shape: Sequence[int]) -> list[int]:
+    """Row-major strides, in elements."""
+    return [int(np.prod(shape[k + 1:], dtype=np.int64)) for k in range(len(shape))]
+
+
+def pixel_coords(kb: Any, pix: Expr, out_sp: Sequence[int]) -> list[Expr]:
+    """The coordinates of output pixel ``pix`` (flat), as locals o0, o1, ..."""
+    o: list[Expr] = []
+    for k, st in enumerate(strides(out_sp)):
+        v = pix // st if st > 1 else pix
+        o.append(kb.local(v % out_sp[k] if k else v, f"o{k}"))
+    return o
+
+
+def flat_tap(kk: Sequence[Expr], kstrides: Sequence[int]) -> Expr:
+    """The flat index of kernel tap ``kk`` (kstrides: strides(kernel shape))."""
+    kflat: Expr = Const(0)
+    for kv, st in zip(kk, kstrides):
+        kflat = kflat + kv * st
+    return kflat
+
+
+def zero_accumulators(kb: Any, pixels: int, width: int) -> list[Any]:
+    """One int32 accumulator array of ``width`` output channels per pixel, all 0."""
+    accs = []
+    for _ in range(pixels):
+        acc = kb.local_array(width, "acc", dtypes.int32)
+        with kb.loop(width, "j", unroll=True) as j:
+            kb.store(acc, [j], Const(0, dtypes.int32))
+        accs.append(acc)
+    return accs
+
+
+def store_sums(kb: Any, sums: Any, accs: Sequence[Any], mg: int, ml: Expr, width: int) -> None:
+    """Pixel p's sums of channels ml .. ml + width go to sums[p * mg + ml + j]."""
+    for p, acc in enumerate(accs):
+        with kb.loop(width, "j", unroll=True) as j:
+            kb.store(sums, [p * mg + ml + j], acc[[j]])
+
+
+def over_pixel_groups(kb: Any, batch: int, group: int, npix: int, px: int,
+                      pixels: Callable[[Expr, Expr, Expr, int], None]) -> None:
+    """pixels(n, g, first pixel, count) for every group of ``px`` output pixels of every batch
+    item and conv group; a last odd pixel alone."""
+    with kb.loop(batch, "n") as n:
+        with kb.loop(group, "g") as gi:
+            with kb.loop(npix // px, "px") as pp:
+                with kb.block():
+                    pixels(n, gi, pp * px, px)
+            if npix % px:
+                with kb.block():
+                    pixels(n, gi, Const(npix - 1), 1)
