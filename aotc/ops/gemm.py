@@ -53,14 +53,32 @@ def _tiled_dot(kb: Any, n_total: int, K: int, a_at: Callable[[Expr], Expr],
         with kb.loop(width, "j", unroll=kb.unroll_tiles) as j:
             store(n0 + j, acc[[j]])
 
-    full, rest = divmod(n_total, NT)
+    _over_tiles(kb, n_total, NT, lambda n0, width, t: block(n0, width))
+
+
+def _over_tiles(kb: Any, n_total: int, tile: int,
+                block: Callable[[Expr, int, Expr], None]) -> None:
+    """block(first column, width, tile index) for the columns in tiles of ``tile``, the last
+    one narrower."""
+    full, rest = divmod(n_total, tile)
     if full:
         with kb.loop(full, "nt") as nt:
             with kb.block():
-                block(nt * NT, NT)
+                block(nt * tile, tile, nt)
     if rest:
         with kb.block():
-            block(Const(full * NT), rest)
+            block(Const(full * tile), rest, Const(full))
+
+
+def _store_tile(kb: Any, acc: Any, n0: Expr, width: int, store: Callable[[Expr, Expr], None],
+                dtype: Any) -> None:
+    """The tile's sums copied out of the accumulators, then stored (requantised) in a rolled
+    loop: the accumulators are dead before any call, so they stay in registers during the sum."""
+    res = kb.local_array(width, "res", dtype)
+    for j in range(width):
+        kb.store(res, [j], acc[[j]])
+    with kb.loop(width, "j") as j:
+        store(n0 + j, res[[j]])
 
 
 def _tiled_dot_dsp(kb: Any, n_total: int, K: int, a_at: Callable[[Expr], Expr], words: BufRef,
@@ -84,20 +102,10 @@ def _tiled_dot_dsp(kb: Any, n_total: int, K: int, a_at: Callable[[Expr], Expr], 
         if K % 2:
             xp = kb.local(dsp.x_pair(a_at(Const(K - 1)), None, arith.x_zp), "xp", arith.acc)
             dsp.mac_tile(kb, acc, words, base + (pairs - 1) * half, width, xp)
-        res = kb.local_array(width, "res", arith.acc)
-        for j in range(width):
-            kb.store(res, [j], acc[[j]])
-        with kb.loop(width, "j") as j:
-            store(n0 + j, res[[j]])
+        _store_tile(kb, acc, n0, width, store, arith.acc)
 
-    full, rest = divmod(n_total, tile)
-    if full:
-        with kb.loop(full, "nt") as nt:
-            with kb.block():
-                block(nt * tile, tile, nt * (pairs * (tile // 2)))
-    if rest:
-        with kb.block():
-            block(Const(full * tile), rest, full * pairs * (tile // 2))
+    _over_tiles(kb, n_total, tile, lambda n0, width, t: block(n0, width,
+                                                               t * (pairs * (tile // 2))))
 
 
 def _tiled_dot_mve(kb: Any, n_total: int, K: int, a_at: Callable[[Expr], Expr], words: BufRef,
@@ -114,20 +122,9 @@ def _tiled_dot_mve(kb: Any, n_total: int, K: int, a_at: Callable[[Expr], Expr], 
             kb.store(acc, [j], init(n0 + j))
         mve.dot_tile(kb, [acc], lambda p, k: a_at(k),
                      lambda j, k: words.flat((n0 + j) * row + k), K, width)
-        res = kb.local_array(width, "res", dtypes.int32)
-        for j in range(width):
-            kb.store(res, [j], acc[[j]])
-        with kb.loop(width, "j") as j:
-            store(n0 + j, res[[j]])
+        _store_tile(kb, acc, n0, width, store, dtypes.int32)
 
-    full, rest = divmod(n_total, tile)
-    if full:
-        with kb.loop(full, "nt") as nt:
-            with kb.block():
-                block(nt * tile, tile)
-    if rest:
-        with kb.block():
-            block(Const(full * tile), rest)
+    _over_tiles(kb, n_total, tile, lambda n0, width, t: block(n0, width))
 
 
 def _b_getter(B: BufRef, trans: bool) -> Getter:
