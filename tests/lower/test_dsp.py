@@ -72,19 +72,28 @@ CASES = {
 }
 
 
+def check_target_build(model, x, tmp_path, target, present=(), absent=()):
+    """The model compiled for ``target`` (its C holds each string of ``present``, the generic
+    build's C none of ``absent``) gives the generic build's bytes on the host, through the
+    intrinsics' C twins, and on the target board in QEMU."""
+    generic = aotc.compile(model, tmp_path / "generic", name="m")
+    fast = aotc.compile(model, tmp_path / "target", name="m", target=target)
+    c_fast = (tmp_path / "target" / "m.c").read_text()
+    c_generic = (tmp_path / "generic" / "m.c").read_text()
+    assert all(s in c_fast for s in present), present
+    assert not any(s in c_generic for s in absent), absent
+    want = generic.load().run({"x": x})["y"]
+    np.testing.assert_array_equal(fast.load().run({"x": x})["y"], want)
+    np.testing.assert_array_equal(fast.load(target).run({"x": x})["y"], want)
+
+
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_dsp_build_equals_generic_build(case, tmp_path):
     make, kw = CASES[case]
     model, x = make(**kw)
-    generic = aotc.compile(model, tmp_path / "generic", name="m")
-    dsp = aotc.compile(model, tmp_path / "dsp", name="m", target="cortex-m4f")
-    c_generic = (tmp_path / "generic" / "m.c").read_text()
-    c_dsp = (tmp_path / "dsp" / "m.c").read_text()
-    assert "__smlad(" in c_dsp and "#include <arm_acle.h>" in c_dsp
-    assert "smlad" not in c_generic and "arm_acle" not in c_generic
-    want = generic.load().run({"x": x})["y"]
-    np.testing.assert_array_equal(dsp.load().run({"x": x})["y"], want)  # C intrinsics
-    np.testing.assert_array_equal(dsp.load("cortex-m4f").run({"x": x})["y"], want)
+    check_target_build(model, x, tmp_path, "cortex-m4f",
+                       present=("__smlad(", "#include <arm_acle.h>"),
+                       absent=("smlad", "arm_acle"))
 
 
 DEPTHWISE = {
@@ -102,13 +111,8 @@ def test_depthwise_schedule_equals_generic_build(case, tmp_path):
     """conv_depthwise.py: the zero-point-bordered plane and the folded bias give the generic
     kernel's bytes (host, and cortex-m4f in QEMU)."""
     model, x = qconv(**DEPTHWISE[case])
-    generic = aotc.compile(model, tmp_path / "generic", name="m")
-    dsp = aotc.compile(model, tmp_path / "dsp", name="m", target="cortex-m4f")
-    assert "_plane[" in (tmp_path / "dsp" / "m.c").read_text()
-    assert "_plane[" not in (tmp_path / "generic" / "m.c").read_text()
-    want = generic.load().run({"x": x})["y"]
-    np.testing.assert_array_equal(dsp.load().run({"x": x})["y"], want)
-    np.testing.assert_array_equal(dsp.load("cortex-m4f").run({"x": x})["y"], want)
+    check_target_build(model, x, tmp_path, "cortex-m4f", present=("_plane[",),
+                       absent=("_plane[",))
 
 
 def test_depthwise_and_zero_point_weights_do_not_use_smlad(tmp_path):

@@ -11,13 +11,13 @@ import subprocess
 
 import numpy as np
 import pytest
+from test_dsp import INT8_MODELS, check_target_build, qconv, qmatmul
 
 import aotc
 from aotc.boards import load_board
 from aotc.host import WARN_FLAGS
 from aotc.lower.mve import pack_rows
 from aotc.paths import runtime_dir
-from test_dsp import INT8_MODELS, qconv, qmatmul
 
 CASES = {
     "conv1x1": (qconv, dict(kernel=(1, 1), pads=(0, 0, 0, 0), cin=32, m=8)),
@@ -41,15 +41,9 @@ CASES = {
 def test_mve_build_equals_generic_build(case, tmp_path):
     make, kw = CASES[case]
     model, x = make(**kw)
-    generic = aotc.compile(model, tmp_path / "generic", name="m")
-    mve = aotc.compile(model, tmp_path / "mve", name="m", target="cortex-m55")
-    c_generic = (tmp_path / "generic" / "m.c").read_text()
-    c_mve = (tmp_path / "mve" / "m.c").read_text()
-    assert "vmladavaq_s8(" in c_mve and "#include <arm_mve.h>" in c_mve
-    assert "vmladavaq" not in c_generic and "arm_mve" not in c_generic
-    want = generic.load().run({"x": x})["y"]
-    np.testing.assert_array_equal(mve.load().run({"x": x})["y"], want)  # the C twins
-    np.testing.assert_array_equal(mve.load("cortex-m55").run({"x": x})["y"], want)
+    check_target_build(model, x, tmp_path, "cortex-m55",
+                       present=("vmladavaq_s8(", "#include <arm_mve.h>"),
+                       absent=("vmladavaq", "arm_mve"))
 
 
 DEPTHWISE = {
@@ -71,12 +65,7 @@ def test_mve_depthwise_equals_generic_build(case, tmp_path):
     """conv_depthwise.py with Helium: a kernel row per VMLADAVA (a (k, 1) kernel on a
     one-column plane: the column), two outputs per input load where they fit a vector."""
     model, x = qconv(**DEPTHWISE[case])
-    generic = aotc.compile(model, tmp_path / "generic", name="m")
-    mve = aotc.compile(model, tmp_path / "mve", name="m", target="cortex-m55")
-    assert "vmladavaq_s8(" in (tmp_path / "mve" / "m.c").read_text()
-    want = generic.load().run({"x": x})["y"]
-    np.testing.assert_array_equal(mve.load().run({"x": x})["y"], want)
-    np.testing.assert_array_equal(mve.load("cortex-m55").run({"x": x})["y"], want)
+    check_target_build(model, x, tmp_path, "cortex-m55", present=("vmladavaq_s8(",))
 
 
 def test_mve_depthwise_one_tap_rows_stay_scalar(tmp_path):
