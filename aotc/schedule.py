@@ -21,7 +21,6 @@ from aotc.ir.graph import Graph, Node, Value
 from aotc.ops import resolve
 from aotc.ops.control import Body
 
-
 CONTROL_OPS = ("If", "Loop", "Scan")
 CTRL_DOMAIN = "aotc.ctrl"  # marker steps: C control flow around the kernels between them
 

@@ -73,7 +73,8 @@ class Scan(_ControlOp):
     onnx_tests = ("test_scan9_sum", "test_scan9_multi_state", "test_scan9_scalar")
 
     def reference(self, *inputs: Any, body: Any = REQUIRED, num_scan_inputs: int = REQUIRED,
-                  scan_input_axes: tuple[int, ...] = (), scan_input_directions: tuple[int, ...] = (),
+                  scan_input_axes: tuple[int, ...] = (),
+                  scan_input_directions: tuple[int, ...] = (),
                   scan_output_axes: tuple[int, ...] = (),
                   scan_output_directions: tuple[int, ...] = ()) -> Any:
         raise NotImplementedError
