@@ -80,6 +80,9 @@ class CompileOptions:
     # Run the kernels in the model's order instead of the order of smallest liveness bound
     # (aotc/reorder.py).
     keep_order: bool = False
+    # Workload key -> schedule ({knob: value}, aotc/schedules) for the kernels that have one,
+    # e.g. the best a tuning log recorded (aotc/tune); the others get the knobs' defaults.
+    schedules: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
 
 @dataclass
@@ -210,7 +213,8 @@ def compile_model(model: str | os.PathLike[str] | onnx.ModelProto, options: Comp
         # The in-place kernels trade their output buffer for a small temporary; with a
         # heuristic planner that is not always a smaller arena, so the smaller plan wins.
         alt = [lower_step(sched, _with_mode(ls.step, modes[ls.step.index]), options.unroll_max,
-                          features) if ls.step.index in modes else ls for ls in lowered]
+                          features, options.schedules) if ls.step.index in modes else ls
+               for ls in lowered]
         alt_live, alt_plan = _plan(sched, _scratch(alt), options, modes)
         if alt_plan.size < the_plan.size:
             lowered, live, the_plan = alt, alt_live, alt_plan
@@ -228,7 +232,8 @@ def _lower(sched: Schedule, by_name: dict[str, Any], options: CompileOptions,
         progress.detail(f"lowering kernel {st.index + 1}/{len(sched.steps)}")
         lowered.append(lower_external(sched, st, by_name, options.requant)
                        if "_byoc" in st.node.attrs
-                       else lower_step(sched, st, options.unroll_max, features))
+                       else lower_step(sched, st, options.unroll_max, features,
+                                       options.schedules))
     return lowered
 
 
@@ -425,6 +430,11 @@ def render_context(c: Compilation) -> dict[str, Any]:
                      **({"offset": c.io_offset(t.value)} if io_in_arena else {})}
                     for t in outs],
         "kernels": [ls.kernel.name for ls in c.lowered],
+        # Per kernel aotc lowered: its workload key, the schedule it used and its space
+        # ({knob: [choices, default]}): what `aotc tune` searches.
+        "workloads": {ls.kernel.name: {"key": ls.workload, "schedule": ls.knobs,
+                                       "space": {k: [ch, d] for k, (ch, d) in ls.space.items()}}
+                      for ls in c.lowered if ls.workload and not ls.backend},
         "byoc": {ls.kernel.name: ls.backend for ls in c.lowered if ls.backend},
         "libraries": [lib.to_json() for lib in c.libraries],
         "largest_weights": [f"{sym} ({arr.nbytes} B)" for sym, arr in

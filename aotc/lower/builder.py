@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -35,6 +36,7 @@ from aotc.lower.loop_ir import (
     as_expr,
 )
 from aotc.lower.simplify import simplify
+from aotc.schedules import Context, Knob, Schedule
 
 
 def strides_of(shape: Sequence[int]) -> tuple[int, ...]:
@@ -97,7 +99,8 @@ class KernelBuilder:
                  extra_params: Sequence[BufRef] = (),
                  input_consts: Sequence[np.ndarray | None] = (),
                  features: frozenset[str] = frozenset(),
-                 dead_outputs: frozenset[int] = frozenset()) -> None:
+                 dead_outputs: frozenset[int] = frozenset(),
+                 schedule: Schedule | None = None) -> None:
         self.name = name
         self.comment = comment
         self.inputs = list(inputs)
@@ -115,6 +118,10 @@ class KernelBuilder:
         # Target features (board.toml) that steer lowering choices, e.g. "autovec".
         self.features = features
         self.scratch: list[Buffer] = []
+        # The schedule chosen for this kernel's workload ({knob: value}, aotc/schedules), and
+        # the knobs the lowering asked for: name -> (choices, default), the kernel's space.
+        self.schedule = dict(schedule or {})
+        self.space: dict[str, tuple[list[Any], Any]] = {}
 
     # ------------------------------------------------------------------ names and emission
     def fresh(self, base: str) -> str:
@@ -177,6 +184,14 @@ class KernelBuilder:
         var = Var(self.fresh(name), dt)
         self.emit(Decl(var.name, dt, init_e))
         return var
+
+    def knob(self, k: Knob, default: Any = None, integer: bool = False) -> Any:
+        """The value of schedule knob ``k`` for this kernel: the schedule's, else ``default``,
+        else the knob's default for this target (``integer``: integer arithmetic)."""
+        if default is None:
+            default = k.default(Context(self.features, integer))
+        self.space[k.name] = (list(k.choices), default)
+        return self.schedule.get(k.name, default)
 
     @property
     def unroll_tiles(self) -> bool:

@@ -7,8 +7,9 @@ applies the default schedule transformations.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 
@@ -20,6 +21,8 @@ from aotc.lower.builder import BufRef, KernelBuilder
 from aotc.lower.loop_ir import Buffer, Expr, Kernel, used_buffers
 from aotc.ops import OpDef, resolve
 from aotc.schedule import Schedule, Step
+from aotc.schedules import common as COMMON
+from aotc.schedules import workload_key
 
 
 @dataclass
@@ -35,6 +38,11 @@ class LoweredStep:
     source: str | None = None
     includes: tuple[str, ...] = ()
     backend: str | None = None
+    # aotc/schedules: the kernel's workload key, the knobs its lowering asked for (name ->
+    # (choices, default)) and the values it used.
+    workload: str = ""
+    space: dict[str, tuple[list[Any], Any]] = field(default_factory=dict)
+    knobs: dict[str, Any] = field(default_factory=dict)
 
 
 def _opdef(g: Graph, n: Node) -> OpDef:
@@ -45,9 +53,13 @@ def _opdef(g: Graph, n: Node) -> OpDef:
 
 
 def lower_step(s: Schedule, step: Step, unroll_max: int = 8,
-               features: frozenset[str] = frozenset()) -> LoweredStep:
+               features: frozenset[str] = frozenset(),
+               schedules: Mapping[str, Mapping[str, Any]] | None = None) -> LoweredStep:
+    """``schedules``: workload key -> schedule ({knob: value}) for the kernels that have one
+    (e.g. from a tuning log); the others get their knobs' defaults."""
     g = s.graph
     n = step.node
+    key = workload_key(g, n)
     opdef = _opdef(g, n)
     ins = [g.values[i] if i else None for i in n.inputs]
     node = opdef.prepare(n, ins)
@@ -88,7 +100,8 @@ def lower_step(s: Schedule, step: Step, unroll_max: int = 8,
         name, comment, in_refs, out_refs, epilogue, extra,
         input_consts=[g.values[i].const if i else None for i in node.inputs],
         features=features,
-        dead_outputs=frozenset(k for k, o in enumerate(n.outputs) if o in s.dead))
+        dead_outputs=frozenset(k for k, o in enumerate(n.outputs) if o in s.dead),
+        schedule=(schedules or {}).get(key))
     try:
         opdef.lower(node, kb)
     except AotcError:
@@ -96,6 +109,7 @@ def lower_step(s: Schedule, step: Step, unroll_max: int = 8,
     except NotImplementedError:
         raise AotcError("has no lowering", n.name, n.op) from None
     kernel = kb.build()
+    unroll_max = kb.knob(COMMON.UNROLL_MAX, default=unroll_max)
     kernel = ranges.prune_guards(transforms.unroll_hinted(kernel, unroll_max))
     kernel = transforms.scalarize_locals(kernel)
     overflow = ranges.index_overflow(kernel)
@@ -119,7 +133,9 @@ def lower_step(s: Schedule, step: Step, unroll_max: int = 8,
         else:
             args.append(by_pname[b.name])
     scratch = [(b.name, b.size * b.dtype.itemsize) for b in kb.scratch]
-    return LoweredStep(step, kernel, args, dict(kb.consts), scratch)
+    knobs = {k: kb.schedule.get(k, default) for k, (_, default) in kb.space.items()}
+    return LoweredStep(step, kernel, args, dict(kb.consts), scratch, workload=key,
+                       space=dict(kb.space), knobs=knobs)
 
 
 def _epilogue_fn(eop: OpDef, e: Node, pos: int, refs: Sequence[BufRef | None]):  # type: ignore[no-untyped-def]

@@ -19,8 +19,7 @@ from aotc.ops.conv_depthwise import depthwise_ok, lower_depthwise
 from aotc.ops.conv_dsp import lower_conv_dsp
 from aotc.ops.conv_mve import lower_conv_mve, mve_conv_ok
 from aotc.ops.conv_pixels import flat_tap, strides
-
-TILE_M = 8  # output channels computed together (accumulators sharing each input load)
+from aotc.schedules import conv as CONV
 
 
 def conv_pads(node: Node, in_sp: Sequence[int], k_sp: Sequence[int]) -> tuple[list[int], list[int]]:
@@ -113,10 +112,6 @@ class ConvArith:
     the other (docs/floating-point.md). Integer kernels subclass it (aotc/ops/quant.py) and
     start the int32 accumulator with the bias (exact either way, as TFLM does)."""
 
-    # Output channels per register tile: 8 float accumulators fit the FPU's registers; integer
-    # kernels use 4 so accumulators, pointers and counters fit the 13 core registers of a
-    # Cortex-M (8 spill to the stack at -Os).
-    tile = TILE_M
     rolled_finish = False  # requantise a tile in a rolled loop after the sum (calls inside)
 
     def __init__(self, acc: DType) -> None:
@@ -222,7 +217,8 @@ class Conv(OpDef):
         m_per_g = kb.outputs[0].shape[1] // node.attrs["group"]
         inplace = node.attrs.get("_inplace")  # aotc/memory/liveness.py conv_inplace_modes
         pads = conv_pads(node, X.shape[2:], W.shape[2:])
-        if inplace is None and depthwise_ok(node, kb, arith, pads):  # writes Y directly
+        if (inplace is None and depthwise_ok(node, kb, arith, pads)
+                and kb.knob(CONV.PATH) == "simd"):  # writes Y directly
             s, d = _spatial_attrs(node, len(X.shape) - 2)
             lower_depthwise(node, kb, X, B, arith, pads, s, d)
             return
@@ -258,7 +254,7 @@ class Conv(OpDef):
 
     def _lower_tiled(self, node: Node, kb: Any, X: Any, W: Any, B: Any,
                      arith: ConvArith, by_pixel: bool = False) -> None:
-        """Output channels in tiles of ``arith.tile`` accumulators sharing each input load.
+        """Output channels in tiles of accumulators (the conv.tile knob) sharing each input load.
         Weights are packed at compile time to [tile, c, k..., j] so a tile's weights are
         contiguous. Each output still sums over (c, k...) in the plain loop's order:
         bit-identical results.
@@ -274,15 +270,18 @@ class Conv(OpDef):
         mg, cg = Y.shape[1] // group, W.shape[1]
         kprod = int(np.prod(k_sp, dtype=np.int64))
         # Helium: needs the input zero point folded into the bias; writes Y directly.
-        if not by_pixel and mve_conv_ok(node, kb, arith) and not arith.x_zp:
+        if (not by_pixel and mve_conv_ok(node, kb, arith) and not arith.x_zp
+                and kb.knob(CONV.PATH) == "simd"):
             lower_conv_mve(self, node, kb, X, B, arith, (pb, pe), s, d)
             return
         if (not by_pixel and "dsp" in kb.features and kb.unroll_tiles
-                and arith.dsp_ok(kb.input_const(1))):  # the DSP schedule writes Y directly
+                and arith.dsp_ok(kb.input_const(1))
+                and kb.knob(CONV.PATH) == "simd"):  # the DSP schedule writes Y directly
             lower_conv_dsp(self, node, kb, X, B, arith, (pb, pe), s, d)
             return
         w = arith.packed_weights(kb.input_const(1))
-        tile = arith.tile if kb.unroll_tiles else TILE_M  # host: vector-width tiles
+        tile = kb.knob(CONV.TILE, integer=not arith.acc.is_float)
+        unroll = kb.knob(CONV.UNROLL)
         full, rest = divmod(mg, tile)
         # Packed layout per group: full tiles [full, cg, K, tile], then the rest [cg, K, rest].
         parts = []
@@ -307,7 +306,7 @@ class Conv(OpDef):
                 o = at or o
                 # A local accumulator array with j innermost: C compilers vectorise this form.
                 acc = kb.local_array(width, "acc", acc_t)
-                with kb.loop(width, "j", unroll=kb.unroll_tiles) as j:
+                with kb.loop(width, "j", unroll=unroll) as j:
                     kb.store(acc, [j], arith.init(B, m0 + j))
                 with kb.loop(cg, "c") as c:
                     ic = gi * cg + c if group > 1 else c
@@ -315,12 +314,12 @@ class Conv(OpDef):
                     def tap(xv: Expr, kk: list[Expr], ii: list[Expr], c: Expr = c) -> None:
                         row = base + (c * kprod + flat_tap(kk, kstrides)) * width
                         xs = kb.local(arith.x(xv), "xv", acc_t)
-                        with kb.loop(width, "j", unroll=kb.unroll_tiles) as j:
+                        with kb.loop(width, "j", unroll=unroll) as j:
                             kb.store(acc, [j], acc[[j]] + xs * arith.wide(packed.flat(row + j)))
 
                     self._window(kb, 0, nd, X, tap, n, ic, o, [], [], pb, pe, s, d, None,
                                  in_sp, k_sp)
-                if arith.rolled_finish and kb.unroll_tiles:
+                if arith.rolled_finish and unroll:
                     # Copy the tile out, then requantise in a rolled loop: the accumulators
                     # are dead before any call, so they stay in registers during the sum.
                     res = kb.local_array(width, "res", acc_t)
@@ -331,7 +330,7 @@ class Conv(OpDef):
                                         arith.finish(kb, nan_at(res[[j]], m0 + j, o), m0 + j, B),
                                         into=(pixel, [m0 + j]) if pixel is not None else None)
                 else:
-                    with kb.loop(width, "j", unroll=kb.unroll_tiles) as j:
+                    with kb.loop(width, "j", unroll=unroll) as j:
                         kb.store_output([n, m0 + j, *o],
                                         arith.finish(kb, nan_at(acc[[j]], m0 + j, o), m0 + j, B),
                                         into=(pixel, [m0 + j]) if pixel is not None else None)

@@ -1,14 +1,13 @@
 """Integer convolution on cores with the DSP extension (board feature "dsp"): Conv.lower's
 schedule for int8 weights without a zero point, through lower/dsp.py's SMLAD tiles.
 
-Per group of ``PIXELS`` output pixels, the activations a pixel reads are first gathered into a
-scratch column of int32 words, each the pair (x[c] - zp, x[c + 1] - zp) of two input channels
-at one kernel tap as two int16 lanes (im2col, CMSIS-NN's trick; a tap in the padding is the
-pair 0). The column is built once and read by every output-channel tile, and each weight word
-is loaded and unpacked once for all the pixels of the group. The int32 sums are those of the
-generic schedule (the products and their order within each pair add up to the same exact
-sum), so both give the same bytes.
-"""
+Per group of output pixels (the conv.pixels knob), the activations a pixel reads are first
+gathered into a scratch column of int32 words, each the pair (x[c] - zp, x[c + 1] - zp) of two
+input channels at one kernel tap as two int16 lanes (im2col, CMSIS-NN's trick; a tap in the
+padding is the pair 0). The column is built once and read by every output-channel tile, and
+each weight word is loaded and unpacked once for all the pixels of the group. The int32 sums
+are those of the generic schedule (the products and their order within each pair add up to the
+same exact sum), so both give the same bytes."""
 
 from __future__ import annotations
 
@@ -28,13 +27,9 @@ from aotc.ops.conv_pixels import (
     strides,
     zero_accumulators,
 )
+from aotc.schedules import conv as CONV
 
 I32 = dtypes.int32
-# Output pixels per step and output channels per tile: 2 x 2 int32 accumulators (CMSIS-NN's
-# tile), the two activation pairs, the weight word's lanes and the pointers fit the core
-# registers; measured on KWS, 2 x 4 and 4 x 2 spill and 1 x 4 reloads more.
-PIXELS = 2
-TILE = 2
 
 
 def lower_conv_dsp(conv: Any, node: Node, kb: Any, X: Any, B: Any, arith: Any,
@@ -51,18 +46,19 @@ def lower_conv_dsp(conv: Any, node: Node, kb: Any, X: Any, B: Any, arith: Any,
     kprod = int(np.prod(k_sp, dtype=np.int64))
     npix = int(np.prod(out_sp, dtype=np.int64))
     q_len = -(-cg // 2) * kprod  # words per column: channel pairs x taps
-    full, rest = divmod(mg, TILE)
-    px = PIXELS if npix >= PIXELS else 1
+    group_px, tw = kb.knob(CONV.PIXELS), kb.knob(CONV.SIMD_TILE)  # aotc/schedules/conv.py
+    px = group_px if npix >= group_px else 1
+    full, rest = divmod(mg, tw)
     # Per group, tile after tile: pack_words of the tile's [cg, K, width] weights, so word
     # (cp * kprod + k) * half + jp of a tile pairs with column word cp * kprod + k.
     parts = []
     for gi in range(group):
         wg = w[gi * mg:(gi + 1) * mg].reshape(mg, cg, kprod)
-        for m0 in range(0, mg, TILE):
-            parts.append(dsp.pack_words(wg[m0:m0 + TILE].transpose(1, 2, 0)).reshape(-1))
+        for m0 in range(0, mg, tw):
+            parts.append(dsp.pack_words(wg[m0:m0 + tw].transpose(1, 2, 0)).reshape(-1))
     words = kb.const("wq", np.concatenate(parts), I32)
     per_group = sum(p.size for p in parts) // group
-    tile_words = q_len * (TILE // 2)
+    tile_words = q_len * (tw // 2)
     col = kb.scratch_buffer("col", I32, (px * q_len,))
     sums = kb.scratch_buffer("sum", I32, (px * mg,))  # the int32 sums of a group of pixels
     kstrides = strides(k_sp)
@@ -108,10 +104,10 @@ def lower_conv_dsp(conv: Any, node: Node, kb: Any, X: Any, B: Any, arith: Any,
         if full:
             with kb.loop(full, "mt") as mt:
                 with kb.outline():
-                    tile(gi, mt * TILE, gbase + mt * tile_words, TILE, count)
+                    tile(gi, mt * tw, gbase + mt * tile_words, tw, count)
         if rest:
             with kb.outline():
-                tile(gi, Const(full * TILE), gbase + full * tile_words, rest, count)
+                tile(gi, Const(full * tw), gbase + full * tile_words, rest, count)
         # The bias, then requantisation, after the sums and in a loop of their own: the
         # tiles keep just their accumulators and pointers in registers (the int32 sum wraps
         # alike in any order).

@@ -1,13 +1,13 @@
 """Integer convolution on cores with Helium (board feature "mve"): Conv.lower's schedule for
 int8 activations and int8 weights without a zero point, through lower/mve.py's dot products.
 
-Per group of ``PIXELS`` output pixels, the int8 activations a pixel reads are first gathered
-into a scratch column (im2col) in the order of a weight row, (input channel, kernel tap); a tap
-in the padding holds the input zero point, which the bias folding turned into a zero term (the
-bias holds -x_zp * sum(w), so every tap is a raw int8 x int8 product). Each output-channel tile
-then reads the column 16 bytes at a time against the weight rows, padded to 16 at compile time.
-The int32 sums are those of the generic schedule (wrapping alike), so both give the same bytes.
-"""
+Per group of output pixels (the conv.pixels knob), the int8 activations a pixel reads are first
+gathered into a scratch column (im2col) in the order of a weight row, (input channel, kernel
+tap); a tap in the padding holds the input zero point, which the bias folding turned into a
+zero term (the bias holds -x_zp * sum(w), so every tap is a raw int8 x int8 product). Each
+output-channel tile then reads the column 16 bytes at a time against the weight rows, padded to
+16 at compile time. The int32 sums are those of the generic schedule (wrapping alike), so both
+give the same bytes."""
 
 from __future__ import annotations
 
@@ -27,13 +27,10 @@ from aotc.ops.conv_pixels import (
     strides,
     zero_accumulators,
 )
+from aotc.schedules import conv as CONV
 
 I8 = dtypes.int8
 I32 = dtypes.int32
-# Output pixels per step and output channels per tile: 2 x 2 accumulators, each vector load
-# used twice. VMLADAVA accumulates in even-numbered registers only, which bounds the tile.
-PIXELS = 2
-TILE = 2
 
 
 def mve_conv_ok(node: Node, kb: Any, arith: Any) -> bool:
@@ -59,8 +56,9 @@ def lower_conv_mve(conv: Any, node: Node, kb: Any, X: Any, B: Any, arith: Any,
     npix = int(np.prod(out_sp, dtype=np.int64))
     length = cg * kprod  # a column, and a weight row before padding
     row = mve.padded(length)
-    px = PIXELS if npix >= PIXELS else 1
-    full, rest = divmod(mg, TILE)
+    group_px, tw = kb.knob(CONV.PIXELS), kb.knob(CONV.SIMD_TILE)  # aotc/schedules/conv.py
+    px = group_px if npix >= group_px else 1
+    full, rest = divmod(mg, tw)
     words = kb.const("wq", mve.pack_rows(w.reshape(w.shape[0], length)).reshape(-1), I8)
     col = kb.scratch_buffer("col", I8, (px * length,))
     sums = kb.scratch_buffer("sum", I32, (px * mg,))  # the int32 sums of a group of pixels
@@ -99,9 +97,9 @@ def lower_conv_mve(conv: Any, node: Node, kb: Any, X: Any, B: Any, arith: Any,
         with kb.outline():  # all tiles in one function: its setup once per pixel group
             if full:
                 with kb.loop(full, "mt") as mt:
-                    tile(gi, mt * TILE, TILE, count)
+                    tile(gi, mt * tw, tw, count)
             if rest:
-                tile(gi, Const(full * TILE), rest, count)
+                tile(gi, Const(full * tw), rest, count)
         # The bias, then requantisation, in a loop of their own (as in conv_dsp.py); the
         # pixels of the group share each channel's constants. Outlined: the kernel's other
         # live values would push its pointers to the stack.

@@ -17,11 +17,9 @@ from aotc.lower import dsp, mve
 from aotc.lower.builder import BufRef
 from aotc.lower.loop_ir import Const, Expr
 from aotc.ops import OpDef, register
+from aotc.schedules import gemm as GEMM
 
 Getter = Callable[[Sequence[Expr], Expr, Expr], Expr]
-
-
-NT = 8  # output columns computed together: T independent accumulators share each A load
 
 
 def _tiled_dot(kb: Any, n_total: int, K: int, a_at: Callable[[Expr], Expr],
@@ -29,20 +27,21 @@ def _tiled_dot(kb: Any, n_total: int, K: int, a_at: Callable[[Expr], Expr],
                init: Callable[[Expr], Expr], dtype: Any) -> None:
     """For n in [0, n_total): store(n, init(n) + sum_k a_at(k) * b_at(k, n)).
 
-    Columns are processed NT at a time with NT scalar accumulators and k outermost, so each
-    element still sums over k in order (bit-identical to the plain loop) while the NT
-    independent chains vectorise and reuse every load of A."""
+    Columns are processed a tile (the gemm.tile knob) at a time with that many scalar
+    accumulators and k outermost, so each element still sums over k in order (bit-identical to
+    the plain loop) while the independent chains vectorise and reuse every load of A."""
+    tile, unroll = kb.knob(GEMM.TILE), kb.knob(GEMM.UNROLL)
 
     def block(n0: Expr, width: int) -> None:
         # A local accumulator array with j innermost: C compilers vectorise this form.
         acc = kb.local_array(width, "acc", dtype)
-        with kb.loop(width, "j", unroll=kb.unroll_tiles) as j:
+        with kb.loop(width, "j", unroll=unroll) as j:
             kb.store(acc, [j], init(n0 + j))
         with kb.loop(K, "k") as k:
             av = kb.local(a_at(k), "a", dtype)
-            with kb.loop(width, "j", unroll=kb.unroll_tiles) as j:
+            with kb.loop(width, "j", unroll=unroll) as j:
                 kb.store(acc, [j], acc[[j]] + av * b_at(k, n0 + j))
-        if kb.unroll_tiles and not dtype.is_float:
+        if unroll and not dtype.is_float:
             # Requantisation in a function of its own: its 64-bit constants, which gcc -Os
             # would otherwise hoist out of the tile loop, then never compete with the k loop's
             # accumulators for registers (AD int8 on cortex-m4f spilled them).
@@ -50,10 +49,10 @@ def _tiled_dot(kb: Any, n_total: int, K: int, a_at: Callable[[Expr], Expr],
                 with kb.loop(width, "j", unroll=True) as j:
                     store(n0 + j, acc[[j]])
             return
-        with kb.loop(width, "j", unroll=kb.unroll_tiles) as j:
+        with kb.loop(width, "j", unroll=unroll) as j:
             store(n0 + j, acc[[j]])
 
-    _over_tiles(kb, n_total, NT, lambda n0, width, t: block(n0, width))
+    _over_tiles(kb, n_total, tile, lambda n0, width, t: block(n0, width))
 
 
 def _over_tiles(kb: Any, n_total: int, tile: int,
@@ -83,11 +82,11 @@ def _store_tile(kb: Any, acc: Any, n0: Expr, width: int, store: Callable[[Expr, 
 
 def _tiled_dot_dsp(kb: Any, n_total: int, K: int, a_at: Callable[[Expr], Expr], words: BufRef,
                    store: Callable[[Expr, Expr], None], init: Callable[[Expr], Expr],
-                   arith: Any) -> None:
+                   arith: Any, tile: int) -> None:
     """_tiled_dot for int8 weights on cores with the DSP extension: columns in tiles of
-    ``arith.tile``, k two at a time; ``words`` holds each tile's weights as lower/dsp.py's
+    ``tile``, k two at a time; ``words`` holds each tile's weights as lower/dsp.py's
     pack_words of its [K, 1, tile] slice, tile after tile. Same int32 sums."""
-    tile, pairs = arith.tile, -(-K // 2)
+    pairs = -(-K // 2)
 
     def block(n0: Expr, width: int, base: int | Expr) -> None:
         half = -(-width // 2)
@@ -258,17 +257,21 @@ class MatMul(OpDef):
         na = len(a_shape) - 2
         w = kb.input_const(1)
         dsp_words = mve_words = None
+        simd_tile = 0
         if (mve.usable(kb, kb.inputs[0].dtype, w, arith) and len(b_shape) == 2
-                and not arith.x_zp):
+                and not arith.x_zp and kb.knob(GEMM.PATH) == "simd"):
+            simd_tile = kb.knob(GEMM.SIMD_TILE)
             # Helium: 16 of K per instruction against each column's padded row (lower/mve.py).
             mve_words = kb.const("wq", mve.pack_rows(np.asarray(w).reshape(b_shape).T)
                                  .reshape(-1), dtypes.int8)
-        elif "dsp" in kb.features and kb.unroll_tiles and len(b_shape) == 2 and arith.dsp_ok(w):
+        elif ("dsp" in kb.features and kb.unroll_tiles and len(b_shape) == 2
+              and arith.dsp_ok(w) and kb.knob(GEMM.PATH) == "simd"):
             # Cores with the DSP extension: K two at a time, one SMLAD per column (lower/dsp.py).
+            simd_tile = kb.knob(GEMM.SIMD_TILE)
             w2 = np.asarray(w).reshape(b_shape)
             dsp_words = kb.const("wq", np.concatenate(
-                [dsp.pack_words(w2[:, n0:n0 + arith.tile][:, None, :]).reshape(-1)
-                 for n0 in range(0, N, arith.tile)]), dtypes.int32)
+                [dsp.pack_words(w2[:, n0:n0 + simd_tile][:, None, :]).reshape(-1)
+                 for n0 in range(0, N, simd_tile)]), dtypes.int32)
         with kb.loops((*batch, M), [f"b{i}" for i in range(nb)] + ["m"]) as idx:
             bidx, m = idx[:nb], idx[nb]
             pre = [Const(0) if d == 1 else b for d, b in zip(a_shape[:na], bidx[nb - na:])]
@@ -284,10 +287,10 @@ class MatMul(OpDef):
 
             if mve_words is not None:
                 _tiled_dot_mve(kb, N, K, lambda k: A[[*pre, m, k]], mve_words, store,
-                               lambda n: arith.init(bias, n), arith.tile)
+                               lambda n: arith.init(bias, n), simd_tile)
             elif dsp_words is not None:
                 _tiled_dot_dsp(kb, N, K, lambda k: A[[*pre, m, k]], dsp_words, store,
-                               lambda n: arith.init(bias, n), arith)
+                               lambda n: arith.init(bias, n), arith, simd_tile)
             else:
                 _tiled_dot(kb, N, K, lambda k: arith.x(A[[*pre, m, k]]),
                            lambda k, n: arith.w(kb, get_b(bidx, k, n), n), store,

@@ -140,7 +140,6 @@ class IntArith(ConvArith):
     """Integer convolution / matmul arithmetic: (x - x_zp) * (w - w_zp) summed in int32 from
     the int32 bias, then ``requant`` (None: the int32 accumulator is the output)."""
 
-    tile = 4  # on MCUs (unrolled tiles); host builds use conv.TILE_M
     rolled_finish = True
 
     def __init__(self, x_zp: int, w_zp: np.ndarray, requant: Requant | None) -> None:

@@ -1,0 +1,30 @@
+"""Convolution knobs: the generic tiled schedule (ops/conv.py) and the SIMD schedules of cores
+with the DSP extension (ops/conv_dsp.py, depthwise in ops/conv_depthwise.py) and Helium
+(ops/conv_mve.py)."""
+
+from aotc.schedules import Context, knob
+
+
+def _scalar_tile(ctx: Context) -> int:
+    # Integer kernels on MCUs: 4 accumulators, so they, the pointers and the counters fit the
+    # 13 core registers of a Cortex-M (8 spill to the stack at -Os). Float: 8 fit the FPU's
+    # registers; host builds (autovec): 8 lanes for the C compiler to vectorise.
+    return 4 if ctx.integer and "autovec" not in ctx.features else 8
+
+
+TILE = knob("conv.tile", (2, 4, 8), _scalar_tile,
+            "output channels per register tile of the generic schedule (accumulators that "
+            "share each input load)")
+UNROLL = knob("conv.unroll", (True, False), lambda ctx: "autovec" not in ctx.features,
+              "unroll a tile's accumulators into scalars (registers on MCUs) or keep a short "
+              "loop over a local array (for a vectorising compiler)")
+PATH = knob("conv.path", ("simd", "scalar"), "simd",
+            "the target's SIMD schedule (DSP dual MAC or Helium) where it applies, or the "
+            "generic scalar one")
+# 2 x 2 int32 accumulators is CMSIS-NN's tile: the two activation pairs, the weight word's
+# lanes and the pointers fit the core registers (measured on KWS, 2 x 4 and 4 x 2 spill).
+PIXELS = knob("conv.pixels", (1, 2, 4), 2,
+              "output pixels whose im2col columns are built together and share each weight "
+              "load (SIMD schedules)")
+SIMD_TILE = knob("conv.simd_tile", (2, 4), 2,
+                 "output channels per tile of the SIMD schedules")

@@ -1,0 +1,15 @@
+"""Gemm / MatMul knobs (ops/gemm.py): the tiled dot product's column tile, generic and SIMD."""
+
+from aotc.schedules import knob
+
+TILE = knob("gemm.tile", (4, 8, 16), 8,
+            "output columns computed together by the generic schedule (independent "
+            "accumulators sharing each load of A)")
+UNROLL = knob("gemm.unroll", (True, False), lambda ctx: "autovec" not in ctx.features,
+              "unroll a tile's accumulators into scalars or keep a short loop over a local "
+              "array (for a vectorising compiler)")
+PATH = knob("gemm.path", ("simd", "scalar"), "simd",
+            "the target's SIMD schedule (DSP dual MAC or Helium) where it applies, or the "
+            "generic scalar one")
+SIMD_TILE = knob("gemm.simd_tile", (2, 4, 8), 4,
+                 "output columns per tile of the SIMD schedules")
