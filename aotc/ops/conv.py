@@ -270,8 +270,7 @@ class Conv(OpDef):
         mg, cg = Y.shape[1] // group, W.shape[1]
         kprod = int(np.prod(k_sp, dtype=np.int64))
         # Helium: needs the input zero point folded into the bias; writes Y directly.
-        if (not by_pixel and mve_conv_ok(node, kb, arith) and not arith.x_zp
-                and kb.knob(CONV.PATH) == "simd"):
+        if not by_pixel and mve_conv_ok(node, kb, arith) and not arith.x_zp:
             lower_conv_mve(self, node, kb, X, B, arith, (pb, pe), s, d)
             return
         if (not by_pixel and "dsp" in kb.features and kb.unroll_tiles

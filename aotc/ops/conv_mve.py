@@ -38,7 +38,8 @@ def mve_conv_ok(node: Node, kb: Any, arith: Any) -> bool:
     input zero point gets folded into the bias: quant.py folds it even with padding then."""
     mg = kb.outputs[0].shape[1] // node.attrs["group"]
     return (mve.usable(kb, kb.inputs[0].dtype, kb.input_const(1), arith)
-            and node.attrs.get("_inplace") is None and mg >= 2)
+            and node.attrs.get("_inplace") is None and mg >= 2
+            and kb.knob(CONV.PATH) == "simd")
 
 
 def lower_conv_mve(conv: Any, node: Node, kb: Any, X: Any, B: Any, arith: Any,

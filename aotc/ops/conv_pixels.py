@@ -57,7 +57,7 @@ def store_sums(kb: Any, sums: Any, accs: Sequence[Any], mg: int, ml: Expr, width
 def over_pixel_groups(kb: Any, batch: int, group: int, npix: int, px: int,
                       pixels: Callable[[Expr, Expr, Expr, int], None]) -> None:
     """pixels(n, g, first pixel, count) for every group of ``px`` output pixels of every batch
-    item and conv group; a last odd pixel alone."""
+    item and conv group; the last npix % px pixels as a group of their own."""
     with kb.loop(batch, "n") as n:
         with kb.loop(group, "g") as gi:
             with kb.loop(npix // px, "px") as pp:
@@ -65,4 +65,4 @@ def over_pixel_groups(kb: Any, batch: int, group: int, npix: int, px: int,
                     pixels(n, gi, pp * px, px)
             if npix % px:
                 with kb.block():
-                    pixels(n, gi, Const(npix - 1), 1)
+                    pixels(n, gi, Const(npix - npix % px), npix % px)

@@ -1,0 +1,134 @@
+"""Every schedule knob (aotc/schedules) against the default schedule.
+
+Each knob value is applied to every kernel of a small model through CompileOptions.schedules:
+the generated C must change (the knob took effect) and the outputs must not: integer kernels
+give the default build's bytes on the host and, for the SIMD schedules, on the target board in
+QEMU; float kernels stay within 1e-5 of onnxruntime."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from onnx import helper
+from opcheck import make_model, ort_run
+from test_dsp import qconv, qmatmul
+
+import aotc
+from aotc.schedules import KNOBS
+
+
+def _workloads(bundle: aotc.Bundle) -> dict:
+    return json.loads((bundle.directory / "bundle.json").read_text())["workloads"]
+
+
+def _compile(model, path, target, knobs, keys):
+    schedules = {k: dict(knobs) for k in keys}
+    return aotc.compile(model, path, name="m", target=target, schedules=schedules)
+
+
+def _with(model, tmp_path, target, base_knobs, knobs):
+    """(base, tuned): the model compiled with ``base_knobs`` (e.g. a path knob that opens the
+    knob under test; {}: the default schedule) and with ``knobs`` on top, for every kernel."""
+    keys = {w["key"] for w in _workloads(aotc.compile(model, tmp_path / "d", name="m",
+                                                      target=target)).values()}
+    base = _compile(model, tmp_path / "base", target, base_knobs, keys)
+    tuned = _compile(model, tmp_path / "tuned", target, {**base_knobs, **knobs}, keys)
+    used = _workloads(tuned).values()  # bundle.json shows the schedule each kernel used
+    assert any(knob in w["space"] and w["schedule"][knob] == v
+               for w in used for knob, v in knobs.items()), f"no kernel asks for {knobs}"
+    return base, tuned
+
+
+def _c(bundle: aotc.Bundle) -> str:
+    return (bundle.directory / "m.c").read_text()
+
+
+# (knob, value) for the integer models: target, extra knobs that open the knob's path.
+INT_CASES = [
+    *[(("conv.path", v), None, "cortex-m4f", {}) for v in ("scalar",)],
+    *[(("conv.path", v), None, "cortex-m55", {}) for v in ("scalar",)],
+    *[(("conv.pixels", v), None, t, {}) for v in (1, 4) for t in ("cortex-m4f", "cortex-m55")],
+    *[(("conv.simd_tile", 4), None, t, {}) for t in ("cortex-m4f", "cortex-m55")],
+    *[(("conv.tile", v), None, None, {}) for v in (2, 8)],
+    (("conv.unroll", False), None, None, {}),
+    *[(("conv.tile", v), None, "cortex-m4f", {"conv.path": "scalar"}) for v in (2, 8)],
+    *[(("gemm.path", "scalar"), "matmul", t, {}) for t in ("cortex-m4f", "cortex-m55")],
+    *[(("gemm.simd_tile", v), "matmul", t, {}) for v in (2, 8)
+      for t in ("cortex-m4f", "cortex-m55")],
+    *[(("gemm.tile", v), "matmul", None, {}) for v in (4, 16)],
+    (("gemm.unroll", False), "matmul", None, {}),
+    (("unroll_max", 1), None, None, {}),
+    (("unroll_max", 16), "wide", None, {}),  # a 10-tap window: unrolled only from 16 on
+]
+
+
+def _int_model(kind):
+    if kind == "matmul":
+        return qmatmul(M=3, K=21, N=11)
+    if kind == "wide":
+        return qconv(cin=3, m=5, kernel=(1, 10), pads=(0, 0, 0, 0), hw=(3, 12))
+    return qconv(cin=5, m=7, hw=(6, 5))
+
+
+@pytest.mark.parametrize("case", INT_CASES, ids=lambda c: f"{c[0][0]}={c[0][1]}-{c[2]}")
+def test_integer_knob_gives_the_default_bytes(case, tmp_path):
+    (knob, value), kind, target, extra = case
+    assert value in KNOBS[knob].choices
+    model, x = _int_model(kind)
+    base, tuned = _with(model, tmp_path, target, extra, {knob: value})
+    assert _c(tuned) != _c(base), f"{knob}={value} changed nothing"
+    want = base.load().run({"x": x})["y"]
+    np.testing.assert_array_equal(tuned.load().run({"x": x})["y"], want)
+    if target is not None:
+        np.testing.assert_array_equal(tuned.load(target).run({"x": x})["y"], want)
+
+
+def _float_models():
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((1, 5, 6, 5)).astype(np.float32)
+    w = rng.standard_normal((7, 5, 3, 3)).astype(np.float32)
+    b = rng.standard_normal(7).astype(np.float32)
+    conv = make_model([helper.make_node("Conv", ["x", "w", "b"], ["y"], pads=[1, 1, 1, 1])],
+                      {"x": x}, {"y": (np.float32, None)}, {"w": w, "b": b})
+    a = rng.standard_normal((3, 21)).astype(np.float32)
+    bm = rng.standard_normal((21, 11)).astype(np.float32)
+    mm = make_model([helper.make_node("MatMul", ["x", "b"], ["y"])], {"x": a},
+                    {"y": (np.float32, None)}, {"b": bm})
+    return {"conv": (conv, x), "matmul": (mm, a)}
+
+
+# (model, knob, value, target): values other than the target's default.
+FLOAT_CASES = [("conv", "conv.tile", 2, None), ("conv", "conv.tile", 4, "host"),
+               ("conv", "conv.unroll", False, None), ("conv", "conv.unroll", True, "host"),
+               ("matmul", "gemm.tile", 4, None), ("matmul", "gemm.tile", 16, "host"),
+               ("matmul", "gemm.unroll", False, None), ("conv", "unroll_max", 1, None)]
+
+
+@pytest.mark.parametrize("case", FLOAT_CASES, ids=lambda c: f"{c[0]}-{c[1]}={c[2]}-{c[3]}")
+def test_float_knob_matches_onnxruntime(case, tmp_path):
+    kind, knob, value, target = case
+    model, x = _float_models()[kind]
+    base, tuned = _with(model, tmp_path, target, {}, {knob: value})
+    assert _c(tuned) != _c(base), f"{knob}={value} changed nothing"
+    want = ort_run(model, {"x": x})["y"]
+    np.testing.assert_allclose(tuned.load().run({"x": x})["y"], want, rtol=1e-5, atol=1e-5)
+
+
+def test_unknown_knob_or_value_is_a_clear_error():
+    with pytest.raises(aotc.AotcError, match="unknown schedule knob"):
+        aotc.schedules.checked({"conv.tiles": 4})
+    with pytest.raises(aotc.AotcError, match=r"conv.tile = 5 is not one of \[2, 4, 8\]"):
+        aotc.schedules.checked({"conv.tile": 5})
+
+
+def test_workload_key_ignores_names_and_weight_values(tmp_path):
+    m1, _ = qconv(seed=0)
+    m2, _ = qconv(seed=1)
+    m2.graph.node[0].name = "renamed"
+    k1 = {w["key"] for w in _workloads(aotc.compile(m1, tmp_path / "a", name="m")).values()}
+    k2 = {w["key"] for w in _workloads(aotc.compile(m2, tmp_path / "b", name="m")).values()}
+    m3, _ = qconv(cin=6)
+    k3 = {w["key"] for w in _workloads(aotc.compile(m3, tmp_path / "c", name="m")).values()}
+    assert k1 == k2 and k1.isdisjoint(k3)
