@@ -84,6 +84,9 @@ class _Binary(QuantOp):
     domain = MS
     dtypes = QT
     layout_free = True  # same-shape operands: the layout pass may run it NHWC
+    # Fuses into an anchor's epilogue (a residual QLinearAdd after a QLinearConv): the conv's
+    # int8 output is the operand, exactly the value the standalone kernel would read.
+    kind = "elementwise"
 
     def reference(self, A: np.ndarray, A_scale: np.ndarray, A_zero_point: np.ndarray,
                   B: np.ndarray, B_scale: np.ndarray, B_zero_point: np.ndarray,
@@ -135,6 +138,12 @@ class _Binary(QuantOp):
             a = A.bcast(idx) if A.shape != Y.shape else A[idx]
             b = B.bcast(idx) if B.shape != Y.shape else B[idx]
             kb.store_output(idx, self.scalar_expr(a, b, p, lo, hi, Y.dtype, mode_of(node)))
+
+    def scalar(self, args: list[Expr], node: Node) -> Expr:
+        """As an epilogue: ``args`` are (A, B) in prepare()'s order, one of them the chain."""
+        out = args[0].dtype
+        lo, hi = act_range(node, out)
+        return self.scalar_expr(args[0], args[1], node.attrs["_p"], lo, hi, out, mode_of(node))
 
     scalar_ref: Callable[..., int]
     scalar_expr: Callable[..., Expr]

@@ -281,6 +281,7 @@ class QLinearConv(QuantOp):
 
     name = "QLinearConv"
     since = 10
+    kind = "anchor"  # takes an integer epilogue: a residual QLinearAdd (ResNet's skip)
     dtypes = QT
     const_inputs = (1, 2, 4, 5, 6, 7)
     onnx_tests = ("test_qlinearconv*",)

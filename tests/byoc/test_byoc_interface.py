@@ -88,15 +88,26 @@ def _sig_relu_model() -> onnx.ModelProto:
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
 
 
-def test_a_fused_epilogue_outside_the_pattern_is_refused_with_the_reason(tmp_path):
+def test_a_fused_epilogue_outside_the_pattern_is_split_off(tmp_path):
+    """Sigmoid+Relu: the backend takes Sigmoid alone, Relu becomes a native kernel after it."""
     rep = aotc.inspect(_sig_relu_model(), byoc=(AddOne(),))
-    (row,) = rep["partition"]
-    assert row["ops"] == "Sigmoid+Relu" and row["backend"] == "native"
-    assert row["reason"] == "add-one/sig: fused Relu is not supported"
+    rows = [(r["ops"], r["backend"]) for r in rep["partition"]]
+    assert rows == [("Sigmoid", "add-one"), ("Relu", "native")]
     x = np.linspace(-3, 3, 16, dtype=np.float32).reshape(2, 8)
     got = aotc.compile(_sig_relu_model(), tmp_path, name="m",
                        byoc=(AddOne(),)).load().run({"x": x})["y"]
-    np.testing.assert_allclose(got, 1 / (1 + np.exp(-x)), rtol=1e-6)
+    np.testing.assert_allclose(got, np.maximum(x + 1, 0), rtol=1e-6)
+
+
+def test_a_fused_kernel_no_backend_takes_in_any_form_is_refused_with_the_reason():
+    """The split is tried (Sigmoid alone) and refused too: one native kernel, as fused."""
+    class Refuser(AddOne):
+        def patterns(self):
+            return [Pattern("sig", "Sigmoid", check=lambda sub: "never")]
+
+    (row,) = aotc.inspect(_sig_relu_model(), byoc=(Refuser(),))["partition"]
+    assert row["ops"] == "Sigmoid+Relu" and row["backend"] == "native"
+    assert row["reason"] == "add-one/sig: fused Relu is not supported"
 
 
 def test_first_backend_that_accepts_wins():

@@ -74,3 +74,16 @@ def test_int8_bit_exact_on_board(stem, board, mlperf_dir, tmp_path):
     got = np.stack([fw.run({in_name: x})[out_name] for x in vec["input"][:2]])
     np.testing.assert_array_equal(got.reshape(vec["output_tflm"][:2].shape),
                                   vec["output_tflm"][:2])
+
+
+def test_resnet8_residual_adds_fuse_and_run_in_place(mlperf_dir):
+    """Each residual QLinearAdd is its conv's epilogue, and the fused kernel writes over the
+    dying skip input (read at the output's own index): the arena is two 16 KB maps, not three
+    (issue 13's target, <= 32,768 B; bit-exactness is test_int8_bit_exact_with_tflm's)."""
+    from aotc.compiler import CompileOptions, compile_model
+
+    c = compile_model(mlperf_dir / "pretrainedResnet_int8_qdq.onnx", CompileOptions())
+    fused = [ls.step.node for ls in c.lowered if ls.step.node.epilogue]
+    assert [[e.op for e in n.epilogue] for n in fused] == [["QLinearAdd"]] * 3
+    assert {ls.step.index for ls in c.lowered if ls.step.node in fused} <= set(c.liveness.inplace)
+    assert c.plan.size <= 32_768, c.plan.size
