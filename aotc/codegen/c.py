@@ -90,9 +90,11 @@ INT_CALLS = {"abs": "AOTC_ABS", "float_from_bits": "aotc_bits_f32",  # BitCast
 # packed lanes; the lowering emits them only for targets with the "dsp" feature (lower/dsp.py).
 # sxtb16_ror8 is SXTB16 with its rotate operand, which arm_acle.h does not offer (CMSIS's
 # __SXTB16_RORn): an inline-asm helper in model.c.j2.
+# ld_pair16 loads two adjacent int16 (its argument a Load printed as its address) as one
+# word of two lanes: a plain, possibly unaligned, 32-bit load (memcpy) on these cores.
 ACLE_CALLS = {"sxtb16": "__sxtb16", "smlad": "__smlad", "sadd16": "__sadd16",
               "ssat": "__ssat", "usat": "__usat",  # saturate to a constant bit width
-              "sxtb16_ror8": "aotc_sxtb16_ror8"}
+              "sxtb16_ror8": "aotc_sxtb16_ror8", "ld_pair16": "aotc_ld_pair16"}
 
 # Helium (MVE) intrinsics (<arm_mve.h>, __ARM_FEATURE_MVE), under their non-polymorphic names
 # (the polymorphic ones are C11 _Generic macros): lower/mve.py's int8 dot products, emitted
@@ -101,7 +103,7 @@ ACLE_CALLS = {"sxtb16": "__sxtb16", "smlad": "__smlad", "sadd16": "__sadd16",
 # twins of the intrinsics and of int8x16_t where the compiler has no MVE.
 MVE_CALLS = {"vldrbq_s8": "vldrbq_s8", "vldrbq_z_s8": "vldrbq_z_s8", "vctp8q": "vctp8q",
              "vmladavaq_s8": "vmladavaq_s8"}
-ADDRESS_ARG_CALLS = frozenset({"vldrbq_s8", "vldrbq_z_s8"})
+ADDRESS_ARG_CALLS = frozenset({"vldrbq_s8", "vldrbq_z_s8", "ld_pair16"})
 
 
 # Integer spellings without undefined behaviour (runtime_c/aotc_runtime.h).

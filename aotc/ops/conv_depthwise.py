@@ -21,9 +21,11 @@ import numpy as np
 from aotc import dtypes
 from aotc.ir.graph import Node
 from aotc.lower import mve
-from aotc.lower.loop_ir import Cast, Const, Expr
+from aotc.lower.loop_ir import Cast, Const, Expr, call
+from aotc.schedules import conv as CONV
 
 I8 = dtypes.int8
+I16 = dtypes.BY_NAME["int16"]
 I32 = dtypes.int32
 
 
@@ -50,7 +52,6 @@ def lower_depthwise(node: Node, kb: Any, X: Any, B: Any, arith: Any,
     plane = [max(i + b, (o - 1) * ss + (k - 1) * dd + 1)
              for i, b, o, ss, k, dd in zip(in_sp, pb, out_sp, s, k_sp, d)]
     pstr = [int(np.prod(plane[k + 1:], dtype=np.int64)) for k in range(nd)]
-    xpad = kb.scratch_buffer("plane", X.dtype, (int(np.prod(plane, dtype=np.int64)),))
     x_zp = arith.x_zp
     # The bias the sum of x * w starts from: init - zp * sum(w), modulo 2^32 like the sum.
     init = _init_values(kb, arith, B, w.shape[0])
@@ -70,6 +71,49 @@ def lower_depthwise(node: Node, kb: Any, X: Any, B: Any, arith: Any,
     nrows = int(np.prod(k_sp[:a], dtype=np.int64))
     helium = (mve.usable(kb, X.dtype, w, arith) and folded is not None and d[a] == 1
               and 2 <= k_sp[a] <= mve.LANES)
+    # DSP extension: the plane in int16, two taps of a kernel row per SMLAD (one word load
+    # of two adjacent int16, possibly unaligned) against a word of two int16 weights; one
+    # more plane element, 0, for the high lane of an odd row's last word (its weight is 0).
+    pairs = (not helium and folded is not None and d[a] == 1 and k_sp[a] >= 2
+             and kb.knob(CONV.DEPTHWISE) == "pairs")
+    npl = int(np.prod(plane, dtype=np.int64))
+    xpad = kb.scratch_buffer("plane", I16 if pairs else X.dtype, (npl + 1 if pairs else npl,))
+    half = -(-k_sp[a] // 2)
+    if pairs:
+        wp = np.zeros((w.shape[0], nrows, 2 * half), np.int16)
+        wp[..., :k_sp[a]] = w.reshape(w.shape[0], nrows, k_sp[a])
+        wpair = kb.const("wpair", wp.reshape(-1).view("<i4"), I32)
+    sums = (kb.scratch_buffer("sum", I32, (out_sp[-1],))
+            if pairs and kb.knob(CONV.SPLIT_REQUANT) else None)
+
+    def channel_pairs(n: Expr, m: Expr) -> None:
+        """A kernel row's taps two per SMLAD; the channel's weight words stay in registers."""
+        assert folded is not None
+        wv = [kb.local(wpair.flat((m * nrows + r) * half + h), "w", I32)
+              for r in range(nrows) for h in range(half)]
+
+        def tap_sum(o: list[Expr]) -> Expr:
+            acc = kb.local(folded[[m]], "acc", I32)
+            for r, t in enumerate(np.ndindex(*k_sp[:a])):
+                tap = (*t, *([0] * (nd - a)))
+                row = _flat([ov * ss + kv * dd for ov, ss, kv, dd in zip(o, s, tap, d)], pstr)
+                for h in range(half):
+                    xv = call("ld_pair16", xpad.flat(row + 2 * h), dtype=I32)
+                    kb.assign(acc, call("smlad", xv, wv[r * half + h], acc, dtype=I32))
+            return acc
+
+        if sums is None:
+            with kb.loops(out_sp, [f"o{k}" for k in range(nd)]) as o:
+                kb.store_output([n, m, *o], arith.finish(kb, tap_sum(o), m, B))
+            return
+        # A row of sums, then its requantisation in a loop of its own: the sum loop keeps
+        # the weight words in registers, the requantisation its multipliers.
+        last = out_sp[-1]
+        with kb.loops(out_sp[:-1], [f"o{k}" for k in range(nd - 1)]) as pre:
+            with kb.loop(last, f"o{nd - 1}") as ol:
+                kb.store(sums, [ol], tap_sum([*pre, ol]))
+            with kb.loop(last, "j") as j:
+                kb.store_output([n, m, *pre, j], arith.finish(kb, sums[[j]], m, B))
 
     def channel(n: Expr, m: Expr) -> None:
         wv = [kb.local(Cast(kb.inputs[1][[m, 0, *t]], I32), "w") for t in taps]
@@ -132,13 +176,17 @@ def lower_depthwise(node: Node, kb: Any, X: Any, B: Any, arith: Any,
 
     with kb.loop(Y.shape[0], "n") as n:
         if any(p != i for p, i in zip(plane, in_sp)):  # the border: the zero point
-            with kb.loop(xpad.numel, "p") as p:
-                kb.store(xpad, [p], Const(x_zp, X.dtype))
+            with kb.loop(npl, "p") as p:
+                kb.store(xpad, [p], Const(x_zp, xpad.dtype))
+        if pairs:
+            kb.store(xpad, [npl], Const(0, I16))
         with kb.loop(Y.shape[1], "m") as m:
             with kb.loops(in_sp, [f"i{k}" for k in range(nd)]) as ii:
-                kb.store(xpad, [_flat([i + b for i, b in zip(ii, pb)], pstr)], X[[n, m, *ii]])
+                xv = X[[n, m, *ii]]
+                kb.store(xpad, [_flat([i + b for i, b in zip(ii, pb)], pstr)],
+                         Cast(xv, I16) if pairs else xv)
             with kb.outline():
-                (channel_mve if helium else channel)(n, m)
+                (channel_mve if helium else channel_pairs if pairs else channel)(n, m)
 
 
 def _flat(idx: list[Expr], strides: list[int]) -> Expr:

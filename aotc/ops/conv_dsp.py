@@ -18,7 +18,7 @@ import numpy as np
 from aotc import dtypes
 from aotc.ir.graph import Node
 from aotc.lower import dsp
-from aotc.lower.loop_ir import Const, Expr
+from aotc.lower.loop_ir import Cast, Const, Expr, call
 from aotc.ops.conv_pixels import (
     flat_tap,
     over_pixel_groups,
@@ -29,6 +29,7 @@ from aotc.ops.conv_pixels import (
 )
 from aotc.schedules import conv as CONV
 
+I16 = dtypes.BY_NAME["int16"]
 I32 = dtypes.int32
 
 
@@ -45,7 +46,12 @@ def lower_conv_dsp(conv: Any, node: Node, kb: Any, X: Any, B: Any, arith: Any,
     mg, cg = Y.shape[1] // group, w.shape[1]
     kprod = int(np.prod(k_sp, dtype=np.int64))
     npix = int(np.prod(out_sp, dtype=np.int64))
-    q_len = -(-cg // 2) * kprod  # words per column: channel pairs x taps
+    # The column: words of two int16 lanes, either (channel pairs x taps), each word a pair
+    # of input channels at one tap, or "flat": (channel, tap) flattened, one int16 each, a
+    # word any two neighbours (no idle lane with an odd channel count, e.g. one channel).
+    flat = kb.knob(CONV.COLUMN, default=CONV.column_default(cg)) == "flat"
+    length = cg * kprod
+    q_len = -(-length // 2) if flat else -(-cg // 2) * kprod  # words per column
     group_px, tw = kb.knob(CONV.PIXELS), kb.knob(CONV.SIMD_TILE)  # aotc/schedules/conv.py
     px = group_px if npix >= group_px else 1
     full, rest = divmod(mg, tw)
@@ -55,11 +61,14 @@ def lower_conv_dsp(conv: Any, node: Node, kb: Any, X: Any, B: Any, arith: Any,
     for gi in range(group):
         wg = w[gi * mg:(gi + 1) * mg].reshape(mg, cg, kprod)
         for m0 in range(0, mg, tw):
-            parts.append(dsp.pack_words(wg[m0:m0 + tw].transpose(1, 2, 0)).reshape(-1))
+            wt = (wg[m0:m0 + tw].reshape(-1, length).T[:, None, :] if flat
+                  else wg[m0:m0 + tw].transpose(1, 2, 0))
+            parts.append(dsp.pack_words(wt).reshape(-1))
     words = kb.const("wq", np.concatenate(parts), I32)
     per_group = sum(p.size for p in parts) // group
     tile_words = q_len * (tw // 2)
-    col = kb.scratch_buffer("col", I32, (px * q_len,))
+    col = (kb.scratch_buffer("col", I16, (px * 2 * q_len,)) if flat
+           else kb.scratch_buffer("col", I32, (px * q_len,)))
     sums = kb.scratch_buffer("sum", I32, (px * mg,))  # the int32 sums of a group of pixels
     kstrides = strides(k_sp)
     padded = any(pb) or any(pe)
@@ -67,6 +76,8 @@ def lower_conv_dsp(conv: Any, node: Node, kb: Any, X: Any, B: Any, arith: Any,
     def column(n: Expr, gi: Expr, pix: Expr, slot: int) -> list[Expr]:
         """Fill column ``slot`` for output pixel ``pix`` (flat); returns its coordinates."""
         o = pixel_coords(kb, pix, out_sp)
+        if flat:
+            return flat_column(n, gi, o, slot)
         if padded:  # taps in the padding stay the zero pair
             with kb.loop(q_len, "q") as q:
                 kb.store(col, [slot * q_len + q], Const(0, I32))
@@ -89,12 +100,31 @@ def lower_conv_dsp(conv: Any, node: Node, kb: Any, X: Any, B: Any, arith: Any,
             taps(Const(cg // 2), False)
         return o
 
+    def flat_column(n: Expr, gi: Expr, o: list[Expr], slot: int) -> list[Expr]:
+        at = slot * 2 * q_len
+        if padded:  # taps in the padding stay 0
+            with kb.loop(2 * q_len, "q") as q:
+                kb.store(col, [at + q], Const(0, I16))
+        elif length % 2:  # the idle lane of the last word
+            kb.store(col, [at + length], Const(0, I16))
+        with kb.loop(cg, "c") as c:
+            ic = gi * cg + c if group > 1 else c
+
+            def tap(xv: Expr, kk: list[Expr], ii: list[Expr]) -> None:
+                v = Cast(xv, I32) - Const(arith.x_zp, I32) if arith.x_zp else Cast(xv, I32)
+                kb.store(col, [at + c * kprod + flat_tap(kk, kstrides)], Cast(v, I16))
+
+            conv._window(kb, 0, nd, X, tap, n, ic, o, [], [], pb, pe, s, d, None, in_sp, k_sp)
+        return o
+
     def tile(gi: Expr, ml: Expr, base: Expr, width: int, pixels: int) -> None:
         """Channels ml .. ml + width of group gi for the pixels' columns: sums to ``sums``."""
         half = -(-width // 2)
         accs = zero_accumulators(kb, pixels, width)
         with kb.loop(q_len, "q") as q:
-            xps = [kb.local(col.flat(p * q_len + q), "xp", I32) for p in range(pixels)]
+            xps = [kb.local(call("ld_pair16", col.flat(2 * (p * q_len + q)), dtype=I32)
+                            if flat else col.flat(p * q_len + q), "xp", I32)
+                   for p in range(pixels)]
             dsp.mac_tile(kb, accs, words, base + q * half, width, xps)
         store_sums(kb, sums, accs, mg, ml, width)
 

@@ -28,3 +28,18 @@ PIXELS = knob("conv.pixels", (1, 2, 4), 2,
               "load (SIMD schedules)")
 SIMD_TILE = knob("conv.simd_tile", (2, 4), 2,
                  "output channels per tile of the SIMD schedules")
+DEPTHWISE = knob("conv.depthwise", ("pairs", "bytes"), "pairs",
+                 "depthwise convs on cores with the DSP extension: the padded input plane in "
+                 "int16 and two taps of a kernel row per SMLAD, or int8 taps one per multiply")
+SPLIT_REQUANT = knob("conv.split_requant", (True, False), False,
+                     "sum a row of outputs into int32 scratch, then requantise the row in a "
+                     "loop of its own (fewer live registers in each), or requantise each sum "
+                     "as it is made (depthwise on the DSP extension)")
+COLUMN = knob("conv.column", ("pairs", "flat"), "pairs",
+              "the DSP schedule's im2col column: words of two input channels at one tap "
+              "(pairs), or (channel, tap) flattened, any two neighbours a word (flat: no idle "
+              "lane with an odd channel count); default flat for odd channel counts")
+
+
+def column_default(channels: int) -> str:
+    return "flat" if channels % 2 else "pairs"

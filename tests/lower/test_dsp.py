@@ -6,6 +6,8 @@ TFLite Micro."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import onnx
 import pytest
@@ -115,10 +117,15 @@ def test_depthwise_schedule_equals_generic_build(case, tmp_path):
                        absent=("_plane[",))
 
 
-def test_depthwise_and_zero_point_weights_do_not_use_smlad(tmp_path):
+def test_depthwise_uses_smlad_on_tap_pairs_unless_the_schedule_says_bytes(tmp_path):
     model, _ = qconv(cin=4, m=4, group=4)
-    aotc.compile(model, tmp_path, name="m", target="cortex-m4f")
-    assert "smlad" not in (tmp_path / "m.c").read_text()
+    aotc.compile(model, tmp_path / "a", name="m", target="cortex-m4f")
+    assert "__smlad(aotc_ld_pair16(" in (tmp_path / "a" / "m.c").read_text()
+    key = next(iter(json.loads((tmp_path / "a" / "bundle.json").read_text())["workloads"]
+                    .values()))["key"]
+    aotc.compile(model, tmp_path / "b", name="m", target="cortex-m4f",
+                 schedules={key: {"conv.depthwise": "bytes"}})
+    assert "smlad" not in (tmp_path / "b" / "m.c").read_text()
 
 
 def test_host_target_never_uses_the_dsp_schedule(tmp_path):

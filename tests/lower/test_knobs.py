@@ -52,6 +52,10 @@ INT_CASES = [
     *[(("conv.pixels", v), None, t, {}) for v in (1, 4) for t in ("cortex-m4f", "cortex-m55")],
     *[(("conv.simd_tile", 4), None, t, {}) for t in ("cortex-m4f", "cortex-m55")],
     *[(("conv.tile", v), None, None, {}) for v in (2, 8)],
+    (("conv.depthwise", "bytes"), "depthwise", "cortex-m4f", {}),
+    (("conv.split_requant", True), "depthwise", "cortex-m4f", {}),
+    (("conv.column", "pairs"), None, "cortex-m4f", {}),  # 5 input channels: flat by default
+    (("conv.column", "flat"), "even", "cortex-m4f", {}),
     (("conv.unroll", False), None, None, {}),
     *[(("conv.tile", v), None, "cortex-m4f", {"conv.path": "scalar"}) for v in (2, 8)],
     *[(("gemm.path", "scalar"), "matmul", t, {}) for t in ("cortex-m4f", "cortex-m55")],
@@ -67,6 +71,10 @@ INT_CASES = [
 def _int_model(kind):
     if kind == "matmul":
         return qmatmul(M=3, K=21, N=11)
+    if kind == "depthwise":  # odd kernel width: the last word's idle lane; stride 2
+        return qconv(cin=6, m=6, group=6, hw=(7, 8), kernel=(3, 3), strides=(2, 1))
+    if kind == "even":
+        return qconv(cin=4, m=6, hw=(5, 5), pads=(0, 1, 1, 0))
     if kind == "wide":
         return qconv(cin=3, m=5, kernel=(1, 10), pads=(0, 0, 0, 0), hw=(3, 12))
     return qconv(cin=5, m=7, hw=(6, 5))
