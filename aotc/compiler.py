@@ -27,7 +27,13 @@ from aotc.codegen.names import Namer, c_comment, c_ident
 from aotc.errors import AotcError
 from aotc.frontend.onnx import import_model
 from aotc.frontend.onnx_file import load_model
-from aotc.frontend.torch import is_torch_model, param_bytes_of, to_onnx, weight_check
+from aotc.frontend.torch import (
+    is_torch_model,
+    param_bytes_of,
+    source_hash_of,
+    to_onnx,
+    weight_check,
+)
 from aotc.ir.graph import Graph
 from aotc.lower.loop_ir import Kernel
 from aotc.lower.lowering import LoweredStep, lower_step
@@ -186,7 +192,8 @@ def compile_model(model: str | os.PathLike[str] | onnx.ModelProto, options: Comp
         model = to_onnx(model)
     if isinstance(model, onnx.ModelProto):
         proto, model_name = model, model.graph.name or "model"
-        model_hash = hashlib.sha256(model.SerializeToString()).hexdigest()
+        model_hash = (source_hash_of(model)
+                      or hashlib.sha256(model.SerializeToString()).hexdigest())
     else:
         proto, model_name = load_model(model), Path(model).name
         model_hash = hashlib.sha256(Path(model).read_bytes()).hexdigest()

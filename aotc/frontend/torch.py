@@ -13,9 +13,11 @@ PyTorch model is given.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import logging
 import os
 import sys
+import warnings
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -25,6 +27,7 @@ import onnx
 from aotc.errors import AotcError
 
 PARAM_BYTES_KEY = "aotc.torch_param_bytes"
+SOURCE_HASH_KEY = "aotc.source_sha256"  # of a .pt2 file: the provenance header's model hash
 # The bundle may hold this much more than the module (layout changes, a zero-point, a small
 # folded constant) before the guard calls it growth.
 GROWTH_RATIO = 1.05
@@ -61,9 +64,12 @@ def to_onnx(model: Any, example_inputs: Sequence[Any] | Any = None) -> onnx.Mode
     inputs saved with it unless others are given."""
     torch = _import_torch()
     name = type(model).__name__
+    meta: dict[str, str] = {}
     if isinstance(model, str | os.PathLike):
-        name = Path(model).name
-        model = _load_pt2(torch, Path(model))
+        path = Path(model)
+        name = path.name
+        model = _load_pt2(torch, path)
+        meta[SOURCE_HASH_KEY] = hashlib.sha256(path.read_bytes()).hexdigest()
     args = _example_args(torch, example_inputs)
     if isinstance(model, torch.export.ExportedProgram):
         if args is None:
@@ -94,8 +100,10 @@ def to_onnx(model: Any, example_inputs: Sequence[Any] | Any = None) -> onnx.Mode
                         f"a torch.export.ExportedProgram or a .pt2 file")
     proto = program.model_proto
     proto.graph.name = name  # the provenance header names the model by it
-    entry = proto.metadata_props.add()
-    entry.key, entry.value = PARAM_BYTES_KEY, str(param_bytes)
+    meta[PARAM_BYTES_KEY] = str(param_bytes)
+    for key, value in meta.items():
+        entry = proto.metadata_props.add()
+        entry.key, entry.value = key, value
     return proto
 
 
@@ -137,15 +145,17 @@ def _first_line(e: BaseException) -> str:
 
 @contextlib.contextmanager
 def _quiet_exporter() -> Iterator[None]:
-    """The exporter logs progress and notes (e.g. that torchvision's ops are skipped) and
-    prints its steps; aotc's stdout and stderr stay its own."""
+    """The exporter logs progress and notes (e.g. that torchvision's ops are skipped), warns
+    about its own internals and prints its steps; aotc's stdout and stderr stay its own."""
     loggers = [logging.getLogger(n) for n in ("torch.onnx", "torch.export", "torch._export",
                                                "onnxscript")]
     levels = [lg.level for lg in loggers]
     for lg in loggers:
         lg.setLevel(logging.ERROR)
     try:
-        with (open(os.devnull, "w") as sink, contextlib.redirect_stdout(sink)):
+        with (open(os.devnull, "w") as sink, contextlib.redirect_stdout(sink),
+              warnings.catch_warnings()):
+            warnings.simplefilter("ignore")
             yield
     finally:
         for lg, level in zip(loggers, levels):
@@ -155,10 +165,17 @@ def _quiet_exporter() -> Iterator[None]:
 def param_bytes_of(proto: onnx.ModelProto) -> int | None:
     """The parameter and buffer bytes of the module a proto was exported from (None: not from
     torch)."""
-    for entry in proto.metadata_props:
-        if entry.key == PARAM_BYTES_KEY:
-            return int(entry.value)
-    return None
+    value = _meta(proto, PARAM_BYTES_KEY)
+    return int(value) if value is not None else None
+
+
+def source_hash_of(proto: onnx.ModelProto) -> str | None:
+    """The sha256 of the .pt2 file a proto was exported from."""
+    return _meta(proto, SOURCE_HASH_KEY)
+
+
+def _meta(proto: onnx.ModelProto, key: str) -> str | None:
+    return next((e.value for e in proto.metadata_props if e.key == key), None)
 
 
 def weight_check(bundle_bytes: int, param_bytes: int, allow_growth: bool) -> str:
@@ -181,13 +198,16 @@ def torch_outputs(model: Any, proto: onnx.ModelProto,
     torch = _import_torch()
     if isinstance(model, str | os.PathLike):
         model = _load_pt2(torch, Path(model))
-    fn = model.module() if isinstance(model, torch.export.ExportedProgram) else model
+    exported = isinstance(model, torch.export.ExportedProgram)
+    # an exported program's module runs as it was exported (it has no eval mode to switch)
+    fn = model.module() if exported else model
     in_names = [i.name for i in proto.graph.input
                 if i.name not in {t.name for t in proto.graph.initializer}]
     out_names = [o.name for o in proto.graph.output]
     results = []
-    was_training = getattr(fn, "training", False)
-    fn.eval()
+    was_training = fn.training
+    if not exported:
+        fn.eval()
     try:
         with torch.no_grad():
             for v in vectors:
@@ -198,5 +218,6 @@ def torch_outputs(model: Any, proto: onnx.ModelProto,
                                     f"{len(out_names)} outputs")
                 results.append({n: t.numpy() for n, t in zip(out_names, flat)})
     finally:
-        fn.train(was_training)
+        if not exported:
+            fn.train(was_training)
     return results
