@@ -16,6 +16,7 @@ import contextlib
 import hashlib
 import logging
 import os
+import re
 import sys
 import warnings
 from collections.abc import Iterator, Sequence
@@ -130,8 +131,11 @@ def _export(torch: Any, model: Any, args: tuple[Any, ...] | None, name: str) -> 
     try:
         return torch.onnx.export(model, args, dynamo=True, verbose=False, report=False)
     except Exception as e:
+        root: BaseException = e  # the exporter wraps the error that says what went wrong
+        while root.__cause__ is not None:
+            root = root.__cause__
         raise AotcError(f"{name}: torch.onnx.export(dynamo=True) failed: "
-                        f"{type(e).__name__}: {_first_line(e)}") from None
+                        f"{type(root).__name__}: {_first_line(root)}") from None
 
 
 def _nbytes(t: Any) -> int:
@@ -139,7 +143,8 @@ def _nbytes(t: Any) -> int:
 
 
 def _first_line(e: BaseException) -> str:
-    lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+    text = re.sub(r"\x1b\[[0-9;]*m", "", str(e))  # the exporter colours its messages
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     return lines[0][:300] if lines else type(e).__name__
 
 
