@@ -253,6 +253,8 @@ def _fmt_inspect(rep: dict[str, Any]) -> str:
              f"{len(rep['kernels'])} kernels, "
              f"{rep['total_macs']:,} MACs, weights {rep['weights_bytes']:,} B "
              f"(model constants {rep['model_const_bytes']:,} B)", ""]
+    if rep.get("weight_check"):  # a PyTorch model: the weight-size guard's line
+        lines[1:1] = [rep["weight_check"]]
     w = max([len(n["op"]) for n in rep["nodes"]] + [2])
     lines.append(f"{'kernel':<22} {'op':<{w}}  {'outputs':<24} {'params':>8} {'MACs':>12}  node")
     for n in rep["nodes"]:

@@ -236,3 +236,16 @@ def test_without_torch(tmp_path: Path) -> None:
     r = subprocess.run([sys.executable, "-c", "import sys, aotc, aotc.cli, aotc.api; "
                         "sys.exit('torch' in sys.modules)"], cwd=REPO, timeout=120)
     assert r.returncode == 0  # importing aotc does not import torch
+
+
+def test_docs_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                           capsys: pytest.CaptureFixture[str]) -> None:
+    """docs/pytorch.md's Python example, as written (its printed weight line too)."""
+    doc = (REPO / "docs" / "pytorch.md").read_text()
+    code = doc.split("```python\n", 1)[1].split("```", 1)[0]
+    monkeypatch.chdir(tmp_path)
+    torch.manual_seed(0)
+    exec(compile(code, "docs/pytorch.md", "exec"), {})
+    claimed = re.search(r"# stderr: (aotc: weights: .*)", code)[1]  # type: ignore[index]
+    assert claimed in capsys.readouterr().err
+    assert (tmp_path / "build" / "net" / "net.c").is_file()
