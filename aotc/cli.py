@@ -215,7 +215,8 @@ def cmd_verify(args: argparse.Namespace, argv: Sequence[str]) -> int:
                 if len(outs) != 1:
                     raise AotcError("batched vectors need a one-output model")
                 expected = [{outs[0]: e["__single__"]} for e in expected]
-        if from_torch and expected is None and not args.reference:
+        vs_torch = from_torch and expected is None and not args.reference
+        if vs_torch:
             inputs, expected = torch_reference(args.model, model, bundle, inputs, args.seed)
         if args.per_node:
             with progress.stage("per-node: every kernel output"):
@@ -224,7 +225,7 @@ def cmd_verify(args: argparse.Namespace, argv: Sequence[str]) -> int:
                                args.seed, args.board, progress=progress)
     errs = ", ".join(f"{k}: {v:.3g}" for k, v in rep["max_abs_error"].items())
     ref = "expected vectors" if expected is not None else "onnxruntime"
-    if from_torch and not (args.reference or args.vectors):
+    if vs_torch:
         ref = "torch"
     if args.reference and expected is None:
         ref += f" on {Path(args.reference).name}"

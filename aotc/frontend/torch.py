@@ -79,8 +79,7 @@ def to_onnx(model: Any, example_inputs: Sequence[Any] | Any = None) -> onnx.Mode
                 raise AotcError(f"{name}: the program takes keyword inputs; aotc exports "
                                 f"positional inputs only")
             args = saved[0] if saved is not None else None
-        param_bytes = sum(_nbytes(t) for t in
-                          (*model.state_dict.values(), *model.constants.values()))
+        param_bytes = _nbytes(*model.state_dict.values(), *model.constants.values())
         with _quiet_exporter():
             # the program's own input specs give the shapes; example inputs are optional here
             program = _export(torch, model, args, name)
@@ -88,7 +87,7 @@ def to_onnx(model: Any, example_inputs: Sequence[Any] | Any = None) -> onnx.Mode
         if args is None:
             raise AotcError(f"{name}: a torch.nn.Module needs example_inputs=(x, ...) (the "
                             f"shapes to compile for)")
-        param_bytes = sum(_nbytes(t) for t in (*model.parameters(), *model.buffers()))
+        param_bytes = _nbytes(*model.parameters(), *model.buffers())
         was_training = model.training
         model.eval()
         try:
@@ -138,8 +137,10 @@ def _export(torch: Any, model: Any, args: tuple[Any, ...] | None, name: str) -> 
                         f"{type(root).__name__}: {_first_line(root)}") from None
 
 
-def _nbytes(t: Any) -> int:
-    return int(t.numel()) * int(t.element_size())
+def _nbytes(*tensors: Any) -> int:
+    """Bytes of the distinct tensors (a tied weight counts once)."""
+    seen = {(t.data_ptr(), t.numel(), t.dtype): t for t in tensors if t is not None}
+    return sum(int(t.numel()) * int(t.element_size()) for t in seen.values())
 
 
 def _first_line(e: BaseException) -> str:
@@ -186,9 +187,9 @@ def _meta(proto: onnx.ModelProto, key: str) -> str | None:
 def weight_check(bundle_bytes: int, param_bytes: int, allow_growth: bool) -> str:
     """The weight-size guard: one line comparing the bundle's weights with the module's
     parameters and buffers; an AotcError beyond 1.05x + 1 KB unless ``allow_growth``."""
-    ratio = bundle_bytes / param_bytes if param_bytes else float(bundle_bytes > 0)
+    ratio = f"{bundle_bytes / param_bytes:.2f}x" if param_bytes else "no parameters"
     line = (f"weights: {bundle_bytes:,} B in the bundle vs {param_bytes:,} B of parameters and "
-            f"buffers ({ratio:.2f}x)")
+            f"buffers ({ratio})")
     if bundle_bytes > GROWTH_RATIO * param_bytes + GROWTH_SLACK_BYTES and not allow_growth:
         raise AotcError(f"{line}: more than {GROWTH_RATIO}x + 1 KB: the export duplicated a "
                         f"weight (e.g. broadcast a Linear weight over a batch); fix the model "
