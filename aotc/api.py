@@ -64,13 +64,14 @@ def _options(name: str, input_shapes: Mapping[str, Sequence[int]] | None,
     return CompileOptions(name=name, input_shapes=dict(input_shapes or {}), **kw)
 
 
-def _from_torch(model: ModelLike, example_inputs: Sequence[Any] | Any) -> ModelLike:
+def _from_torch(model: ModelLike, example_inputs: Sequence[Any] | Any,
+                input_shapes: Mapping[str, Sequence[int]] | None) -> ModelLike:
     """A PyTorch model as ONNX (exported once, so compiling and verifying see the same
     graph); anything else as it is."""
     from aotc.frontend.torch import is_torch_model, to_onnx
 
     if is_torch_model(model):
-        return to_onnx(model, example_inputs)
+        return to_onnx(model, example_inputs, bound=tuple(input_shapes or ()))
     if example_inputs is not None:
         raise AotcError("example_inputs is for PyTorch models (an nn.Module, an "
                         "ExportedProgram or a .pt2 file)")
@@ -102,7 +103,7 @@ def compile(model: ModelLike, out_dir: str | os.PathLike[str], name: str = "mode
     weights beyond 1.05x + 1 KB of the module's are an error unless
     ``allow_weight_growth=True``."""
     with progress.stage("compile"):
-        model = _from_torch(model, example_inputs)
+        model = _from_torch(model, example_inputs, input_shapes)
         comp = compile_model(model, _options(name, input_shapes, **kw), progress=progress)
         if comp.weight_check:
             progress.write(f"aotc: {comp.weight_check}")
@@ -127,7 +128,7 @@ def inspect(model: ModelLike, name: str = "model",
             **kw: Any) -> dict[str, Any]:
     """Ops, shapes, parameters, MACs per node, and the arena plan against its lower bound."""
     with progress.stage("compile"):
-        model = _from_torch(model, example_inputs)
+        model = _from_torch(model, example_inputs, input_shapes)
         comp = compile_model(model, _options(name, input_shapes, **kw), progress=progress)
     return describe(comp)
 
@@ -267,7 +268,7 @@ def verify(model: ModelLike, out_dir: str | os.PathLike[str] | None = None, name
     from aotc.verification import run_verification
 
     source = model
-    model = _from_torch(model, example_inputs)
+    model = _from_torch(model, example_inputs, input_shapes)
     tmp = None
     if out_dir is None:
         tmp = tempfile.TemporaryDirectory(prefix="aotc_verify_")

@@ -198,7 +198,7 @@ def cmd_verify(args: argparse.Namespace, argv: Sequence[str]) -> int:
     opts = _options(args, argv)
     # a .pt2 file is exported once; its reference is torch itself (unless --reference/--vectors)
     from_torch = is_torch_model(args.model)
-    model = to_onnx(args.model) if from_torch else args.model
+    model = to_onnx(args.model, bound=opts["input_shapes"]) if from_torch else args.model
     reference = args.reference or model
     # stages: compile, build, 2 vectors (or as many as --vectors holds), the per-node bundle
     with (tempfile.TemporaryDirectory(prefix="aotc_verify_") as tmp,

@@ -189,7 +189,7 @@ def compile_model(model: str | os.PathLike[str] | onnx.ModelProto, options: Comp
     progress.detail("import")
     if is_torch_model(model):  # a .pt2 file, an ExportedProgram (an nn.Module: api.compile)
         progress.detail("torch.onnx.export")
-        model = to_onnx(model)
+        model = to_onnx(model, bound=options.input_shapes)
     if isinstance(model, onnx.ModelProto):
         proto, model_name = model, model.graph.name or "model"
         model_hash = (source_hash_of(model)

@@ -19,7 +19,7 @@ import os
 import re
 import sys
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -56,13 +56,15 @@ def _import_torch() -> Any:
     return torch
 
 
-def to_onnx(model: Any, example_inputs: Sequence[Any] | Any = None) -> onnx.ModelProto:
+def to_onnx(model: Any, example_inputs: Sequence[Any] | Any = None,
+            bound: Collection[str] = ()) -> onnx.ModelProto:
     """``model`` (an nn.Module, an ExportedProgram or a .pt2 path) as an ONNX ModelProto.
 
     A module is exported in eval mode (its mode is restored after); ``example_inputs`` (a
     tensor or a tuple of them; numpy arrays are accepted) fix the input shapes and take the
     branch a Python ``if`` on a shape takes. An ExportedProgram or .pt2 file uses the example
-    inputs saved with it unless others are given."""
+    inputs saved with it unless others are given; a dimension it declares dynamic takes the
+    example's size, except in the inputs named in ``bound`` (--input-shape binds them)."""
     torch = _import_torch()
     name = type(model).__name__
     meta: dict[str, str] = {}
@@ -99,12 +101,31 @@ def to_onnx(model: Any, example_inputs: Sequence[Any] | Any = None) -> onnx.Mode
         raise AotcError(f"cannot compile a {name}: expected an ONNX model, a torch.nn.Module, "
                         f"a torch.export.ExportedProgram or a .pt2 file")
     proto = program.model_proto
+    if args is not None:
+        _fix_dynamic_dims(torch, proto, args, bound)
     proto.graph.name = name  # the provenance header names the model by it
     meta[PARAM_BYTES_KEY] = str(param_bytes)
     for key, value in meta.items():
         entry = proto.metadata_props.add()
         entry.key, entry.value = key, value
     return proto
+
+
+def _fix_dynamic_dims(torch: Any, proto: onnx.ModelProto, args: tuple[Any, ...],
+                      bound: Collection[str]) -> None:
+    """Symbolic input dims (torch.export.Dim) -> the example inputs' sizes."""
+    leaves = [t for t in torch.utils._pytree.tree_leaves(args) if isinstance(t, torch.Tensor)]
+    consts = {t.name for t in proto.graph.initializer}
+    inputs = [vi for vi in proto.graph.input if vi.name not in consts]
+    if len(leaves) != len(inputs):
+        return  # not one tensor per input: leave the dims to --input-shape
+    for vi, t in zip(inputs, leaves):
+        dims = vi.type.tensor_type.shape.dim
+        if vi.name in bound or len(dims) != t.dim():
+            continue
+        for d, size in zip(dims, t.shape):
+            if not d.HasField("dim_value"):
+                d.dim_value = int(size)
 
 
 def _load_pt2(torch: Any, path: Path) -> Any:

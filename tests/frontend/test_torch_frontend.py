@@ -7,6 +7,7 @@ error naming the extra when torch is missing."""
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import subprocess
 import sys
@@ -249,3 +250,19 @@ def test_docs_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
     claimed = re.search(r"# stderr: (aotc: weights: .*)", code)[1]  # type: ignore[index]
     assert claimed in capsys.readouterr().err
     assert (tmp_path / "build" / "net" / "net.c").is_file()
+
+
+def test_pt2_dynamic_dim(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A dimension exported as dynamic takes the saved example's size, or --input-shape's."""
+    torch.manual_seed(3)
+    batch = torch.export.Dim("batch", min=1, max=16)
+    program = torch.export.export(MLP().eval(), (torch.randn(2, 16),),
+                                  dynamic_shapes={"x": {0: batch}})
+    pt2 = tmp_path / "dyn.pt2"
+    torch.export.save(program, str(pt2))
+    for args, rows in (([], 2), (["--input-shape", "x=5,16"], 5)):
+        out = tmp_path / f"b{rows}"
+        assert main(["verify", str(pt2), "-q", "-o", str(out), *args]) == 0
+        assert " vs torch, " in capsys.readouterr().out
+        meta = json.loads((out / "bundle.json").read_text())
+        assert meta["inputs"][0]["shape"] == [rows, 16]
