@@ -252,7 +252,8 @@ def verify(model: ModelLike, out_dir: str | os.PathLike[str] | None = None, name
            input_shapes: Mapping[str, Sequence[int]] | None = None, per_node: bool = False,
            reference: ModelLike | None = None, example_inputs: Sequence[Any] | Any = None,
            **kw: Any) -> dict[str, Any]:
-    """Compile, build, run the generated C and compare with onnxruntime (or ``expected``).
+    """Compile, build, run the generated C and compare with onnxruntime (or ``expected``; a
+    PyTorch model with torch itself, on the same vectors).
 
     Returns a report with the max abs error per output; raises AotcError when it is beyond
     ``atol + rtol * |reference|``. ``reference``: take onnxruntime's values from this model
