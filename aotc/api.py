@@ -13,11 +13,14 @@ import onnx
 
 from aotc.byoc.partition import NATIVE, Row
 from aotc.compiler import Compilation, CompileOptions, compile_model, emit, memory_report
+from aotc.errors import AotcError
 from aotc.ir.graph import CHAIN, Graph, Node
 from aotc.ops import resolve
 from aotc.progress import QUIET, Progress
 
-ModelLike = str | os.PathLike[str] | onnx.ModelProto
+# An ONNX file or ModelProto; a .pt2 file (torch.export.save), a torch.export.ExportedProgram
+# or a torch.nn.Module (with example_inputs) go through aotc/frontend/torch.py.
+ModelLike = str | os.PathLike[str] | onnx.ModelProto | Any
 
 
 @dataclass
@@ -61,12 +64,49 @@ def _options(name: str, input_shapes: Mapping[str, Sequence[int]] | None,
     return CompileOptions(name=name, input_shapes=dict(input_shapes or {}), **kw)
 
 
+def _from_torch(model: ModelLike, example_inputs: Sequence[Any] | Any,
+                input_shapes: Mapping[str, Sequence[int]] | None) -> ModelLike:
+    """A PyTorch model as ONNX (exported once, so compiling and verifying see the same
+    graph); anything else as it is."""
+    from aotc.frontend.torch import is_torch_model, to_onnx
+
+    if is_torch_model(model):
+        return to_onnx(model, example_inputs, bound=tuple(input_shapes or ()))
+    if example_inputs is not None:
+        raise AotcError("example_inputs is for PyTorch models (an nn.Module, an "
+                        "ExportedProgram or a .pt2 file)")
+    return model
+
+
+def torch_reference(source: Any, proto: onnx.ModelProto, bundle: Bundle,
+                    inputs: Sequence[Mapping[str, np.ndarray]] | None, seed: int
+                    ) -> tuple[list[Mapping[str, np.ndarray]], list[dict[str, np.ndarray]]]:
+    """The vectors (``inputs`` or random ones) and what torch computes for them: a PyTorch
+    model is verified against torch itself, not against onnxruntime on its export."""
+    import json
+
+    from aotc.frontend.torch import torch_outputs
+    from aotc.verification import default_vectors
+
+    specs = json.loads((bundle.directory / "bundle.json").read_text())["inputs"]
+    vectors = list(default_vectors(specs, inputs, seed))
+    return vectors, torch_outputs(source, proto, vectors)
+
+
 def compile(model: ModelLike, out_dir: str | os.PathLike[str], name: str = "model",  # noqa: A001
             input_shapes: Mapping[str, Sequence[int]] | None = None,
-            progress: Progress = QUIET, **kw: Any) -> Bundle:
-    """Compile ``model`` (path or ModelProto) into a C bundle in ``out_dir``."""
+            progress: Progress = QUIET, example_inputs: Sequence[Any] | Any = None,
+            **kw: Any) -> Bundle:
+    """Compile ``model`` (an ONNX path or ModelProto; a torch.nn.Module with
+    ``example_inputs=(x, ...)``, an ExportedProgram or a .pt2 file) into a C bundle in
+    ``out_dir``. For a PyTorch model the weight-size guard's line is printed on stderr, and
+    weights beyond 1.05x + 1 KB of the module's are an error unless
+    ``allow_weight_growth=True``."""
     with progress.stage("compile"):
+        model = _from_torch(model, example_inputs, input_shapes)
         comp = compile_model(model, _options(name, input_shapes, **kw), progress=progress)
+        if comp.weight_check:
+            progress.write(f"aotc: {comp.weight_check}")
         progress.detail("write")
         emit(comp, out_dir)
     return Bundle(Path(out_dir), name, comp)
@@ -84,9 +124,11 @@ def macs_of(comp: Compilation) -> dict[str, int]:
 
 def inspect(model: ModelLike, name: str = "model",
             input_shapes: Mapping[str, Sequence[int]] | None = None,
-            progress: Progress = QUIET, **kw: Any) -> dict[str, Any]:
+            progress: Progress = QUIET, example_inputs: Sequence[Any] | Any = None,
+            **kw: Any) -> dict[str, Any]:
     """Ops, shapes, parameters, MACs per node, and the arena plan against its lower bound."""
     with progress.stage("compile"):
+        model = _from_torch(model, example_inputs, input_shapes)
         comp = compile_model(model, _options(name, input_shapes, **kw), progress=progress)
     return describe(comp)
 
@@ -117,6 +159,7 @@ def describe(comp: Compilation) -> dict[str, Any]:
         "total_macs": sum(macs.values()), "params": sum(n["params"] for n in nodes),
         "weights_bytes": comp.weights_bytes,
         "model_const_bytes": comp.model_const_bytes, "memory": _memory(comp),
+        "weight_check": comp.weight_check,
         "partition": _partition_rows(comp),
     }
 
@@ -207,8 +250,10 @@ def verify(model: ModelLike, out_dir: str | os.PathLike[str] | None = None, name
            expected: Sequence[Mapping[str, np.ndarray]] | None = None, atol: float = 1e-4,
            rtol: float = 1e-4, seed: int = 0, board: str | None = None,
            input_shapes: Mapping[str, Sequence[int]] | None = None, per_node: bool = False,
-           reference: ModelLike | None = None, **kw: Any) -> dict[str, Any]:
-    """Compile, build, run the generated C and compare with onnxruntime (or ``expected``).
+           reference: ModelLike | None = None, example_inputs: Sequence[Any] | Any = None,
+           **kw: Any) -> dict[str, Any]:
+    """Compile, build, run the generated C and compare with onnxruntime (or ``expected``; a
+    PyTorch model with torch itself, on the same vectors).
 
     Returns a report with the max abs error per output; raises AotcError when it is beyond
     ``atol + rtol * |reference|``. ``reference``: take onnxruntime's values from this model
@@ -223,12 +268,16 @@ def verify(model: ModelLike, out_dir: str | os.PathLike[str] | None = None, name
     from aotc.per_node import run_per_node
     from aotc.verification import run_verification
 
+    source = model
+    model = _from_torch(model, example_inputs, input_shapes)
     tmp = None
     if out_dir is None:
         tmp = tempfile.TemporaryDirectory(prefix="aotc_verify_")
         out_dir = tmp.name
     try:
         bundle = compile(model, out_dir, name=name, input_shapes=input_shapes, **kw)
+        if model is not source and expected is None and reference is None:
+            inputs, expected = torch_reference(source, model, bundle, inputs, seed)
         rows = None
         if per_node:
             rows = run_per_node(model, bundle.compilation, inputs, atol, rtol, seed, board,

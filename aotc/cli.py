@@ -48,7 +48,8 @@ def _shape_arg(text: str) -> tuple[str, tuple[int, ...]]:
 
 
 def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("model", help="the .onnx file")
+    p.add_argument("model", help="the .onnx file, or a .pt2 file (torch.export.save; needs the "
+                   "torch extra)")
     p.add_argument("--name", default=None, help="C prefix of the bundle (default: file stem)")
     p.add_argument("--input-shape", action="append", type=_shape_arg, default=[],
                    metavar="NAME=D0,D1,...", help="bind the shape of a graph input")
@@ -80,6 +81,9 @@ def _common(p: argparse.ArgumentParser) -> None:
                    help="hand the kernels these BYOC backends accept to them, in this priority "
                         "order: cmsis-nn (int8 --requant tflite kernels to Arm CMSIS-NN), an "
                         "installed backend, or a .py file defining BACKEND (docs/byoc.md)")
+    p.add_argument("--allow-weight-growth", action="store_true",
+                   help="a .pt2 model: allow the bundle more weight bytes than 1.05x + 1 KB of "
+                        "the module's parameters and buffers (docs/pytorch.md)")
     p.add_argument("--cmsis-nn-path", default=None, metavar="DIR",
                    help="the CMSIS-NN tree for --byoc cmsis-nn (default: $CMSIS_NN_PATH)")
     _quiet(p)
@@ -105,7 +109,8 @@ def _options(args: argparse.Namespace, argv: Sequence[str]) -> dict[str, Any]:
                 weights_section=args.weights_section, target=target,
                 requant=args.requant, command_line=_recorded_command(argv),
                 byoc=tuple(b for b in (args.byoc or "").split(",") if b.strip()),
-                cmsis_nn_path=args.cmsis_nn_path)
+                cmsis_nn_path=args.cmsis_nn_path,
+                allow_weight_growth=args.allow_weight_growth)
 
 
 def _recorded_command(argv: Sequence[str]) -> str:
@@ -147,6 +152,8 @@ def cmd_compile(args: argparse.Namespace, argv: Sequence[str]) -> int:
         raise AotcError(f"--dump-after: unknown pass {sorted(dump)}")
     with Progress("compile", 1, quiet=args.quiet) as progress, progress.stage("compile"):
         comp = compile_model(args.model, opts, on_pass, progress)
+        if comp.weight_check:
+            progress.write(f"aotc: {comp.weight_check}")
         progress.detail("write")
         try:
             emit(comp, args.output)
@@ -184,15 +191,20 @@ def cmd_verify(args: argparse.Namespace, argv: Sequence[str]) -> int:
     import tempfile
 
     from aotc.api import compile as compile_bundle
+    from aotc.api import torch_reference
+    from aotc.frontend.torch import is_torch_model, to_onnx
     from aotc.verification import run_verification
 
     opts = _options(args, argv)
-    reference = args.reference or args.model
+    # a .pt2 file is exported once; its reference is torch itself (unless --reference/--vectors)
+    from_torch = is_torch_model(args.model)
+    model = to_onnx(args.model, bound=opts["input_shapes"]) if from_torch else args.model
+    reference = args.reference or model
     # stages: compile, build, 2 vectors (or as many as --vectors holds), the per-node bundle
     with (tempfile.TemporaryDirectory(prefix="aotc_verify_") as tmp,
           Progress("verify", 4 + args.per_node, quiet=args.quiet) as progress):
         out = args.output or tmp
-        bundle = compile_bundle(args.model, out, progress=progress, **opts)
+        bundle = compile_bundle(model, out, progress=progress, **opts)
         inputs = expected = None
         if args.vectors:
             meta = json.loads((Path(out) / "bundle.json").read_text())
@@ -203,13 +215,18 @@ def cmd_verify(args: argparse.Namespace, argv: Sequence[str]) -> int:
                 if len(outs) != 1:
                     raise AotcError("batched vectors need a one-output model")
                 expected = [{outs[0]: e["__single__"]} for e in expected]
+        vs_torch = from_torch and expected is None and not args.reference
+        if vs_torch:
+            inputs, expected = torch_reference(args.model, model, bundle, inputs, args.seed)
         if args.per_node:
             with progress.stage("per-node: every kernel output"):
-                _print_per_node(args, bundle, inputs)
+                _print_per_node(args, model, bundle, inputs)
         rep = run_verification(reference, bundle, inputs, expected, args.atol, args.rtol,
                                args.seed, args.board, progress=progress)
     errs = ", ".join(f"{k}: {v:.3g}" for k, v in rep["max_abs_error"].items())
     ref = "expected vectors" if expected is not None else "onnxruntime"
+    if vs_torch:
+        ref = "torch"
     if args.reference and expected is None:
         ref += f" on {Path(args.reference).name}"
     print(f"aotc: verify OK on {rep['board']}: {rep['vectors']} vectors vs {ref}, max abs error "
@@ -217,12 +234,12 @@ def cmd_verify(args: argparse.Namespace, argv: Sequence[str]) -> int:
     return 0
 
 
-def _print_per_node(args: argparse.Namespace, bundle: Any,
+def _print_per_node(args: argparse.Namespace, model: Any, bundle: Any,
                     inputs: list[dict[str, np.ndarray]] | None) -> None:
     """The per-node table, printed before the final check so a failure still shows it."""
     from aotc.per_node import format_table, run_per_node
 
-    rows = run_per_node(args.model, bundle.compilation, inputs, args.atol, args.rtol, args.seed,
+    rows = run_per_node(model, bundle.compilation, inputs, args.atol, args.rtol, args.seed,
                         args.board, args.reference)
     vectors = len(inputs) if inputs is not None else 2
     ref = Path(args.reference).name if args.reference else "the model"
@@ -237,6 +254,8 @@ def _fmt_inspect(rep: dict[str, Any]) -> str:
              f"{len(rep['kernels'])} kernels, "
              f"{rep['total_macs']:,} MACs, weights {rep['weights_bytes']:,} B "
              f"(model constants {rep['model_const_bytes']:,} B)", ""]
+    if rep.get("weight_check"):  # a PyTorch model: the weight-size guard's line
+        lines[1:1] = [rep["weight_check"]]
     w = max([len(n["op"]) for n in rep["nodes"]] + [2])
     lines.append(f"{'kernel':<22} {'op':<{w}}  {'outputs':<24} {'params':>8} {'MACs':>12}  node")
     for n in rep["nodes"]:

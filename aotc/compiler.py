@@ -27,6 +27,13 @@ from aotc.codegen.names import Namer, c_comment, c_ident
 from aotc.errors import AotcError
 from aotc.frontend.onnx import import_model
 from aotc.frontend.onnx_file import load_model
+from aotc.frontend.torch import (
+    is_torch_model,
+    param_bytes_of,
+    source_hash_of,
+    to_onnx,
+    weight_check,
+)
 from aotc.ir.graph import Graph
 from aotc.lower.loop_ir import Kernel
 from aotc.lower.lowering import LoweredStep, lower_step
@@ -83,6 +90,9 @@ class CompileOptions:
     # Workload key -> schedule ({knob: value}, aotc/schedules) for the kernels that have one,
     # e.g. the best a tuning log recorded (aotc/tune); the others get the knobs' defaults.
     schedules: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    # A model exported from PyTorch (aotc/frontend/torch.py) may carry more weight bytes than
+    # the module's parameters and buffers (> 1.05x + 1 KB) only when this is set.
+    allow_weight_growth: bool = False
 
 
 @dataclass
@@ -99,6 +109,8 @@ class Compilation:
     model_const_bytes: int
     weights: dict[str, tuple[str, np.ndarray]]  # key -> (C symbol, data)
     backends: list[Any] = field(default_factory=list)  # enabled BYOC backends
+    # A model from PyTorch: the weight-size guard's line (bundle vs module weight bytes).
+    weight_check: str | None = None
 
     @property
     def lower_bound(self) -> int:
@@ -175,9 +187,13 @@ def compile_model(model: str | os.PathLike[str] | onnx.ModelProto, options: Comp
                   progress: Progress = QUIET) -> Compilation:
     name = _validate_name(options.name)
     progress.detail("import")
+    if is_torch_model(model):  # a .pt2 file, an ExportedProgram (an nn.Module: api.compile)
+        progress.detail("torch.onnx.export")
+        model = to_onnx(model, bound=options.input_shapes)
     if isinstance(model, onnx.ModelProto):
         proto, model_name = model, model.graph.name or "model"
-        model_hash = hashlib.sha256(model.SerializeToString()).hexdigest()
+        model_hash = (source_hash_of(model)
+                      or hashlib.sha256(model.SerializeToString()).hexdigest())
     else:
         proto, model_name = load_model(model), Path(model).name
         model_hash = hashlib.sha256(Path(model).read_bytes()).hexdigest()
@@ -219,8 +235,13 @@ def compile_model(model: str | os.PathLike[str] | onnx.ModelProto, options: Comp
         if alt_plan.size < the_plan.size:
             lowered, live, the_plan = alt, alt_live, alt_plan
     weights = _collect_weights(sched, lowered, name)
-    return Compilation(options, model_name, model_hash, sched.graph, sched, lowered, live,
+    comp = Compilation(options, model_name, model_hash, sched.graph, sched, lowered, live,
                        the_plan, bounds(sched, scratch), model_const_bytes, weights, backends)
+    param_bytes = param_bytes_of(proto)
+    if param_bytes is not None:
+        comp.weight_check = weight_check(comp.weights_bytes, param_bytes,
+                                         options.allow_weight_growth)
+    return comp
 
 
 def _lower(sched: Schedule, by_name: dict[str, Any], options: CompileOptions,

@@ -73,6 +73,13 @@ class Progress:
             self._bar.set_postfix_str(f"{self._label} {text}".strip(), refresh=False)
             self._refresh()
 
+    def write(self, line: str) -> None:
+        """A result line on stderr (printed even when quiet), above the bar when one is drawn."""
+        if self._bar is not None:
+            self._bar.write(line, file=sys.stderr)
+        else:
+            print(line, file=sys.stderr)
+
     def _refresh(self) -> None:
         if self._bar is not None and time.monotonic() >= self._shown_after:
             self._bar.refresh()  # tqdm's own refresh ignores its delay

@@ -5,7 +5,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-PINS=(onnx==1.23.2 onnxruntime==1.32.0)   # the node-suite data is the onnx 1.22.0 wheel's (fetched by the harness); the installed onnx is 1.23.2, whose reference evaluator the op tests use
+# torch: the CPU-only wheel (the default Linux wheel pulls gigabytes of CUDA libraries); pip
+# must be able to find it (see scripts/setup.sh)
+PINS=(onnx==1.23.2 onnxruntime==1.32.0 torch==2.13.0+cpu)   # the node-suite data is the onnx 1.22.0 wheel's (fetched by the harness); the installed onnx is 1.23.2, whose reference evaluator the op tests use
 LOCK=requirements/test-lock.txt
 
 venv="$(mktemp -d)/venv"

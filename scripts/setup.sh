@@ -7,6 +7,18 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# The test extra includes aotc[torch], pinned to the CPU-only torch wheel (a local version,
+# +cpu: the default Linux wheel pulls gigabytes of CUDA libraries). It is not on the default
+# package index: pip must be pointed at PyTorch's CPU wheel index or a directory holding it.
+torch_pin="$(grep -E '^torch==' requirements/test-lock.txt)"
+if ! python3 -m pip install --quiet --disable-pip-version-check -c requirements/test-lock.txt \
+        "$torch_pin"; then
+    echo "setup: pip cannot install $torch_pin, the CPU-only PyTorch wheel the tests pin" \
+         "(requirements/test-lock.txt). Point pip at PyTorch's CPU wheel index" \
+         "(PIP_EXTRA_INDEX_URL) or at a directory holding the wheel (PIP_FIND_LINKS), then" \
+         "run this again." >&2
+    exit 1
+fi
 python3 -m pip install --quiet --disable-pip-version-check -c requirements/test-lock.txt \
     -e ".[test]"
 

@@ -175,6 +175,16 @@ class _Recurrent(OpDef):
     def linear_before_reset_attr(self, node: Node) -> int:
         return 0
 
+    def prepare(self, node: Node, ins: Sequence[Value | None]) -> Node:
+        # An all-zero constant initial state (torch's exporter writes one) is the default
+        # state: dropping it keeps its bytes out of flash.
+        inputs = list(node.inputs)
+        for k in (5, 6):  # initial_h, initial_c
+            v = ins[k] if k < len(ins) else None
+            if v is not None and v.is_const and not np.any(v.const):
+                inputs[k] = ""
+        return node.with_(inputs=tuple(inputs)) if inputs != list(node.inputs) else node
+
     def infer(self, node: Node, ins: Sequence[Value | None]) -> list[TensorType]:
         x, r = ins[0], ins[2]
         assert x is not None and r is not None
