@@ -72,6 +72,9 @@ def lower_conv_dsp(conv: Any, node: Node, kb: Any, X: Any, B: Any, arith: Any,
     sums = kb.scratch_buffer("sum", I32, (px * mg,))  # the int32 sums of a group of pixels
     kstrides = strides(k_sp)
     padded = any(pb) or any(pe)
+    # Each tile a function of its own (its accumulators alone in the registers), or inline
+    # (no call per tile: better when a column is short).
+    outline = kb.knob(CONV.OUTLINE, default=CONV.outline_default(q_len))
 
     def column(n: Expr, gi: Expr, pix: Expr, slot: int) -> list[Expr]:
         """Fill column ``slot`` for output pixel ``pix`` (flat); returns its coordinates."""
@@ -133,17 +136,17 @@ def lower_conv_dsp(conv: Any, node: Node, kb: Any, X: Any, B: Any, arith: Any,
         gbase = gi * per_group
         if full:
             with kb.loop(full, "mt") as mt:
-                with kb.outline():
+                with kb.outline() if outline else kb.block():
                     tile(gi, mt * tw, gbase + mt * tile_words, tw, count)
         if rest:
-            with kb.outline():
+            with kb.outline() if outline else kb.block():
                 tile(gi, Const(full * tw), gbase + full * tile_words, rest, count)
         # The bias, then requantisation, after the sums and in a loop of their own: the
         # tiles keep just their accumulators and pointers in registers (the int32 sum wraps
-        # alike in any order).
-        for p, o in enumerate(coords):
-            with kb.loop(mg, "j") as j:
-                m = gi * mg + j
+        # alike in any order). The pixels of the group share each channel's multipliers.
+        with kb.loop(mg, "j") as j:
+            m = gi * mg + j
+            for p, o in enumerate(coords):
                 acc = sums[[p * mg + j]] + arith.init(B, m)
                 kb.store_output([n, m, *o], arith.finish(kb, acc, m, B))
 

@@ -43,3 +43,11 @@ COLUMN = knob("conv.column", ("pairs", "flat"), "pairs",
 
 def column_default(channels: int) -> str:
     return "flat" if channels % 2 else "pairs"
+OUTLINE = knob("conv.outline", (True, False), True,
+               "the DSP schedule's output-channel tiles each in a function of their own (its "
+               "accumulators alone in the registers) or inline (no call per tile); default "
+               "inline for columns of fewer than 8 words")
+
+
+def outline_default(column_words: int) -> bool:
+    return column_words >= 8

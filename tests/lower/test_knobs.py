@@ -56,6 +56,8 @@ INT_CASES = [
     (("conv.split_requant", True), "depthwise", "cortex-m4f", {}),
     (("conv.column", "pairs"), None, "cortex-m4f", {}),  # 5 input channels: flat by default
     (("conv.column", "flat"), "even", "cortex-m4f", {}),
+    (("conv.outline", False), None, "cortex-m4f", {}),  # 45-word columns: outlined by default
+    (("conv.outline", True), "pointwise", "cortex-m4f", {}),
     (("conv.unroll", False), None, None, {}),
     *[(("conv.tile", v), None, "cortex-m4f", {"conv.path": "scalar"}) for v in (2, 8)],
     *[(("gemm.path", "scalar"), "matmul", t, {}) for t in ("cortex-m4f", "cortex-m55")],
@@ -73,6 +75,8 @@ def _int_model(kind):
         return qmatmul(M=3, K=21, N=11)
     if kind == "depthwise":  # odd kernel width: the last word's idle lane; stride 2
         return qconv(cin=6, m=6, group=6, hw=(7, 8), kernel=(3, 3), strides=(2, 1))
+    if kind == "pointwise":  # a 2-word column: tiles inline by default
+        return qconv(cin=4, m=6, hw=(3, 4), kernel=(1, 1), pads=(0, 0, 0, 0))
     if kind == "even":
         return qconv(cin=4, m=6, hw=(5, 5), pads=(0, 1, 1, 0))
     if kind == "wide":
