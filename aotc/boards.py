@@ -67,6 +67,9 @@ class Board:
     memory: tuple[MemoryRegion, ...]
     requires: dict[str, str]  # tool (program, or "specs:FILE") -> Debian package providing it
     directory: Path
+    # Memory pools for the arena, fastest first: (name, bytes, linker section or None), from
+    # board.toml's [[pools]]; compiling with --target for the board plans into them.
+    pools: tuple[tuple[str, int, str | None], ...] = ()
 
     @property
     def is_host(self) -> bool:
@@ -104,6 +107,7 @@ def load_board(name: str | Board) -> Board:
         memory=tuple(MemoryRegion(**m) for m in qemu.get("memory", ())),
         requires=dict(t["requires"]),
         directory=path.parent,
+        pools=tuple((p["name"], p["bytes"], p.get("section")) for p in t.get("pools", ())),
     )
 
 
@@ -162,6 +166,7 @@ def render_test_main(bundle_dir: str | Path) -> str:
         inputs=tensors("inputs"),
         outputs=tensors("outputs"),
         io_in_arena=bool(meta.get("io_in_arena")),
+        pools=meta.get("pools", []),
     )
 
 
