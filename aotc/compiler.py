@@ -194,7 +194,7 @@ def _pools(options: CompileOptions) -> list[Pool]:
             pools = [make_pool(*p) for p in boards.load_board(options.target).pools]
         else:
             pools = []
-        check_pools(pools)
+        check_pools(pools, options.name)
     except ValueError as e:
         raise AotcError(str(e)) from None
     return pools
@@ -617,6 +617,8 @@ def memory_report(c: Compilation) -> dict[str, Any]:
                        "by": c.liveness.modes.get(k, "element")}
                       for k, (a, b) in sorted(c.liveness.inplace.items())]
     rep["timeline"] = ascii_timeline(c.liveness.reqs, c.plan)
+    for entry, pool in zip(rep.get("pools", []), c.pools):
+        entry.update(capacity=pool.size, section=pool.section)
     return rep
 
 

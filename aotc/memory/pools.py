@@ -62,9 +62,13 @@ def parse_pool(text: str) -> Pool:
 
 def make_pool(name: str, size: int, section: str | None = None) -> Pool:
     """A checked Pool: a C identifier for a name, a positive size, a plain section name."""
-    if not _NAME.fullmatch(name) or name.startswith("_"):
+    from aotc.codegen.names import is_reserved
+
+    if (not _NAME.fullmatch(name) or name.startswith("_") or is_reserved(name)
+            or re.match(r"(k\d|aotc|a$|arena)", name, re.I)):
         raise ValueError(f"pool name {name!r} must be a C identifier (letters, digits, _; not "
-                         f"starting with _; at most 32 characters)")
+                         f"a keyword, not starting with _, k<digit>, aotc or arena, not 'a'; at "
+                         f"most 32 characters)")
     if not isinstance(size, int) or size <= 0:
         raise ValueError(f"pool {name!r}: size must be a positive number of bytes, got {size!r}")
     if section is not None and not _SECTION.fullmatch(section):
@@ -72,12 +76,17 @@ def make_pool(name: str, size: int, section: str | None = None) -> Pool:
     return Pool(name, size, section or None)
 
 
-def check_pools(pools: Sequence[Pool]) -> None:
-    """Pool names are unique, also as upper-case macro names."""
+def check_pools(pools: Sequence[Pool], model: str = "") -> None:
+    """Pool names are unique, also as upper-case macro names, and apart from the model's own
+    <model>_ symbols."""
     seen: set[str] = set()
     for p in pools:
         if p.name.upper() in seen:
-            raise ValueError(f"pool {p.name!r} is listed twice")
+            raise ValueError(f"pool {p.name!r} is listed twice (names are compared ignoring "
+                             f"case: they become {p.name.upper()} macros)")
+        if model and p.name.lower().startswith(f"{model.lower()}_"):
+            raise ValueError(f"pool name {p.name!r} must not start with the model's prefix "
+                             f"{model}_")
         seen.add(p.name.upper())
 
 
