@@ -72,7 +72,7 @@ def _common(p: argparse.ArgumentParser) -> None:
                    help="a memory pool for the arena (repeatable, fastest first, e.g. --pool "
                         "dtcm:64K:.dtcm --pool sram:512K:.sram): buffers go to the first pool "
                         "while they fit; <name>_run takes one pointer per pool (default: the "
-                        "--target board's pools, else one arena)")
+                        "--target board's pools, else one arena; --pool none: one arena)")
     p.add_argument("--weights-section", default=None, help="linker section for the weights")
     p.add_argument("--target", default=None, metavar="BOARD",
                    help="tune the generated C for this board's features (default: the --board "
@@ -110,7 +110,8 @@ def _options(args: argparse.Namespace, argv: Sequence[str]) -> dict[str, Any]:
                 passes=tuple(p for p in args.passes.split(",") if p) if args.passes else None,
                 planner=args.planner, inplace=not args.no_inplace,
                 io_in_arena=args.io_in_arena, inplace_conv=args.inplace_conv,
-                keep_order=args.keep_order, pools=tuple(args.pool),
+                keep_order=args.keep_order,
+                pools=None if not args.pool else tuple(p for p in args.pool if p != "none"),
                 weights_section=args.weights_section, target=target,
                 requant=args.requant, command_line=_recorded_command(argv),
                 byoc=tuple(b for b in (args.byoc or "").split(",") if b.strip()),

@@ -95,8 +95,9 @@ class CompileOptions:
     # the module's parameters and buffers (> 1.05x + 1 KB) only when this is set.
     allow_weight_growth: bool = False
     # Memory pools, fastest first: Pool objects or "NAME:BYTES[:SECTION]" strings (--pool).
-    # Empty: the --target board's pools (board.toml [[pools]]) if it lists any, else one arena.
-    pools: tuple[Any, ...] = ()
+    # None: the --target board's pools (board.toml [[pools]]) if it lists any, else one arena;
+    # (): one arena.
+    pools: tuple[Any, ...] | None = None
 
 
 @dataclass
@@ -186,7 +187,7 @@ def _target_features(target: str | None) -> frozenset[str]:
 def _pools(options: CompileOptions) -> list[Pool]:
     """The pools to plan into: --pool's, else the --target board's, else none (one arena)."""
     try:
-        if options.pools:
+        if options.pools is not None:
             pools = [p if isinstance(p, Pool) else parse_pool(str(p)) for p in options.pools]
         elif options.target is not None:
             from aotc import boards
