@@ -6,18 +6,19 @@ one-arena firmware (and onnxruntime / TFLM)."""
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 
 import numpy as np
 import onnxruntime as ort
 import pytest
+from pool_models import conv_model
 
 import aotc
 from aotc import boards
 from aotc.board_runner import DoesNotFit
 from aotc.cli import main as cli_main
-from pool_models import conv_model
 
 BOARD = "cortex-m4f-pools"
 
@@ -90,15 +91,23 @@ def test_cli_verify_on_the_pools_board(tmp_path) -> None:  # type: ignore[no-unt
     assert "void *dtcm, size_t dtcm_size, void *sram, size_t sram_size" in header
 
 
-def test_int8_model_in_two_pools_on_qemu(mlperf_dir, tmp_path) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize("io_in_arena", [False, True])
+def test_int8_model_in_two_pools_on_qemu(io_in_arena, mlperf_dir, tmp_path) -> None:  # type: ignore[no-untyped-def]
     """KWS int8 with --pool overriding the board's sizes (8,000 B of fast memory for a
-    16,000 B arena): bit-exact with TFLM in QEMU."""
+    16,000 B arena; with --io-in-arena the input and output are in the pools too): bit-exact
+    with TFLM in QEMU."""
     stem = "kws_ref_model_int8_qdq"
     vec = np.load(mlperf_dir / "vectors" / f"{stem}.npz")
     bundle = aotc.compile(mlperf_dir / f"{stem}.onnx", tmp_path / "b", name="kws", target=BOARD,
-                          pools=("dtcm:8000:.dtcm", "sram:64K:.sram"))
+                          pools=("dtcm:8000:.dtcm", "sram:64K:.sram"), io_in_arena=io_in_arena)
     c = bundle.compilation
     assert c.plan.pool_sizes["dtcm"] == 8000 and c.plan.pool_sizes["sram"] > 0
+    if io_in_arena:
+        runner_meta = json.loads((tmp_path / "b" / "bundle.json").read_text())
+        assert {t["pool"] for t in (*runner_meta["inputs"], *runner_meta["outputs"])} <= \
+            {"dtcm", "sram"}
+        assert "int kws_run(void *dtcm, size_t dtcm_size, void *sram, size_t sram_size);" in \
+            (tmp_path / "b" / "kws.h").read_text()
     runner = bundle.load(board=BOARD)
     name, out = runner.meta["inputs"][0]["name"], runner.meta["outputs"][0]["name"]
     for x, want in zip(vec["input"][:2], vec["output_tflm"][:2]):

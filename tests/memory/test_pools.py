@@ -14,12 +14,12 @@ import onnxruntime as ort
 import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
+from pool_models import conv_model
 
 import aotc
 from aotc.cli import main as cli_main
 from aotc.memory import BufferReq, check_no_overlap, lower_bound, plan
 from aotc.memory.pools import Pool, PoolsDoNotFit, parse_pool, parse_size, plan_pools
-from pool_models import conv_model
 
 # --------------------------------------------------------------------------------- the planner
 
