@@ -397,12 +397,21 @@ def _bundle_of(elf: Path) -> dict:
 def elf_sizes(elf: str | Path, board: str | Board) -> dict:
     """Bytes from `size -A` and `nm`: text, rodata, data, bss; flash = text + rodata + data;
     ram = data + bss (the arena is in bss; link.ld's stack and heap reservations are not);
-    arena = the size of the harness's `arena` symbol (0 without one)."""
+    arena = the size of the harness's `arena` symbol (0 without one); with memory pools,
+    "pools" gives the size of each `pool_<name>` array (in their own sections: not in ram)."""
     board = load_board(board)
     sizes = measure.section_sizes(_check_output([board.tool("size"), "-A", str(elf)]))
     sizes["flash"] = sizes["text"] + sizes["rodata"] + sizes["data"]
     sizes["ram"] = sizes["data"] + sizes["bss"]
-    sizes["arena"] = measure.symbol_size(_check_output([board.tool("nm"), "-S", str(elf)]), "arena")
+    nm = _check_output([board.tool("nm"), "-S", str(elf)])
+    sizes["arena"] = measure.symbol_size(nm, "arena")
+    pools = {}
+    for line in nm.splitlines():
+        fields = line.split()
+        if len(fields) == 4 and fields[3].startswith("pool_") and fields[2] in "bBdD":
+            pools[fields[3][5:]] = int(fields[1], 16)
+    if pools:
+        sizes["pools"] = pools
     return sizes
 
 

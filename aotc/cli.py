@@ -380,8 +380,9 @@ def cmd_bench(args: argparse.Namespace, argv: Sequence[str]) -> int:
     print(f"board {args.board}: {run_total:,} instructions per inference"
           + (f" ({run_total / macs:.2f} per MAC, {macs:,} MACs)" if macs else ""))
     print(f"flash {sizes['flash']:,} B (text {sizes['text']:,}, rodata {sizes['rodata']:,}, "
-          f"data {sizes['data']:,}); RAM {sizes['ram']:,} B (data+bss, arena "
-          f"{sizes['arena']:,}) + stack")
+          f"data {sizes['data']:,}); RAM {sizes['ram']:,} B (data+bss, "
+          + (", ".join(f"pool {p} {n:,} B" for p, n in sizes["pools"].items()) + " apart"
+             if sizes.get("pools") else f"arena {sizes['arena']:,}") + ") + stack")
     library = ", ".join(stack.get("library_calls") or [])
     cycles = "; ".join(" -> ".join(c) for c in stack.get("recursion") or []) or "none"
     print(f"stack: deepest kernel frame {stack.get('max_bytes')} B ({stack.get('function')}); "

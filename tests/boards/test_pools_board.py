@@ -76,6 +76,7 @@ def test_float_model_in_two_pools_on_qemu(tmp_path) -> None:  # type: ignore[no-
         assert lo <= addr and addr + size <= hi, (pool, hex(addr), size)
         assert size == c.plan.pool_sizes[pool]
     assert "arena" not in sym
+    assert boards.elf_sizes(runner.elf, BOARD)["pools"] == c.plan.pool_sizes
 
 
 def test_cli_verify_on_the_pools_board(tmp_path) -> None:  # type: ignore[no-untyped-def]
