@@ -6,7 +6,9 @@ onnxruntime). The QEMU test with a two-pool board is tests/boards/test_pools_boa
 
 from __future__ import annotations
 
+import itertools
 import json
+import random
 
 import numpy as np
 import onnx
@@ -112,6 +114,37 @@ def test_a_buffer_larger_than_every_pool() -> None:
                                             r"holds \(fast 50 B, mid 100 B, slow 200 B\)$"):
         plan_pools(reqs, [Pool("fast", 50), Pool("mid", 100), Pool("slow", 200)],
                    label=lambda k: f"kernel {k}")
+
+
+def _fits(reqs: list[BufferReq], pools: list[Pool], assign: tuple[int, ...]) -> bool:
+    """Buffer i in pool assign[i]: does each pool's exact plan fit it?"""
+    for k, p in enumerate(pools):
+        mine = [r for r, a in zip(reqs, assign) if a == k]
+        if mine and plan(mine, "exact").size > p.size:
+            return False
+    return True
+
+
+def test_assignment_against_exhaustive_search() -> None:
+    """Random small cases (2-7 buffers, two pools): whenever some assignment of the buffers to
+    the pools fits (every one tried, each pool planned exactly), plan_pools finds one."""
+    rng = random.Random(0)
+    feasible = 0
+    for _ in range(600):
+        n = rng.randint(2, 7)
+        firsts = [rng.randint(0, 6) for _ in range(n)]
+        reqs = [BufferReq(f"b{i}", rng.choice([16, 32, 48, 64, 96, 128]), 16, f,
+                          f + rng.randint(0, 3)) for i, f in enumerate(firsts)]
+        pools = [Pool("p0", rng.choice([32, 64, 96, 128])),
+                 Pool("p1", rng.choice([64, 96, 128, 192]))]
+
+        if not any(_fits(reqs, pools, a) for a in itertools.product((0, 1), repeat=n)):
+            with pytest.raises(PoolsDoNotFit):
+                plan_pools(reqs, pools)
+            continue
+        feasible += 1
+        _check_pool_plan(reqs, pools, plan_pools(reqs, pools))
+    assert feasible > 250  # the sizes make both outcomes common
 
 
 def test_parse_pool() -> None:
