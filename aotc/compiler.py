@@ -188,7 +188,8 @@ def _pools(options: CompileOptions) -> list[Pool]:
     """The pools to plan into: --pool's, else the --target board's, else none (one arena)."""
     try:
         if options.pools is not None:
-            pools = [p if isinstance(p, Pool) else parse_pool(str(p)) for p in options.pools]
+            given = (options.pools,) if isinstance(options.pools, str) else options.pools
+            pools = [p if isinstance(p, Pool) else parse_pool(str(p)) for p in given]
         elif options.target is not None:
             from aotc import boards
 
