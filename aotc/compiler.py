@@ -47,7 +47,7 @@ from aotc.memory.liveness import (
     conv_inplace_modes,
 )
 from aotc.memory.planner import plan
-from aotc.memory.pools import Pool, PoolsDoNotFit, check_pools, make_pool, parse_pool, plan_pools
+from aotc.memory.pools import Pool, PoolsDoNotFit, plan_pools, resolve_pools
 from aotc.memory.report import ascii_timeline, plan_to_json
 from aotc.passes import PASS_NAMES, Pass, default_pipeline, run_pipeline
 from aotc.passes.layout import to_layout
@@ -186,20 +186,14 @@ def _target_features(target: str | None) -> frozenset[str]:
 
 def _pools(options: CompileOptions) -> list[Pool]:
     """The pools to plan into: --pool's, else the --target board's, else none (one arena)."""
-    try:
-        if options.pools is not None:
-            given = (options.pools,) if isinstance(options.pools, str) else options.pools
-            pools = [p if isinstance(p, Pool) else parse_pool(str(p)) for p in given]
-        elif options.target is not None:
-            from aotc import boards
+    from aotc import boards
 
-            pools = [make_pool(*p) for p in boards.load_board(options.target).pools]
-        else:
-            pools = []
-        check_pools(pools, options.name)
+    on_board = (boards.load_board(options.target).pools
+                if options.pools is None and options.target is not None else ())
+    try:
+        return resolve_pools(options.pools, on_board, options.name)
     except ValueError as e:
         raise AotcError(str(e)) from None
-    return pools
 
 
 def _pipeline(names: tuple[str, ...] | None, requant: str = "tflite") -> list[Pass]:

@@ -92,6 +92,19 @@ def check_pools(pools: Sequence[Pool], model: str = "") -> None:
         seen.add(p.name.upper())
 
 
+def resolve_pools(given: Sequence[Pool | str] | str | None,
+                  board: Sequence[tuple[str, int, str | None]], model: str = "") -> list[Pool]:
+    """The checked pools: `given` (Pool objects or NAME:BYTES[:SECTION] strings; None: the
+    board's (name, bytes, section) triples from board.toml)."""
+    if given is None:
+        pools = [make_pool(*p) for p in board]
+    else:
+        pools = [p if isinstance(p, Pool) else parse_pool(str(p))
+                 for p in ((given,) if isinstance(given, str) else given)]
+    check_pools(pools, model)
+    return pools
+
+
 class PoolsDoNotFit(ValueError):
     """No assignment of the buffers to the pools fits their sizes."""
 
