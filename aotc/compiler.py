@@ -184,18 +184,6 @@ def _target_features(target: str | None) -> frozenset[str]:
                         f"{', '.join(boards.list_boards())})") from None
 
 
-def _pools(options: CompileOptions) -> list[Pool]:
-    """The pools to plan into: --pool's, else the --target board's, else none (one arena)."""
-    from aotc import boards
-
-    on_board = (boards.load_board(options.target).pools
-                if options.pools is None and options.target is not None else ())
-    try:
-        return resolve_pools(options.pools, on_board, options.name)
-    except ValueError as e:
-        raise AotcError(str(e)) from None
-
-
 def _pipeline(names: tuple[str, ...] | None, requant: str = "tflite") -> list[Pass]:
     if requant not in REQUANT_MODES:
         raise AotcError(f"unknown requant mode {requant!r} (use {' or '.join(REQUANT_MODES)})")
@@ -247,7 +235,10 @@ def compile_model(model: str | os.PathLike[str] | onnx.ModelProto, options: Comp
         sched, lowered, scratch = _reorder(sched, lowered, scratch, by_name, options, features,
                                            progress)
     progress.detail("memory plan")
-    pools = _pools(options)
+    try:
+        pools = resolve_pools(options.pools, options.target, options.name)
+    except ValueError as e:
+        raise AotcError(str(e)) from None
     labels = {ls.step.index: f"{ls.kernel.name}: {ls.step.node.op} {ls.step.node.name!r}"
               for ls in lowered}
     label = lambda k: labels.get(k, f"step {k}")  # noqa: E731

@@ -92,12 +92,14 @@ def check_pools(pools: Sequence[Pool], model: str = "") -> None:
         seen.add(p.name.upper())
 
 
-def resolve_pools(given: Sequence[Pool | str] | str | None,
-                  board: Sequence[tuple[str, int, str | None]], model: str = "") -> list[Pool]:
-    """The checked pools: `given` (Pool objects or NAME:BYTES[:SECTION] strings; None: the
-    board's (name, bytes, section) triples from board.toml)."""
+def resolve_pools(given: Sequence[Pool | str] | str | None, target: str | None = None,
+                  model: str = "") -> list[Pool]:
+    """The checked pools to plan into: `given` (Pool objects or NAME:BYTES[:SECTION] strings),
+    or when it is None the target board's (board.toml [[pools]]; none: one arena)."""
     if given is None:
-        pools = [make_pool(*p) for p in board]
+        from aotc import boards
+
+        pools = [make_pool(*p) for p in (boards.load_board(target).pools if target else ())]
     else:
         pools = [p if isinstance(p, Pool) else parse_pool(str(p))
                  for p in ((given,) if isinstance(given, str) else given)]
