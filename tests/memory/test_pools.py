@@ -20,7 +20,7 @@ from pool_models import conv_model
 
 import aotc
 from aotc.cli import main as cli_main
-from aotc.memory import BufferReq, check_no_overlap, lower_bound, plan
+from aotc.memory import BufferReq, Plan, check_no_overlap, lower_bound, plan
 from aotc.memory.pools import Pool, PoolsDoNotFit, parse_pool, parse_size, plan_pools
 
 # --------------------------------------------------------------------------------- the planner
@@ -147,6 +147,20 @@ def test_assignment_against_exhaustive_search() -> None:
     assert feasible > 250  # the sizes make both outcomes common
 
 
+def test_check_no_overlap_with_pools() -> None:
+    """Two buffers live together may share offsets in different pools, not in one; each must
+    end inside its own pool."""
+    a, b = BufferReq("a", 64, 16, 0, 1), BufferReq("b", 64, 16, 1, 2)
+    apart = Plan({"a": 0, "b": 0}, 128, "t", {"a": "fast", "b": "slow"}, {"fast": 64, "slow": 64})
+    check_no_overlap([a, b], apart)
+    same = Plan({"a": 0, "b": 0}, 128, "t", {"a": "fast", "b": "fast"}, {"fast": 64, "slow": 64})
+    with pytest.raises(ValueError, match="overlap in memory"):
+        check_no_overlap([a, b], same)
+    small = Plan({"a": 0, "b": 0}, 112, "t", {"a": "fast", "b": "slow"}, {"fast": 64, "slow": 48})
+    with pytest.raises(ValueError, match="beyond pool 'slow' size 48"):
+        check_no_overlap([a, b], small)
+
+
 def test_parse_pool() -> None:
     assert parse_pool("dtcm:16K:.dtcm") == Pool("dtcm", 16384, ".dtcm")
     assert parse_pool("sram:0x100") == Pool("sram", 256)
@@ -243,3 +257,7 @@ def test_cli_inspect_shows_pools(tmp_path, capsys) -> None:  # type: ignore[no-u
     assert [(p["name"], p["bytes"], p["capacity"]) for p in mem["pools"]] == \
         [("dtcm", 12288, 16384), ("sram", 12288, 65536)]
     assert {b["pool"] for b in mem["buffers"]} == {"dtcm", "sram"}
+    # The HTML report stacks the pools in its memory timeline, a line at the top of each.
+    assert cli_main(["report", str(path), "-o", str(tmp_path / "r.html"), "-q", "--pool",
+                     "dtcm:16K", "--pool", "sram:64K"]) == 0
+    assert "pool dtcm 12,288 B" in (tmp_path / "r.html").read_text()
