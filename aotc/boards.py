@@ -67,6 +67,9 @@ class Board:
     memory: tuple[MemoryRegion, ...]
     requires: dict[str, str]  # tool (program, or "specs:FILE") -> Debian package providing it
     directory: Path
+    # Memory pools for the arena, fastest first: (name, bytes, linker section or None), from
+    # board.toml's [[pools]]; compiling with --target for the board plans into them.
+    pools: tuple[tuple[str, int, str | None], ...] = ()
 
     @property
     def is_host(self) -> bool:
@@ -104,6 +107,7 @@ def load_board(name: str | Board) -> Board:
         memory=tuple(MemoryRegion(**m) for m in qemu.get("memory", ())),
         requires=dict(t["requires"]),
         directory=path.parent,
+        pools=tuple((p["name"], p["bytes"], p.get("section")) for p in t.get("pools", ())),
     )
 
 
@@ -162,6 +166,7 @@ def render_test_main(bundle_dir: str | Path) -> str:
         inputs=tensors("inputs"),
         outputs=tensors("outputs"),
         io_in_arena=bool(meta.get("io_in_arena")),
+        pools=meta.get("pools", []),
     )
 
 
@@ -392,12 +397,21 @@ def _bundle_of(elf: Path) -> dict:
 def elf_sizes(elf: str | Path, board: str | Board) -> dict:
     """Bytes from `size -A` and `nm`: text, rodata, data, bss; flash = text + rodata + data;
     ram = data + bss (the arena is in bss; link.ld's stack and heap reservations are not);
-    arena = the size of the harness's `arena` symbol (0 without one)."""
+    arena = the size of the harness's `arena` symbol (0 without one); with memory pools,
+    "pools" gives the size of each `pool_<name>` array (in their own sections: not in ram)."""
     board = load_board(board)
     sizes = measure.section_sizes(_check_output([board.tool("size"), "-A", str(elf)]))
     sizes["flash"] = sizes["text"] + sizes["rodata"] + sizes["data"]
     sizes["ram"] = sizes["data"] + sizes["bss"]
-    sizes["arena"] = measure.symbol_size(_check_output([board.tool("nm"), "-S", str(elf)]), "arena")
+    nm = _check_output([board.tool("nm"), "-S", str(elf)])
+    sizes["arena"] = measure.symbol_size(nm, "arena")
+    pools = {}
+    for line in nm.splitlines():
+        fields = line.split()
+        if len(fields) == 4 and fields[3].startswith("pool_") and fields[2] in "bBdD":
+            pools[fields[3][5:]] = int(fields[1], 16)
+    if pools:
+        sizes["pools"] = pools
     return sizes
 
 

@@ -68,6 +68,11 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--keep-order", action="store_true",
                    help="run the kernels in the model's order (default: the order with the "
                         "smallest liveness bound, where the graph branches)")
+    p.add_argument("--pool", action="append", default=[], metavar="NAME:BYTES[:SECTION]",
+                   help="a memory pool for the arena (repeatable, fastest first, e.g. --pool "
+                        "dtcm:64K:.dtcm --pool sram:512K:.sram): buffers go to the first pool "
+                        "while they fit; <name>_run takes one pointer per pool (default: the "
+                        "--target board's pools, else one arena; --pool none: one arena)")
     p.add_argument("--weights-section", default=None, help="linker section for the weights")
     p.add_argument("--target", default=None, metavar="BOARD",
                    help="tune the generated C for this board's features (default: the --board "
@@ -106,6 +111,7 @@ def _options(args: argparse.Namespace, argv: Sequence[str]) -> dict[str, Any]:
                 planner=args.planner, inplace=not args.no_inplace,
                 io_in_arena=args.io_in_arena, inplace_conv=args.inplace_conv,
                 keep_order=args.keep_order,
+                pools=None if not args.pool else tuple(p for p in args.pool if p != "none"),
                 weights_section=args.weights_section, target=target,
                 requant=args.requant, command_line=_recorded_command(argv),
                 byoc=tuple(b for b in (args.byoc or "").split(",") if b.strip()),
@@ -160,7 +166,9 @@ def cmd_compile(args: argparse.Namespace, argv: Sequence[str]) -> int:
         except OSError as e:
             raise AotcError(f"cannot write the bundle to {args.output}: {e.strerror or e}"
                             ) from None
-    print(f"aotc: wrote {args.output} ({len(comp.lowered)} kernels, arena {comp.plan.size} B, "
+    pools = "".join(f" {p} {n} B," for p, n in comp.plan.pool_sizes.items())
+    print(f"aotc: wrote {args.output} ({len(comp.lowered)} kernels, arena {comp.plan.size} B,"
+          f"{pools} "
           f"bound {comp.lower_bound} B, weights {comp.weights_bytes} B)", file=sys.stderr)
     return 0
 
@@ -268,9 +276,16 @@ def _fmt_inspect(rep: dict[str, Any]) -> str:
               f"liveness bounds: activations {b['activations']:,} B, + scratch "
               f"{b['activations_scratch']:,} B, + graph inputs and outputs "
               f"{b['activations_scratch_io']:,} B", ""]
-    lines.append(f"{'buffer':<32} {'offset':>8} {'size':>8}  life")
+    if m.get("pools"):
+        lines[-1:-1] = ["pools (fastest first): " + ", ".join(
+            f"{p['name']} {p['bytes']:,} of {p['capacity']:,} B"
+            + (f" ({p['section']})" if p["section"] else "") for p in m["pools"])]
+    pooled = bool(m.get("pools"))
+    lines.append(f"{'buffer':<32} " + (f"{'pool':<8} " if pooled else "")
+                 + f"{'offset':>8} {'size':>8}  life")
     for b in m["buffers"]:
-        lines.append(f"{b['name'][:32]:<32} {b['offset']:>8} {b['size']:>8}  "
+        where = f"{b['pool']:<8} " if pooled else ""
+        lines.append(f"{b['name'][:32]:<32} {where}{b['offset']:>8} {b['size']:>8}  "
                      f"[{b['first']}, {b['last']}]")
     if m["inplace"]:
         lines.append("")
@@ -365,8 +380,9 @@ def cmd_bench(args: argparse.Namespace, argv: Sequence[str]) -> int:
     print(f"board {args.board}: {run_total:,} instructions per inference"
           + (f" ({run_total / macs:.2f} per MAC, {macs:,} MACs)" if macs else ""))
     print(f"flash {sizes['flash']:,} B (text {sizes['text']:,}, rodata {sizes['rodata']:,}, "
-          f"data {sizes['data']:,}); RAM {sizes['ram']:,} B (data+bss, arena "
-          f"{sizes['arena']:,}) + stack")
+          f"data {sizes['data']:,}); RAM {sizes['ram']:,} B (data+bss, "
+          + (", ".join(f"pool {p} {n:,} B" for p, n in sizes["pools"].items()) + " apart"
+             if sizes.get("pools") else f"arena {sizes['arena']:,}") + ") + stack")
     library = ", ".join(stack.get("library_calls") or [])
     cycles = "; ".join(" -> ".join(c) for c in stack.get("recursion") or []) or "none"
     print(f"stack: deepest kernel frame {stack.get('max_bytes')} B ({stack.get('function')}); "

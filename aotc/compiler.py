@@ -47,6 +47,7 @@ from aotc.memory.liveness import (
     conv_inplace_modes,
 )
 from aotc.memory.planner import plan
+from aotc.memory.pools import Pool, PoolsDoNotFit, plan_pools, resolve_pools
 from aotc.memory.report import ascii_timeline, plan_to_json
 from aotc.passes import PASS_NAMES, Pass, default_pipeline, run_pipeline
 from aotc.passes.layout import to_layout
@@ -93,6 +94,10 @@ class CompileOptions:
     # A model exported from PyTorch (aotc/frontend/torch.py) may carry more weight bytes than
     # the module's parameters and buffers (> 1.05x + 1 KB) only when this is set.
     allow_weight_growth: bool = False
+    # Memory pools, fastest first: Pool objects or "NAME:BYTES[:SECTION]" strings (--pool).
+    # None: the --target board's pools (board.toml [[pools]]) if it lists any, else one arena;
+    # (): one arena.
+    pools: tuple[Any, ...] | None = None
 
 
 @dataclass
@@ -111,6 +116,7 @@ class Compilation:
     backends: list[Any] = field(default_factory=list)  # enabled BYOC backends
     # A model from PyTorch: the weight-size guard's line (bundle vs module weight bytes).
     weight_check: str | None = None
+    pools: list[Pool] = field(default_factory=list)  # memory pools; empty: one arena
 
     @property
     def lower_bound(self) -> int:
@@ -123,8 +129,16 @@ class Compilation:
         return "activations + scratch" + (" + graph I/O" if self.options.io_in_arena else "")
 
     def io_offset(self, value: str) -> int:
-        """Arena offset of a graph input or output (io_in_arena only)."""
+        """Arena (or pool) offset of a graph input or output (io_in_arena only)."""
         return self.plan.offsets[self.liveness.buffer_of(self.schedule.root[value])]
+
+    def io_pool(self, value: str) -> str | None:
+        """The pool of a graph input or output (io_in_arena with pools only)."""
+        return self.plan.pool_of.get(self.liveness.buffer_of(self.schedule.root[value]))
+
+    def base(self, buffer: str) -> str:
+        """The C pointer (uint8_t *) of the arena or pool a planned buffer is in."""
+        return f"a_{self.plan.pool_of[buffer]}" if self.plan.pool_of else "a"
 
     @property
     def io_lower_bound(self) -> int:
@@ -221,7 +235,18 @@ def compile_model(model: str | os.PathLike[str] | onnx.ModelProto, options: Comp
         sched, lowered, scratch = _reorder(sched, lowered, scratch, by_name, options, features,
                                            progress)
     progress.detail("memory plan")
-    live, the_plan = _plan(sched, scratch, options, {})
+    try:
+        pools = resolve_pools(options.pools, options.target, options.name)
+    except ValueError as e:
+        raise AotcError(str(e)) from None
+    labels = {ls.step.index: f"{ls.kernel.name}: {ls.step.node.op} {ls.step.node.name!r}"
+              for ls in lowered}
+    label = lambda k: labels.get(k, f"step {k}")  # noqa: E731
+    misfit: PoolsDoNotFit | None = None
+    try:
+        live, the_plan = _plan(sched, scratch, options, {}, pools, label)
+    except PoolsDoNotFit as e:  # in-place convolutions below may still make it fit
+        misfit = e
     modes = (conv_inplace_modes(sched, options.io_in_arena)
              if options.inplace and options.inplace_conv else {})
     modes = choose_inplace(sched, scratch, modes, options.io_in_arena) if modes else {}
@@ -231,12 +256,18 @@ def compile_model(model: str | os.PathLike[str] | onnx.ModelProto, options: Comp
         alt = [lower_step(sched, _with_mode(ls.step, modes[ls.step.index]), options.unroll_max,
                           features, options.schedules) if ls.step.index in modes else ls
                for ls in lowered]
-        alt_live, alt_plan = _plan(sched, _scratch(alt), options, modes)
-        if alt_plan.size < the_plan.size:
-            lowered, live, the_plan = alt, alt_live, alt_plan
+        try:
+            alt_live, alt_plan = _plan(sched, _scratch(alt), options, modes, pools, label)
+            if misfit is not None or alt_plan.size < the_plan.size:
+                lowered, live, the_plan, misfit = alt, alt_live, alt_plan, None
+        except PoolsDoNotFit:
+            pass
+    if misfit is not None:
+        raise AotcError(str(misfit)) from None
     weights = _collect_weights(sched, lowered, name)
     comp = Compilation(options, model_name, model_hash, sched.graph, sched, lowered, live,
-                       the_plan, bounds(sched, scratch), model_const_bytes, weights, backends)
+                       the_plan, bounds(sched, scratch), model_const_bytes, weights, backends,
+                       pools=pools)
     param_bytes = param_bytes_of(proto)
     if param_bytes is not None:
         comp.weight_check = weight_check(comp.weights_bytes, param_bytes,
@@ -286,10 +317,16 @@ def _with_mode(step: Step, mode: str) -> Step:
 
 
 def _plan(sched: Schedule, scratch: dict[int, list[tuple[str, int]]], options: CompileOptions,
-          modes: dict[int, str]) -> tuple[Liveness, Plan]:
+          modes: dict[int, str], pools: Sequence[Pool] = (),
+          label: Callable[[int], str] = str) -> tuple[Liveness, Plan]:
+    """Liveness and the checked plan: one arena, or the pools (PoolsDoNotFit if they are too
+    small)."""
     live = analyse(sched, scratch, options.align, options.inplace, options.io_in_arena, modes)
     try:
-        the_plan = plan(live.reqs, options.planner)
+        the_plan = (plan_pools(live.reqs, pools, options.planner, label) if pools
+                    else plan(live.reqs, options.planner))
+    except PoolsDoNotFit:
+        raise
     except ValueError as e:
         raise AotcError(str(e)) from None
     check_no_overlap(live.reqs, the_plan)
@@ -336,7 +373,8 @@ def _collect_weights(s: Schedule, lowered: list[LoweredStep], prefix: str
 def _io_decls(c: Compilation) -> tuple[list[TensorDecl], list[TensorDecl]]:
     g = c.graph
     name = c.options.name  # <name>_... / <NAME>_... are the bundle's own symbols and macros
-    namer = Namer({"a", "arena", "arena_size"}, (f"{name}_", f"{name.upper()}_"))
+    pools = {n for p in c.pools for n in (p.name, f"{p.name}_size", f"a_{p.name}")}
+    namer = Namer({"a", "arena", "arena_size", *pools}, (f"{name}_", f"{name.upper()}_"))
     ins = [TensorDecl(v, namer("in:" + v, v, "in"), g.type(v).dtype, g.type(v).shape)
            for v in g.inputs]
     public = g.meta.get("output_names", {})
@@ -355,7 +393,7 @@ def _pointer(c: Compilation, kind: str, key: str, ctype: str, io: dict[str, str]
 def _base_pointer(c: Compilation, kind: str, key: str, ctype: str, io: dict[str, str]) -> str:
     s = c.schedule
     if kind == "scratch":
-        return f"({ctype} *)(void *)(a + {c.plan.offsets[key]})"
+        return f"({ctype} *)(void *)({c.base(key)} + {c.plan.offsets[key]})"
     if kind == "const":
         return c.weights[key][0]
     root = s.root[key]
@@ -371,7 +409,7 @@ def _base_pointer(c: Compilation, kind: str, key: str, ctype: str, io: dict[str,
     if k == "local":
         return f"&{s.local[root]}"
     buf = c.liveness.buffer_of(root)
-    return f"({ctype} *)(void *)(a + {c.plan.offsets[buf]})"
+    return f"({ctype} *)(void *)({c.base(buf)} + {c.plan.offsets[buf]})"
 
 
 def _memory_key(c: Compilation, kind: str, key: str) -> str:
@@ -421,9 +459,15 @@ def render_context(c: Compilation) -> dict[str, Any]:
     io_in_arena = c.options.io_in_arena
     user_io = [] if io_in_arena else ([f"const {t.dtype.ctype} *{t.cname}" for t in ins] +
                                       [f"{t.dtype.ctype} *{t.cname}" for t in outs])
-    run_params = ", ".join(user_io + ["void *arena", "size_t arena_size"])
+    pools = [{"name": p.name, "NAME": p.name.upper(), "bytes": c.plan.pool_sizes[p.name],
+              "capacity": p.size, "section": p.section} for p in c.pools]
+    arenas = ([(p["name"], p["bytes"]) for p in pools] if pools
+              else [("arena", c.plan.size)])
+    run_params = ", ".join(user_io + [f"{t}{n}{s}" for n, _ in arenas
+                                      for t, s in (("void *", ""), ("size_t ", "_size"))])
     null_checks = " || ".join(([] if io_in_arena else [f"{t.cname} == NULL" for t in ins + outs])
-                              + (["arena == NULL"] if c.plan.size > 0 else []))
+                              + [f"{n} == NULL" for n, size in arenas if size > 0]) or "0"
+
     weights = []
     for key, (sym, arr) in sorted(c.weights.items(), key=lambda kv: kv[1][0]):
         dt = dtypes.from_numpy(arr.dtype)
@@ -435,6 +479,7 @@ def render_context(c: Compilation) -> dict[str, Any]:
     if io_in_arena:
         for t, ctx in zip(ins + outs, in_ctx + out_ctx):
             ctx["offset"] = c.io_offset(t.value)
+            ctx["pool"] = c.io_pool(t.value) or "arena"
     prov = provenance(__version__, c.model_name, c.model_hash, c.options.command_line)
     meta = {
         "name": name, "arena_bytes": c.plan.size, "arena_align": c.options.align,
@@ -443,13 +488,12 @@ def render_context(c: Compilation) -> dict[str, Any]:
         "inputs": [{"name": t.value, "c_name": t.cname, "shape": list(t.shape),
                     "dtype": t.dtype.name, "ctype": t.dtype.ctype,
                     "bytes": int(np.prod(t.shape, dtype=np.int64)) * t.dtype.itemsize,
-                    **({"offset": c.io_offset(t.value)} if io_in_arena else {})}
-                   for t in ins],
+                    **_io_place(c, t.value)} for t in ins],
         "outputs": [{"name": t.public, "c_name": t.cname, "shape": list(t.shape),
                      "dtype": t.dtype.name, "ctype": t.dtype.ctype,
                      "bytes": int(np.prod(t.shape, dtype=np.int64)) * t.dtype.itemsize,
-                     **({"offset": c.io_offset(t.value)} if io_in_arena else {})}
-                    for t in outs],
+                     **_io_place(c, t.value)} for t in outs],
+        **({"pools": pools} if pools else {}),
         "kernels": [ls.kernel.name for ls in c.lowered],
         # Per kernel aotc lowered: its workload key, the schedule it used and its space
         # ({knob: [choices, default]}): what `aotc tune` searches.
@@ -478,8 +522,16 @@ def render_context(c: Compilation) -> dict[str, Any]:
                                      if ls.source is None])),
         "mve": sorted(set().union(*[acle_calls(ls.kernel, MVE_CALLS) for ls in c.lowered
                                     if ls.source is None])),
-        "locals": local_decls,
+        "locals": local_decls, "pools": pools,
     }
+
+
+def _io_place(c: Compilation, value: str) -> dict[str, Any]:
+    """bundle.json's offset (and pool) of a graph input or output in the arena."""
+    if not c.options.io_in_arena:
+        return {}
+    pool = c.io_pool(value)
+    return {"offset": c.io_offset(value), **({"pool": pool} if pool else {})}
 
 
 def _locals(c: Compilation) -> list[str]:
@@ -552,6 +604,8 @@ def memory_report(c: Compilation) -> dict[str, Any]:
                        "by": c.liveness.modes.get(k, "element")}
                       for k, (a, b) in sorted(c.liveness.inplace.items())]
     rep["timeline"] = ascii_timeline(c.liveness.reqs, c.plan)
+    for entry, pool in zip(rep.get("pools", []), c.pools):
+        entry.update(capacity=pool.size, section=pool.section)
     return rep
 
 

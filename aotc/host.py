@@ -219,26 +219,40 @@ class Runner:
         if missing or extra:
             raise AotcError(f"inputs do not match the model: missing {missing}, unknown {extra}")
         ins = [self._array(s, inputs[s["name"]]) for s in specs_in]
-        # The arena ends where the allocation ends (malloc aligns to 16 on the hosts we build
-        # on), so a sanitised build sees a read past its end; the slack is a fallback.
-        raw = np.zeros(max(self.arena_bytes, 1), np.uint8)
-        if raw.ctypes.data % 16:
-            raw = np.zeros(self.arena_bytes + 64, np.uint8)
-        off = (-raw.ctypes.data) % 16
-        arena = raw[off:off + max(self.arena_bytes, 1)]
+        # One arena, or one per memory pool (bundle.json "pools", in run-argument order).
+        sizes = {p["name"]: int(p["bytes"]) for p in self.meta.get("pools", [])} or \
+            {"arena": self.arena_bytes}
+        raws, arenas = [], {}
+        for pool, size in sizes.items():
+            raw, arenas[pool] = _aligned_zeros(size)
+            raws.append(raw)
         if self.meta.get("io_in_arena"):
             # --io-in-arena: inputs are written into the arena, outputs read from it (bundle.json
-            # gives each one's offset, as the header's <NAME>_INPUT_<i>_OFFSET macros do).
+            # gives each one's offset, as the header's <NAME>_INPUT_<i>_OFFSET macros do, and
+            # its pool).
             for s, a in zip(specs_in, ins):
+                arena = arenas[s.get("pool", "arena")]
                 arena[s["offset"]:s["offset"] + a.nbytes] = a.reshape(-1).view(np.uint8)
-            outs = [arena[s["offset"]:s["offset"] + s["bytes"]].view(np.dtype(s["dtype"]))
-                    .reshape(s["shape"]) for s in specs_out]
+            outs = [arenas[s.get("pool", "arena")][s["offset"]:s["offset"] + s["bytes"]]
+                    .view(np.dtype(s["dtype"])).reshape(s["shape"]) for s in specs_out]
             args = []
         else:
             outs = [np.zeros(s["shape"], np.dtype(s["dtype"])) for s in specs_out]
             args = [self.ffi.from_buffer(f"{s['ctype']}[]", a) for s, a in zip(specs_in, ins)]
             args += [self.ffi.from_buffer(f"{s['ctype']}[]", a) for s, a in zip(specs_out, outs)]
-        args += [self.ffi.from_buffer("uint8_t[]", arena), self.arena_bytes]
-        self._keep = (ins, raw)  # the buffers must outlive the call
+        for pool, size in sizes.items():
+            args += [self.ffi.from_buffer("uint8_t[]", arenas[pool]), size]
+        self._keep = (ins, raws)  # the buffers must outlive the call
         fn = getattr(self.lib, f"{self.name}_run")
         return fn, args, {s["name"]: o for s, o in zip(specs_out, outs)}
+
+
+def _aligned_zeros(size: int) -> tuple[np.ndarray, np.ndarray]:
+    """(allocation, a 16-byte aligned view of `size` bytes, at least 1) for an arena or pool.
+    The view ends where the allocation ends (malloc aligns to 16 on the hosts we build on), so
+    a sanitised build sees a read past its end; the slack is a fallback."""
+    raw = np.zeros(max(size, 1), np.uint8)
+    if raw.ctypes.data % 16:
+        raw = np.zeros(size + 64, np.uint8)
+    off = (-raw.ctypes.data) % 16
+    return raw, raw[off:off + max(size, 1)]

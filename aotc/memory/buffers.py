@@ -4,7 +4,7 @@ lifetimes), the liveness lower bound, and the validity check every plan must pas
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)
@@ -21,6 +21,14 @@ class Plan:
     offsets: dict[str, int]  # byte offset per buffer name (each a multiple of its align)
     size: int  # arena bytes = max(offset + size), rounded up to max align (0 if no buffers)
     algorithm: str  # name of the algorithm that produced it
+    # Several memory pools (aotc/memory/pools.py): the pool of each buffer, its offset then
+    # being into that pool, and each pool's bytes (size is their sum). Empty: one arena.
+    pool_of: dict[str, str] = field(default_factory=dict)
+    pool_sizes: dict[str, int] = field(default_factory=dict)
+
+    def pool_size(self, buffer: str) -> int:
+        """Bytes of the arena or pool the buffer is in."""
+        return self.pool_sizes[self.pool_of[buffer]] if self.pool_of else self.size
 
 
 def overlaps(a: BufferReq, b: BufferReq) -> bool:
@@ -63,7 +71,9 @@ def merge_inplace(reqs: Iterable[BufferReq], pairs: Iterable[tuple[str, str]]
 def expand_plan(plan: Plan, buffer_of: dict[str, str]) -> Plan:
     """A plan of merged buffers as offsets of the roots they hold."""
     return Plan({root: plan.offsets[b] for root, b in buffer_of.items()}, plan.size,
-                plan.algorithm)
+                plan.algorithm,
+                {root: plan.pool_of[b] for root, b in buffer_of.items()} if plan.pool_of else {},
+                plan.pool_sizes)
 
 
 def check_no_overlap(reqs: Iterable[BufferReq], plan: Plan,
@@ -71,7 +81,8 @@ def check_no_overlap(reqs: Iterable[BufferReq], plan: Plan,
     """Raise ValueError if the plan is invalid for these requests.
 
     Invalid means: a buffer has no offset, an offset is negative or misaligned, a buffer ends
-    past plan.size, or two buffers live at the same step share a byte. ``allowed`` lists the
+    past plan.size (or its pool's size), or two buffers live at the same step share a byte of
+    the same arena or pool. ``allowed`` lists the
     (input, output) pairs of in-place steps: such a pair may share bytes, but only at the one
     step where the input dies and the output is born (the kernel's own business).
     """
@@ -85,14 +96,20 @@ def check_no_overlap(reqs: Iterable[BufferReq], plan: Plan,
             raise ValueError(f"buffer {r.name!r} has negative offset {off}")
         if off % r.align:
             raise ValueError(f"buffer {r.name!r} offset {off} is not a multiple of {r.align}")
-        if off + r.size > plan.size:
+        if plan.pool_of and plan.pool_of.get(r.name) not in plan.pool_sizes:
+            raise ValueError(f"buffer {r.name!r} is in no pool of the plan")
+        if off + r.size > plan.pool_size(r.name):
+            where = f"pool {plan.pool_of[r.name]!r}" if plan.pool_of else "arena"
             raise ValueError(
-                f"buffer {r.name!r} ends at {off + r.size}, beyond arena size {plan.size}"
+                f"buffer {r.name!r} ends at {off + r.size}, beyond {where} size "
+                f"{plan.pool_size(r.name)}"
             )
+    if plan.pool_of and sum(plan.pool_sizes.values()) != plan.size:
+        raise ValueError(f"plan size {plan.size} is not the sum of its pools' sizes")
     for i, a in enumerate(reqs):
         a_lo = plan.offsets[a.name]
         for b in reqs[i + 1 :]:
-            if not overlaps(a, b):
+            if not overlaps(a, b) or plan.pool_of.get(a.name) != plan.pool_of.get(b.name):
                 continue
             pair = (a, b) if (a.name, b.name) in inplace else (b, a)
             if (pair[0].name, pair[1].name) in inplace and pair[0].last == pair[1].first:

@@ -35,12 +35,27 @@ def _column_glyph(
     return glyph[best.name]
 
 
+def split_pools(reqs: Iterable[BufferReq], plan: Plan) -> list[tuple[str, list[BufferReq], Plan]]:
+    """A plan over several pools as one (pool name, its buffers, its own plan) per pool."""
+    reqs = list(reqs)
+    out = []
+    for pool, size in plan.pool_sizes.items():
+        mine = [r for r in reqs if plan.pool_of[r.name] == pool]
+        out.append((pool, mine, Plan({r.name: plan.offsets[r.name] for r in mine}, size,
+                                     plan.algorithm)))
+    return out
+
+
 def ascii_timeline(reqs: Iterable[BufferReq], plan: Plan, width: int = 64) -> str:
-    """Picture of the plan like TFLM's PrintMemoryPlan: one row per step, arena left to right.
+    """Picture of the plan like TFLM's PrintMemoryPlan: one row per step, arena left to right
+    (one picture per pool for a plan over several pools).
 
     Each column covers plan.size / width bytes and shows the letter of the live buffer covering
     most of it, '.' if free, '!' if two live buffers overlap there (an invalid plan).
     """
+    if plan.pool_of:
+        return "\n".join(f"pool {pool}: " + ascii_timeline(mine, sub, width)
+                         for pool, mine, sub in split_pools(reqs, plan))
     ordered = _report_order(reqs)
     header = (
         f"arena {plan.size} B, bound of these buffers {lower_bound(ordered)} B, "
@@ -78,7 +93,12 @@ def plan_to_json(reqs: Iterable[BufferReq], plan: Plan) -> dict:
     ordered = _report_order(reqs)
     bound = lower_bound(ordered)
     over = 0.0 if bound == 0 else round(100.0 * (plan.size - bound) / bound, 2)
+    pools = {}
+    if plan.pool_of:
+        pools = {"pools": [{"name": pool, "bytes": sub.size, "lower_bound": lower_bound(mine)}
+                           for pool, mine, sub in split_pools(ordered, plan)]}
     return {
+        **pools,
         "arena_bytes": plan.size,
         "lower_bound": bound,
         "over_bound_pct": over,
@@ -91,6 +111,7 @@ def plan_to_json(reqs: Iterable[BufferReq], plan: Plan) -> dict:
                 "align": r.align,
                 "first": r.first,
                 "last": r.last,
+                **({"pool": plan.pool_of[r.name]} if plan.pool_of else {}),
             }
             for r in ordered
         ],

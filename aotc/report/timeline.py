@@ -35,8 +35,14 @@ def _hover(b: dict[str, Any]) -> str:
 
 
 def timeline(memory: dict[str, Any], kernels: list[str]) -> dict[str, Any]:
-    """Rectangles, axis ticks and the arena / lower-bound lines for inspect's "memory"."""
+    """Rectangles, axis ticks and the arena / lower-bound lines for inspect's "memory". A plan
+    over several pools stacks them, fastest at the bottom, each topped by a line."""
     arena, bound = memory["arena_bytes"], memory["lower_bound"]
+    base, pool_lines, end = {}, [], 0
+    for p in memory.get("pools", []):
+        base[p["name"]] = end
+        end += p["bytes"]
+        pool_lines.append((end, f"pool {p['name']} {p['bytes']:,} B"))
     top_bytes = max(arena, bound, 1)
     step_w = PLOT_W / max(len(kernels), 1)
 
@@ -45,9 +51,10 @@ def timeline(memory: dict[str, Any], kernels: list[str]) -> dict[str, Any]:
 
     rects = []
     for b in memory["buffers"]:
+        low = base.get(b.get("pool", ""), 0) + b["offset"]
         rects.append({
             "x": LEFT + b["first"] * step_w, "w": (b["last"] - b["first"] + 1) * step_w,
-            "y": y(b["offset"] + b["size"]), "h": max(PLOT_H * b["size"] / top_bytes, 1.0),
+            "y": y(low + b["size"]), "h": max(PLOT_H * b["size"] / top_bytes, 1.0),
             "fill": SCRATCH_FILL if b["kind"] == "scratch" else buffer_fill(b["first"]),
             "kind": b["kind"], "name": b["name"], "title": _hover(b),
         })
@@ -59,6 +66,8 @@ def timeline(memory: dict[str, Any], kernels: list[str]) -> dict[str, Any]:
     # Equal values would print one label over the other: the bound's goes below its line.
     lines = [{"y": y(arena), "cls": "arena", "label": f"arena {arena:,} B", "dy": -4},
              {"y": y(bound), "cls": "bound", "label": f"liveness bound {bound:,} B", "dy": 12}]
+    lines += [{"y": y(top), "cls": "arena", "label": label, "dy": -4}
+              for top, label in pool_lines[:-1]]
     return {
         "width": LEFT + PLOT_W + RIGHT, "height": TOP + PLOT_H + BOTTOM,
         "left": LEFT, "top": TOP, "plot_w": PLOT_W, "plot_h": PLOT_H, "right": LEFT + PLOT_W,

@@ -330,3 +330,19 @@ def test_kernels_offloaded_or_refused_and_equal_to_native(case, tmp_path, cmsis_
     # onnxruntime requantises in float: a tie may round the other way (1 LSB); its int8
     # softmax is float: within 1 LSB of TFLite's fixed point here.
     assert np.abs(got.astype(np.int32) - want.astype(np.int32)).max() <= 1
+
+
+def test_mlperf_in_two_pools_on_board(mlperf_dir, tmp_path, cmsis_nn):
+    """CMSIS-NN kernels (and their context buffers) planned into two memory pools on the
+    cortex-m4f-pools board (docs/memory.md): bit-exact with TFLM in QEMU."""
+    stem = "kws_ref_model_int8_qdq"
+    vec = np.load(mlperf_dir / "vectors" / f"{stem}.npz")
+    b = aotc.compile(mlperf_dir / f"{stem}.onnx", tmp_path, name="m", byoc=("cmsis-nn",),
+                     cmsis_nn_path=cmsis_nn, target="cortex-m4f-pools",
+                     pools=("dtcm:8K:.dtcm", "sram:64K:.sram"))
+    sizes = b.compilation.plan.pool_sizes
+    assert 0 < sizes["dtcm"] <= 8192 and sizes["sram"] > 0
+    meta = b.load().meta
+    got = _run_all(b.load("cortex-m4f-pools"), meta, vec["input"][:2])
+    want = vec["output_tflm"][:2]
+    np.testing.assert_array_equal(got.reshape(want.shape), want)
