@@ -358,9 +358,15 @@ def _run(elf: Path, board: Board, inputs, cwd: Path, timeout: float, *, qemu_arg
         rc, log = 124, e.stderr.decode(errors="replace") if isinstance(e.stderr, bytes) else ""
     if rc != 0:
         raise RuntimeError(_describe_failure(rc, log, board, meta["name"], timeout))
+    return read_outputs(cwd, meta)
+
+
+def read_outputs(cwd: Path, meta: dict) -> list[np.ndarray]:
+    """The outputs a run left in ``cwd`` (output_<i>.bin), as the bundle's metadata shapes them
+    (e.g. after count_instructions with a workdir: the counted run's outputs)."""
     outputs = []
     for i, t in enumerate(meta["outputs"]):
-        path = cwd / f"output_{i}.bin"
+        path = Path(cwd) / f"output_{i}.bin"
         raw = path.read_bytes() if path.is_file() else b""
         if len(raw) != t["bytes"]:
             raise RuntimeError(f"{path.name} ({t['name']}): {len(raw)} bytes, not {t['bytes']}")

@@ -1,4 +1,4 @@
-"""aotc command line: compile | verify | inspect | ops | run | bench | report | quantize.
+"""aotc command line: compile | verify | inspect | ops | run | bench | report | quantize | tune.
 
 Every user error is an AotcError, printed as one line on stderr with exit status 2. Set
 AOTC_DEBUG=1 to see Python tracebacks.
@@ -20,6 +20,8 @@ import numpy as np
 
 from aotc.errors import AotcError
 from aotc.progress import Progress
+from aotc.tune.cli import add_parser as add_tune_parser
+from aotc.tune.cli import cmd_tune, tuning_schedules
 
 EXIT_USER = 2
 EXIT_INTERNAL = 3
@@ -91,6 +93,9 @@ def _common(p: argparse.ArgumentParser) -> None:
                         "the module's parameters and buffers (docs/pytorch.md)")
     p.add_argument("--cmsis-nn-path", default=None, metavar="DIR",
                    help="the CMSIS-NN tree for --byoc cmsis-nn (default: $CMSIS_NN_PATH)")
+    p.add_argument("--tuning-log", default=None, metavar="LOG.jsonl",
+                   help="apply the best valid schedule `aotc tune` logged for each workload "
+                        "on this target; the other kernels keep the defaults (docs/tuning.md)")
     _quiet(p)
 
 
@@ -116,7 +121,8 @@ def _options(args: argparse.Namespace, argv: Sequence[str]) -> dict[str, Any]:
                 requant=args.requant, command_line=_recorded_command(argv),
                 byoc=tuple(b for b in (args.byoc or "").split(",") if b.strip()),
                 cmsis_nn_path=args.cmsis_nn_path,
-                allow_weight_growth=args.allow_weight_growth)
+                allow_weight_growth=args.allow_weight_growth,
+                schedules=tuning_schedules(args.tuning_log, target, args.requant))
 
 
 def _recorded_command(argv: Sequence[str]) -> str:
@@ -493,11 +499,13 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--symmetric-activations", action="store_true",
                    help="activation zero point 0 (default: asymmetric, calibrated min/max)")
     _quiet(q)
+    add_tune_parser(sub, _common)
     return p
 
 
 COMMANDS = {"compile": cmd_compile, "verify": cmd_verify, "inspect": cmd_inspect, "ops": cmd_ops,
-            "run": cmd_run, "bench": cmd_bench, "report": cmd_report, "quantize": cmd_quantize}
+            "run": cmd_run, "bench": cmd_bench, "report": cmd_report, "quantize": cmd_quantize,
+            "tune": cmd_tune}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

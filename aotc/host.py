@@ -165,13 +165,16 @@ def cdef_of(header: str) -> str:
 class Runner:
     """Runs a built bundle: ``run({input name: array}) -> {output name: array}``."""
 
-    def __init__(self, bundle_dir: str | os.PathLike[str]) -> None:
+    def __init__(self, bundle_dir: str | os.PathLike[str], *, library: Path | None = None,
+                 cdef: str = "") -> None:
+        """``library``: a shared library already built from the bundle (e.g. with profiling
+        hooks, aotc/tune), whose extra functions ``cdef`` declares."""
         self.dir = Path(bundle_dir)
         self.meta = json.loads((self.dir / "bundle.json").read_text())
         self.name = self.meta["name"]
-        self.lib_path = build_shared(self.dir)
+        self.lib_path = library or build_shared(self.dir)
         self.ffi = cffi.FFI()
-        self.ffi.cdef(cdef_of((self.dir / f"{self.name}.h").read_text()))
+        self.ffi.cdef(cdef_of((self.dir / f"{self.name}.h").read_text()) + cdef)
         self.lib = self.ffi.dlopen(str(self.lib_path))
         self.arena_bytes = int(self.meta["arena_bytes"])
 

@@ -1,0 +1,267 @@
+"""`aotc tune`: find, per workload of a model, the schedule that costs least on a board.
+
+1. discover: compile the model once per value of the path knobs; each workload's candidates are
+   the schedules its lowering can use (aotc/tune/search.py).
+2. trial 0 measures the default schedules: their costs, and the outputs every candidate must
+   reproduce (integer outputs bit-exact, float within 1e-5 absolute + 1e-5 relative).
+3. trial t gives every workload its next candidate at once: one compile, one firmware, one
+   QEMU run (or host timing) measures them all, since costs come back per kernel. ``jobs``
+   trials run at a time on the executor (aotc/tune/executors.py).
+4. a trial whose outputs differ from the default's (or that fails to compile, build or run) is
+   measured again one workload at a time, to find the candidate at fault: it is recorded
+   invalid, with the error, and never applied; the others get their costs from those runs.
+Every measurement is a record in the log (aotc/tune/records.py), written as each batch ends.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from aotc.errors import AotcError
+from aotc.progress import QUIET, Progress
+from aotc.tune import records
+from aotc.tune.executors import make
+from aotc.tune.search import Search, candidates, key
+
+DEFAULT_TRIALS = 64
+FLOAT_TOL = 1e-5  # absolute and relative, as documented for float outputs
+
+
+@dataclass
+class Workload:
+    key: str
+    kernels: list[str]
+    default: dict[str, Any]
+    spaces: list[dict[str, tuple[list[Any], Any]]] = field(default_factory=list)
+    default_cost: float | None = None
+    best: tuple[float, dict[str, Any]] | None = None
+    measured: int = 0
+    invalid: int = 0
+
+
+def discover(model: str, options: Mapping[str, Any]
+             ) -> tuple[dict[str, Workload], list[dict[str, Any]]]:
+    """The workloads (in kernel order) with their spaces, and the graph inputs' specs."""
+    from aotc.compiler import CompileOptions, compile_model, render_context
+
+    comp = compile_model(model, CompileOptions(**options))
+    found: dict[str, Workload] = {}
+    for ls in comp.lowered:
+        if not ls.workload or ls.backend:
+            continue
+        w = found.setdefault(ls.workload, Workload(ls.workload, [], dict(ls.knobs)))
+        w.kernels.append(ls.kernel.name)
+        if len(w.kernels) == 1:
+            w.spaces.append(_pinned(ls.space, ls.knobs))
+    paths: dict[str, list[Any]] = {}
+    for ls in comp.lowered:
+        paths.update({k: ch for k, (ch, _) in ls.space.items() if k.endswith(".path")})
+    for i in range(max((len(ch) for ch in paths.values()), default=0)):
+        flip = {k: ch[i] for k, ch in paths.items() if i < len(ch)}
+        alt = compile_model(model, CompileOptions(**options,
+                                                  schedules={w: flip for w in found}))
+        for ls in alt.lowered:
+            w = found.get(ls.workload)
+            if w is not None and ls.kernel.name == w.kernels[0]:
+                space = _pinned(ls.space, ls.knobs)
+                if space not in w.spaces:
+                    w.spaces.append(space)
+    return found, render_context(comp)["meta"]["inputs"]
+
+
+def _pinned(space: Mapping[str, tuple[list[Any], Any]], used: Mapping[str, Any]
+            ) -> dict[str, tuple[list[Any], Any]]:
+    """The space with its path knobs pinned to the value this compilation used (the other
+    knobs it asked for depend on it)."""
+    return {k: ([used[k]], d) if k.endswith(".path") else (list(ch), d)
+            for k, (ch, d) in space.items()}
+
+
+def compare(got: list[dict[str, np.ndarray]], want: list[dict[str, np.ndarray]]) -> str | None:
+    """None when ``got`` reproduces ``want``, else why not (one line)."""
+    for n, (g, w) in enumerate(zip(got, want)):
+        for name, ref in w.items():
+            a, b = np.asarray(g.get(name)), np.asarray(ref)
+            if a.shape != b.shape or a.dtype != b.dtype:
+                return f"output {name!r} is {a.dtype}{list(a.shape)}, not {b.dtype}{list(b.shape)}"
+            if b.dtype.kind == "f":
+                bad = ~(np.isclose(a, b, rtol=FLOAT_TOL, atol=FLOAT_TOL, equal_nan=True))
+                rule = f"float: atol {FLOAT_TOL:g} + rtol {FLOAT_TOL:g}"
+            else:
+                bad = a != b
+                rule = "integer: bit-exact"
+            if bad.any():
+                diff = np.abs(a.astype(np.float64) - b.astype(np.float64))[bad]
+                return (f"output {name!r} (vector {n}) differs from the default schedule's in "
+                        f"{int(bad.sum())} of {b.size} values, max abs diff {diff.max():.6g} "
+                        f"({rule})")
+    return None
+
+
+def _costs(result: Mapping[str, Any], found: Mapping[str, Workload]) -> dict[str, float | None]:
+    """Workload -> the sum of its kernels' costs; None when a kernel was inlined or folded (one
+    body, gcc -fipa-icf) with a kernel of another workload, so its cost cannot be told apart."""
+    kernels = result["kernels"]
+    out: dict[str, float | None] = {}
+    for group, cost in result["costs"].items():
+        owners = {kernels[k]["workload"] for k in group.split("=") if k in kernels}
+        for w in owners & set(found):
+            if len(owners) > 1:
+                out[w] = None
+            elif (so_far := out.get(w, 0.0)) is not None:
+                out[w] = so_far + cost
+    for k in result.get("inlined", []):
+        if k in kernels and kernels[k]["workload"] in found:
+            out[kernels[k]["workload"]] = None
+    return out
+
+
+def tune(model: str | os.PathLike[str], board: str, log: str | os.PathLike[str], *,
+         trials: int = DEFAULT_TRIALS, jobs: int = 1, executor: str = "local", seed: int = 0,
+         timeout: float = 60.0, repeats: int = 15, progress: Progress = QUIET,
+         **options: Any) -> dict[str, Any]:
+    """Tune ``model`` for ``board`` (a QEMU board, or "host": wall time), appending records to
+    ``log``. ``options``: CompileOptions fields (target is the board). Returns a summary:
+    {"workloads": [...], "trials", "runs", "default_cost", "tuned_cost", "unit"}."""
+    model = Path(model)
+    if not model.is_file():
+        raise AotcError(f"no such model file: {model}")
+    if trials < 1:
+        raise AotcError(f"--trials must be at least 1, got {trials}")
+    options = {**options, "target": board}
+    requant = options.get("requant", "tflite")
+    found, specs = discover(str(model), options)
+    if not found:
+        raise AotcError("nothing to tune: the model has no kernels aotc lowers itself")
+    from aotc.verification import random_inputs
+
+    inputs = [random_inputs(specs, seed), random_inputs(specs, seed + 1)]
+    searches = {w: Search(found[w].default, candidates(found[w].spaces, found[w].default),
+                          trials - 1, seed + i) for i, w in enumerate(found)}
+    ex = make(executor, jobs)
+    payload = ex.model_payload(model)
+
+    def job(schedules: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+        return {"model": payload, "options": options, "schedules": dict(schedules),
+                "board": board, "inputs": inputs, "timeout": timeout, "repeats": repeats}
+
+    def record(trial: int, w: str, schedule: Mapping[str, Any], cost: float | None,
+               error: str | None) -> dict[str, Any]:
+        return records.make_record(
+            board=board, workload=w, schedule=schedule, default=key(schedule) ==
+            key(found[w].default), cost=cost, valid=error is None, error=error,
+            kernels=found[w].kernels, model=model.name, trial=trial, requant=requant)
+
+    runs = 1
+    try:
+        with progress.stage("default schedules"):
+            base = ex.map([job({})])[0]
+            if base["error"]:
+                raise AotcError(f"the default schedules fail on {board}: {base['error']}")
+            reference = base["outputs"]
+            out = []
+            for w, cost in _costs(base, found).items():
+                found[w].default_cost = cost
+                searches[w].report(found[w].default, cost)
+                out.append(record(0, w, found[w].default, cost, None))
+            records.append(log, out)
+            progress.detail(_best_text(found))
+        trial = 1
+        while trial < trials:
+            batch: list[dict[str, dict[str, Any]]] = []
+            while len(batch) < max(1, jobs) and trial + len(batch) < trials:
+                props = {w: c for w, s in searches.items() if (c := s.propose()) is not None}
+                if not props:
+                    break
+                batch.append(props)
+            if not batch:
+                break
+            results = ex.map([job(p) for p in batch])
+            runs += len(batch)
+            for n, (props, res) in enumerate(zip(batch, results)):
+                with progress.stage(f"trial {trial + n}"):
+                    out, extra = _judge(trial + n, props, res, reference, found, searches, ex,
+                                        job, record)
+                    runs += extra
+                    records.append(log, out)
+                    progress.detail(_best_text(found))
+            trial += len(batch)
+    finally:
+        ex.close()
+    return _summary(found, trial if trials > 1 else 1, runs, board)
+
+
+def _judge(trial, props, res, reference, found, searches, ex, job, record):  # type: ignore[no-untyped-def]
+    """The records of one trial; a failing trial is measured again one workload at a time.
+    Returns (records, extra measurement runs)."""
+    why = res["error"] or compare(res["outputs"], reference)
+    if why is None:
+        return _accept(trial, props, res, found, searches, record), 0
+    out = []
+    alone = ex.map([job({w: c}) for w, c in props.items()])
+    for (w, c), r in zip(props.items(), alone):
+        err = r["error"] or compare(r["outputs"], reference)
+        if err is None:
+            out += _accept(trial, {w: c}, r, found, searches, record)
+            continue
+        ks = ", ".join(found[w].kernels)
+        knobs = ", ".join(f"{k}={v!r}" for k, v in sorted(c.items()))
+        out.append(record(trial, w, c, None, f"kernel {ks} with {knobs}: {err}"))
+        found[w].invalid += 1
+        searches[w].report(c, None)
+    return out, len(alone)
+
+
+def _accept(trial, props, res, found, searches, record):  # type: ignore[no-untyped-def]
+    costs = _costs(res, found)
+    out = []
+    for w, proposed in props.items():
+        used = next((res["kernels"][k]["schedule"] for k in found[w].kernels
+                     if k in res["kernels"]), proposed)
+        cost = costs.get(w)
+        searches[w].report(proposed, cost)
+        if key(used) != key(proposed):
+            searches[w].report(used, cost)
+        found[w].measured += 1
+        if cost is not None and (found[w].best is None or cost < found[w].best[0]):
+            found[w].best = (cost, used)
+        out.append(record(trial, w, used, cost, None))
+    return out
+
+
+def _total(found: Mapping[str, Workload], tuned: bool) -> float | None:
+    total = 0.0
+    for w in found.values():
+        if w.default_cost is None:
+            return None
+        total += min(w.default_cost, w.best[0]) if tuned and w.best else w.default_cost
+    return total
+
+
+def _best_text(found: Mapping[str, Workload]) -> str:
+    base, best = _total(found, False), _total(found, True)
+    if base is None or best is None:
+        return ""
+    return f"best {best:,.0f} (default {base:,.0f}, {100 * (best / base - 1):+.1f}%)"
+
+
+def _summary(found: Mapping[str, Workload], trials: int, runs: int, board: str
+             ) -> dict[str, Any]:
+    rows = []
+    for w in found.values():
+        better = w.best is not None and w.default_cost is not None and w.best[0] < w.default_cost
+        rows.append({"workload": w.key, "kernels": w.kernels,
+                     "candidates": len(candidates(w.spaces, w.default)) + 1,
+                     "measured": w.measured + 1, "invalid": w.invalid,
+                     "default_cost": w.default_cost,
+                     "best_cost": w.best[0] if better else w.default_cost,
+                     "best_schedule": w.best[1] if better else w.default})
+    return {"workloads": rows, "trials": trials, "runs": runs, "board": board,
+            "unit": "ns" if board == "host" else "instructions",
+            "default_cost": _total(found, False), "tuned_cost": _total(found, True)}
