@@ -209,6 +209,10 @@ def _schedule_rows(comp: Compilation, macs: Mapping[str, int]) -> list[dict[str,
                        for i in dict.fromkeys(reads)],
             "outputs": [_tensor(g, o) for o in n.outputs if o and o not in s.dead],
             "scratch_bytes": sum(nbytes for _, nbytes in ls.scratch),
+            # aotc/schedules: the knobs the kernel used, and those that differ from the
+            # target's default (a schedule from --tuning-log)
+            "workload": ls.workload or None, "knobs": dict(ls.knobs),
+            "tuned": {k: v for k, v in ls.knobs.items() if v != ls.space[k][1]},
         })
     return rows
 

@@ -6,6 +6,7 @@ stack and heap link.ld reserves) from the ELF, the deepest kernel frame and recu
     python bench/boards.py [--board cortex-m4f] [--models DIR] [--verbose] [--int8] [--only kws]
                            [--generic]
     python bench/boards.py --byoc cmsis-nn [--boards cortex-m4f,cortex-m7,cortex-m55]
+    python bench/boards.py --int8 --tuning-log tune.jsonl [--board cortex-m4f] [--only kws]
 
 Models are compiled --target BOARD (the board's features steer lowering, e.g. the DSP
 extension's dual MAC on cortex-m4f/m7/m33); --generic compiles them for a generic MCU instead.
@@ -13,8 +14,10 @@ extension's dual MAC on cortex-m4f/m7/m33); --generic compiles them for a generi
 return (requantisation helpers, libm, soft-float helpers included) and its own (self) count.
 --byoc NAME compares, for the int8 models on each board, aotc's own kernels with the backend's
 (both compiled --target BOARD): instructions per inference and per MAC, flash and RAM. CMSIS-NN
-comes from --cmsis-nn-path, else $CMSIS_NN_PATH, else ../shared/third_party/cmsis-nn. Needs the
-board's toolchain and QEMU (see boards/README.md).
+comes from --cmsis-nn-path, else $CMSIS_NN_PATH, else ../shared/third_party/cmsis-nn.
+--tuning-log LOG compares each model's default schedules with the best valid ones `aotc tune`
+logged for the board (docs/tuning.md). Needs the board's toolchain and QEMU (see
+boards/README.md).
 """
 
 from __future__ import annotations
@@ -133,6 +136,46 @@ def main_byoc(args: argparse.Namespace) -> int:
     return 0
 
 
+def tuned_table(rows: list[tuple[dict, dict, int]]) -> str:
+    head = (f"{'model':<24} {'MACs':>11} {'instr default':>14} {'instr tuned':>12} "
+            f"{'change':>7} {'/MAC default':>12} {'/MAC tuned':>10} {'flash default':>13} "
+            f"{'flash tuned':>11} {'RAM default':>11} {'RAM tuned':>9} {'tuned':>5}")
+    lines = [head, "-" * len(head)]
+    for d, t, applied in rows:
+        n0, n1, macs = d["counts"]["inference"], t["counts"]["inference"], max(d["macs"], 1)
+        lines.append(
+            f"{d['model']:<24} {d['macs']:>11,} {n0:>14,} {n1:>12,} "
+            f"{100 * (n1 / n0 - 1):>+6.1f}% {n0 / macs:>12.2f} {n1 / macs:>10.2f} "
+            f"{d['sizes']['flash']:>13,} {t['sizes']['flash']:>11,} {d['sizes']['ram']:>11,} "
+            f"{t['sizes']['ram']:>9,} {applied:>5}")
+    lines.append("tuned: workloads whose schedule the log changed; RAM = data + bss (arena "
+                 "included)")
+    return "\n".join(lines)
+
+
+def main_tuned(args: argparse.Namespace, stems: list[str]) -> int:
+    from aotc.tune import schedules_from_log
+
+    sel = schedules_from_log(args.tuning_log, args.board)
+    for note in sel.notes:
+        print(f"note: {note}", file=sys.stderr)
+    rows = []
+    with (tempfile.TemporaryDirectory(prefix="aotc_bench_tuned_") as tmp,
+          Progress("bench", len(stems), quiet=args.quiet) as progress):
+        for stem in stems:
+            with progress.stage(stem):
+                d = measure(args.models, stem, args.board, Path(tmp) / stem / "default",
+                            target=args.board)
+                t = measure(args.models, stem, args.board, Path(tmp) / stem / "tuned",
+                            target=args.board, schedules=sel.schedules)
+            keys = {ls.workload for ls in t["bundle"].compilation.lowered}
+            rows.append((d, t, len(keys & set(sel.schedules))))
+    print(f"board {args.board}: default schedules vs the tuning log {args.tuning_log} "
+          f"(--target {args.board}); instructions per inference from QEMU\n")
+    print(tuned_table(rows))
+    return 0
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--board", default="cortex-m4f")
@@ -146,6 +189,8 @@ def main() -> int:
     p.add_argument("--boards", default="cortex-m4f,cortex-m7,cortex-m55",
                    help="boards for --byoc (comma-separated)")
     p.add_argument("--cmsis-nn-path", default=None)
+    p.add_argument("--tuning-log", default=None,
+                   help="compare the default schedules with this aotc tune log's best")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     args = p.parse_args()
     if args.byoc:
@@ -157,6 +202,8 @@ def main() -> int:
     stems = INT8_MODELS if args.int8 else FLOAT_MODELS
     if args.only:
         stems = [m for m in stems if any(o in m for o in args.only.split(","))]
+    if args.tuning_log:
+        return main_tuned(args, stems)
     with (tempfile.TemporaryDirectory(prefix="aotc_bench_boards_") as tmp,
           Progress("bench", len(stems), quiet=args.quiet) as progress):
         for stem in stems:

@@ -104,6 +104,8 @@ def _kernel_rows(data: dict[str, Any]) -> list[dict[str, Any]]:
             "fused": [{**f, "short": short(f["name"])} for f in r["fused"]],
             "output_types": ", ".join(t["type"] for t in r["outputs"]),
             "measured": measured.get(r["kernel"]),
+            "tuned_text": ", ".join(f"{k}={v}" for k, v in sorted(r.get("tuned", {}).items()))
+            or "default",
         })
     return rows
 
@@ -129,6 +131,8 @@ def view(data: dict[str, Any]) -> dict[str, Any]:
     return {
         "data": data, "summary": _summary(data), "kernels": _kernel_rows(data),
         "byoc": bool(data["partition"]), "bench": data["bench"],
+        # a schedule column when a tuning log changed some kernel's knobs
+        "tuned": any(r.get("tuned") for r in data["schedule"]),
         "bench_rows": _bench_rows(data),
         "timeline": timeline(data["memory"], data["kernels"]),
         "graph_svg": Markup(graph_svg(data)),
