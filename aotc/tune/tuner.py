@@ -136,6 +136,7 @@ def tune(model: str | os.PathLike[str], board: str, log: str | os.PathLike[str],
         raise AotcError(f"--trials must be at least 1, got {trials}")
     options = {**options, "target": board}
     requant = options.get("requant", "tflite")
+    progress.detail("compiling the schedule spaces")
     found, specs = discover(str(model), options)
     if not found:
         raise AotcError("nothing to tune: the model has no kernels aotc lowers itself")
@@ -186,6 +187,7 @@ def tune(model: str | os.PathLike[str], board: str, log: str | os.PathLike[str],
             runs += len(batch)
             for n, (props, res) in enumerate(zip(batch, results)):
                 with progress.stage(f"trial {trial + n}"):
+                    progress.detail(_best_text(found))
                     out, extra = _judge(trial + n, props, res, reference, found, searches, ex,
                                         job, record)
                     runs += extra

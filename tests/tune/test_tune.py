@@ -5,8 +5,15 @@ never applied; the CLI's errors on one line."""
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
+import pty
 import statistics
+import struct
+import subprocess
+import sys
+import termios
 from pathlib import Path
 
 import numpy as np
@@ -137,6 +144,39 @@ def test_a_candidate_that_changes_the_outputs_is_invalid_and_never_applied(
     bad_keys = {(r["workload"], json.dumps(r["schedule"], sort_keys=True)) for r in bad}
     assert not {(w, json.dumps(s, sort_keys=True)) for w, s in sel.schedules.items()} & bad_keys
     assert not any(w.startswith("Gemm") for w in sel.schedules)
+
+
+def test_the_progress_bar_shows_trials_and_the_best_cost(tiny_int8: Path, tmp_path: Path
+                                                        ) -> None:
+    """On a terminal: trials done and the best total against the default's; in a pipe (or
+    with --quiet, or under CI) no bar, and stdout is the same."""
+    env = {k: v for k, v in os.environ.items() if k not in ("CI", "AOTC_PROGRESS")}
+    env["AOTC_PROGRESS_DELAY"] = "0"
+    cmd = [sys.executable, "-m", "aotc", "tune", str(tiny_int8), "--board", "cortex-m4f",
+           "--trials", "3", "--jobs", "1"]
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 160, 0, 0))
+    proc = subprocess.Popen([*cmd, "-o", str(tmp_path / "a.jsonl")], stdout=subprocess.PIPE,
+                            stderr=slave, env=env)
+    os.close(slave)
+    err = b""
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not chunk:
+            break
+        err += chunk
+    out = proc.communicate(timeout=300)[0].decode()
+    os.close(master)
+    text = err.decode(errors="replace")
+    assert proc.returncode == 0, text[-500:]
+    assert "aotc tune:" in text and "3/3" in text and "(default " in text, text[-500:]
+    piped = subprocess.run([*cmd, "-o", str(tmp_path / "b.jsonl")], capture_output=True,
+                           text=True, env=env, timeout=300)
+    assert piped.returncode == 0 and "aotc tune:" not in piped.stderr
+    assert piped.stdout == out
 
 
 @pytest.mark.parametrize("argv, message", [
