@@ -135,106 +135,125 @@ def tune(model: str | os.PathLike[str], board: str, log: str | os.PathLike[str],
     if trials < 1:
         raise AotcError(f"--trials must be at least 1, got {trials}")
     options = {**options, "target": board}
-    requant = options.get("requant", "tflite")
     progress.detail("compiling the schedule spaces")
     found, specs = discover(str(model), options)
     if not found:
         raise AotcError("nothing to tune: the model has no kernels aotc lowers itself")
     from aotc.verification import random_inputs
 
-    inputs = [random_inputs(specs, seed), random_inputs(specs, seed + 1)]
-    searches = {w: Search(found[w].default, candidates(found[w].spaces, found[w].default),
-                          trials - 1, seed + i) for i, w in enumerate(found)}
     ex = make(executor, jobs)
-    payload = ex.model_payload(model)
-
-    def job(schedules: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
-        return {"model": payload, "options": options, "schedules": dict(schedules),
-                "board": board, "inputs": inputs, "timeout": timeout, "repeats": repeats}
-
-    def record(trial: int, w: str, schedule: Mapping[str, Any], cost: float | None,
-               error: str | None) -> dict[str, Any]:
-        return records.make_record(
-            board=board, workload=w, schedule=schedule, default=key(schedule) ==
-            key(found[w].default), cost=cost, valid=error is None, error=error,
-            kernels=found[w].kernels, model=model.name, trial=trial, requant=requant)
-
-    runs = 1
     try:
+        run = _Run(model, board, Path(log), found, ex, options, seed, trials,
+                   job_extra={"inputs": [random_inputs(specs, seed + k) for k in range(2)],
+                              "timeout": timeout, "repeats": repeats})
         with progress.stage("default schedules"):
-            base = ex.map([job({})])[0]
-            if base["error"]:
-                raise AotcError(f"the default schedules fail on {board}: {base['error']}")
-            reference = base["outputs"]
-            out = []
-            for w, cost in _costs(base, found).items():
-                found[w].default_cost = cost
-                searches[w].report(found[w].default, cost)
-                out.append(record(0, w, found[w].default, cost, None))
-            records.append(log, out)
+            run.baseline()
             progress.detail(_best_text(found))
         trial = 1
         while trial < trials:
-            batch: list[dict[str, dict[str, Any]]] = []
-            while len(batch) < max(1, jobs) and trial + len(batch) < trials:
-                props = {w: c for w, s in searches.items() if (c := s.propose()) is not None}
-                if not props:
-                    break
-                batch.append(props)
+            batch = run.propose(min(max(1, jobs), trials - trial))
             if not batch:
-                break
-            results = ex.map([job(p) for p in batch])
-            runs += len(batch)
-            for n, (props, res) in enumerate(zip(batch, results)):
+                break  # every workload's candidates measured
+            for n, res in enumerate(ex.map([run.job(p) for p in batch])):
                 with progress.stage(f"trial {trial + n}"):
                     progress.detail(_best_text(found))
-                    out, extra = _judge(trial + n, props, res, reference, found, searches, ex,
-                                        job, record)
-                    runs += extra
-                    records.append(log, out)
+                    run.judge(trial + n, batch[n], res)
                     progress.detail(_best_text(found))
             trial += len(batch)
     finally:
         ex.close()
-    return _summary(found, trial if trials > 1 else 1, runs, board)
+    return _summary(found, trial if trials > 1 else 1, run.runs, board)
 
 
-def _judge(trial, props, res, reference, found, searches, ex, job, record):  # type: ignore[no-untyped-def]
-    """The records of one trial; a failing trial is measured again one workload at a time.
-    Returns (records, extra measurement runs)."""
-    why = res["error"] or compare(res["outputs"], reference)
-    if why is None:
-        return _accept(trial, props, res, found, searches, record), 0
-    out = []
-    alone = ex.map([job({w: c}) for w, c in props.items()])
-    for (w, c), r in zip(props.items(), alone):
-        err = r["error"] or compare(r["outputs"], reference)
-        if err is None:
-            out += _accept(trial, {w: c}, r, found, searches, record)
-            continue
-        ks = ", ".join(found[w].kernels)
-        knobs = ", ".join(f"{k}={v!r}" for k, v in sorted(c.items()))
-        out.append(record(trial, w, c, None, f"kernel {ks} with {knobs}: {err}"))
-        found[w].invalid += 1
-        searches[w].report(c, None)
-    return out, len(alone)
+class _Run:
+    """One tuning run's state: the workloads, their searches, the reference outputs, the log."""
 
+    def __init__(self, model: Path, board: str, log: Path, found: dict[str, Workload],
+                 ex: Any, options: Mapping[str, Any], seed: int, trials: int,
+                 job_extra: Mapping[str, Any]) -> None:
+        self.model, self.board, self.log, self.found, self.ex = model, board, log, found, ex
+        self.options = dict(options)
+        self.payload = ex.model_payload(model)
+        self.job_extra = dict(job_extra)
+        self.searches = {w: Search(found[w].default, candidates(found[w].spaces,
+                                                                found[w].default),
+                                   trials - 1, seed + i) for i, w in enumerate(found)}
+        self.reference: list[dict[str, np.ndarray]] = []
+        self.runs = 0
 
-def _accept(trial, props, res, found, searches, record):  # type: ignore[no-untyped-def]
-    costs = _costs(res, found)
-    out = []
-    for w, proposed in props.items():
-        used = next((res["kernels"][k]["schedule"] for k in found[w].kernels
-                     if k in res["kernels"]), proposed)
-        cost = costs.get(w)
-        searches[w].report(proposed, cost)
-        if key(used) != key(proposed):
-            searches[w].report(used, cost)
-        found[w].measured += 1
-        if cost is not None and (found[w].best is None or cost < found[w].best[0]):
-            found[w].best = (cost, used)
-        out.append(record(trial, w, used, cost, None))
-    return out
+    def job(self, schedules: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+        self.runs += 1
+        return {"model": self.payload, "options": self.options, "schedules": dict(schedules),
+                "board": self.board, **self.job_extra}
+
+    def record(self, trial: int, w: str, schedule: Mapping[str, Any], cost: float | None,
+               error: str | None) -> dict[str, Any]:
+        return records.make_record(
+            board=self.board, workload=w, schedule=schedule,
+            default=key(schedule) == key(self.found[w].default), cost=cost,
+            valid=error is None, error=error, kernels=self.found[w].kernels,
+            model=self.model.name, trial=trial, requant=self.options.get("requant", "tflite"))
+
+    def baseline(self) -> None:
+        """Trial 0: the default schedules' costs and outputs."""
+        base = self.ex.map([self.job({})])[0]
+        if base["error"]:
+            raise AotcError(f"the default schedules fail on {self.board}: {base['error']}")
+        self.reference = base["outputs"]
+        out = []
+        for w, cost in _costs(base, self.found).items():
+            self.found[w].default_cost = cost
+            self.searches[w].report(self.found[w].default, cost)
+            out.append(self.record(0, w, self.found[w].default, cost, None))
+        records.append(self.log, out)
+
+    def propose(self, count: int) -> list[dict[str, dict[str, Any]]]:
+        """Up to ``count`` trials, each a candidate for every workload that has one left."""
+        batch = []
+        while len(batch) < count:
+            props = {w: c for w, s in self.searches.items() if (c := s.propose()) is not None}
+            if not props:
+                break
+            batch.append(props)
+        return batch
+
+    def judge(self, trial: int, props: dict[str, dict[str, Any]], res: dict[str, Any]) -> None:
+        """Log one trial. One that fails (error, or outputs unlike the default's) is measured
+        again one workload at a time, to find the candidate at fault."""
+        if not (res["error"] or compare(res["outputs"], self.reference)):
+            records.append(self.log, self._accept(trial, props, res))
+            return
+        out = []
+        alone = self.ex.map([self.job({w: c}) for w, c in props.items()])
+        for (w, c), r in zip(props.items(), alone):
+            err = r["error"] or compare(r["outputs"], self.reference)
+            if err is None:
+                out += self._accept(trial, {w: c}, r)
+                continue
+            knobs = ", ".join(f"{k}={v!r}" for k, v in sorted(c.items()))
+            out.append(self.record(trial, w, c, None, f"kernel "
+                                   f"{', '.join(self.found[w].kernels)} with {knobs}: {err}"))
+            self.found[w].invalid += 1
+            self.searches[w].report(c, None)
+        records.append(self.log, out)
+
+    def _accept(self, trial: int, props: dict[str, dict[str, Any]], res: dict[str, Any]
+                ) -> list[dict[str, Any]]:
+        costs = _costs(res, self.found)
+        out = []
+        for w, proposed in props.items():
+            wl = self.found[w]
+            used = next((res["kernels"][k]["schedule"] for k in wl.kernels
+                         if k in res["kernels"]), proposed)
+            cost = costs.get(w)
+            self.searches[w].report(proposed, cost)
+            if key(used) != key(proposed):  # a knob the lowering did not ask for
+                self.searches[w].report(used, cost)
+            wl.measured += 1
+            if cost is not None and (wl.best is None or cost < wl.best[0]):
+                wl.best = (cost, used)
+            out.append(self.record(trial, w, used, cost, None))
+        return out
 
 
 def _total(found: Mapping[str, Workload], tuned: bool) -> float | None:
