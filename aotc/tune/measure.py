@@ -74,13 +74,19 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
     """``job``: "model" (a path, or the file's bytes for a remote worker), "options"
     (CompileOptions fields), "schedules" ({workload: schedule}), "board", "inputs" (a list of
     {name: array}), "timeout" (seconds per QEMU run), "repeats" (host). Returns "kernels"
-    ({kernel: {"workload", "schedule"}}), "costs" ({kernel or "a=b" group: cost}), "inlined",
-    "outputs" (one {name: array} per input) and "error" (one line, or None)."""
+    ({kernel: {"workload", "schedule", "space"}}), "costs" ({kernel or "a=b" group: cost}),
+    "inlined", "outputs" (one {name: array} per input) and "error" (one line, or None). With
+    board None it only compiles: "kernels" and the graph inputs' specs ("inputs")."""
     try:
-        with tempfile.TemporaryDirectory(prefix="aotc_tune_") as tmp:
-            return _measure(job, Path(tmp))
+        return measure(job)
     except Exception as e:  # a candidate that fails to compile, build or run: reported
         return {"error": " ".join(f"{type(e).__name__}: {e}".split())[:500]}
+
+
+def measure(job: dict[str, Any]) -> dict[str, Any]:
+    """run_job, raising what goes wrong."""
+    with tempfile.TemporaryDirectory(prefix="aotc_tune_") as tmp:
+        return _measure(job, Path(tmp))
 
 
 def _measure(job: dict[str, Any], tmp: Path) -> dict[str, Any]:
@@ -92,10 +98,16 @@ def _measure(job: dict[str, Any], tmp: Path) -> dict[str, Any]:
         model = str(tmp / "model.onnx")
     opts = CompileOptions(**job["options"], schedules=job["schedules"])
     comp = compile_model(model, opts)
+    kernels = {ls.kernel.name: {"workload": ls.workload, "schedule": ls.knobs,
+                                "space": ls.space}
+               for ls in comp.lowered if ls.workload and not ls.backend}
+    if job["board"] is None:  # compile only: the kernels' spaces (aotc/tune/space.py)
+        from aotc.compiler import render_context
+
+        return {"kernels": kernels, "inputs": render_context(comp)["meta"]["inputs"],
+                "error": None}
     bundle = tmp / "bundle"
     emit(comp, bundle)
-    kernels = {ls.kernel.name: {"workload": ls.workload, "schedule": ls.knobs}
-               for ls in comp.lowered if ls.workload and not ls.backend}
     if job["board"] == "host":
         costs, inlined, outputs = _host(bundle, comp.options.name, job["inputs"],
                                         int(job.get("repeats", 15)))

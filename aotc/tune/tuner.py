@@ -1,7 +1,7 @@
 """`aotc tune`: find, per workload of a model, the schedule that costs least on a board.
 
-1. discover: compile the model once per value of the path knobs; each workload's candidates are
-   the schedules its lowering can use (aotc/tune/search.py).
+1. spaces: compile the model with each knob's values; each workload's candidates are the
+   schedules its lowering can use (aotc/tune/space.py).
 2. trial 0 measures the default schedules: their costs, and the outputs every candidate must
    reproduce (integer outputs bit-exact, float within 1e-5 absolute + 1e-5 relative).
 3. trial t gives every workload its next candidate at once: one compile, one firmware, one
@@ -25,11 +25,12 @@ import numpy as np
 
 from aotc.errors import AotcError
 from aotc.progress import QUIET, Progress
-from aotc.tune import records
+from aotc.tune import records, space
 from aotc.tune.executors import make
+from aotc.tune.measure import measure
 from aotc.tune.search import Search, candidates, key
 
-DEFAULT_TRIALS = 64
+DEFAULT_TRIALS = 100
 FLOAT_TOL = 1e-5  # absolute and relative, as documented for float outputs
 
 
@@ -43,44 +44,6 @@ class Workload:
     best: tuple[float, dict[str, Any]] | None = None
     measured: int = 0
     invalid: int = 0
-
-
-def discover(model: str, options: Mapping[str, Any]
-             ) -> tuple[dict[str, Workload], list[dict[str, Any]]]:
-    """The workloads (in kernel order) with their spaces, and the graph inputs' specs."""
-    from aotc.compiler import CompileOptions, compile_model, render_context
-
-    comp = compile_model(model, CompileOptions(**options))
-    found: dict[str, Workload] = {}
-    for ls in comp.lowered:
-        if not ls.workload or ls.backend:
-            continue
-        w = found.setdefault(ls.workload, Workload(ls.workload, [], dict(ls.knobs)))
-        w.kernels.append(ls.kernel.name)
-        if len(w.kernels) == 1:
-            w.spaces.append(_pinned(ls.space, ls.knobs))
-    paths: dict[str, list[Any]] = {}
-    for ls in comp.lowered:
-        paths.update({k: ch for k, (ch, _) in ls.space.items() if k.endswith(".path")})
-    for i in range(max((len(ch) for ch in paths.values()), default=0)):
-        flip = {k: ch[i] for k, ch in paths.items() if i < len(ch)}
-        alt = compile_model(model, CompileOptions(**options,
-                                                  schedules={w: flip for w in found}))
-        for ls in alt.lowered:
-            w = found.get(ls.workload)
-            if w is not None and ls.kernel.name == w.kernels[0]:
-                space = _pinned(ls.space, ls.knobs)
-                if space not in w.spaces:
-                    w.spaces.append(space)
-    return found, render_context(comp)["meta"]["inputs"]
-
-
-def _pinned(space: Mapping[str, tuple[list[Any], Any]], used: Mapping[str, Any]
-            ) -> dict[str, tuple[list[Any], Any]]:
-    """The space with its path knobs pinned to the value this compilation used (the other
-    knobs it asked for depend on it)."""
-    return {k: ([used[k]], d) if k.endswith(".path") else (list(ch), d)
-            for k, (ch, d) in space.items()}
 
 
 def compare(got: list[dict[str, np.ndarray]], want: list[dict[str, np.ndarray]]) -> str | None:
@@ -135,14 +98,26 @@ def tune(model: str | os.PathLike[str], board: str, log: str | os.PathLike[str],
     if trials < 1:
         raise AotcError(f"--trials must be at least 1, got {trials}")
     options = {**options, "target": board}
-    progress.detail("compiling the schedule spaces")
-    found, specs = discover(str(model), options)
-    if not found:
-        raise AotcError("nothing to tune: the model has no kernels aotc lowers itself")
     from aotc.verification import random_inputs
 
+    progress.detail("compiling")
+    first = measure({"model": str(model), "options": options, "schedules": {}, "board": None})
+    found: dict[str, Workload] = {}
+    for name, k in first["kernels"].items():
+        w = found.setdefault(k["workload"], Workload(k["workload"], [], dict(k["schedule"])))
+        w.kernels.append(name)
+    if not found:
+        raise AotcError("nothing to tune: the model has no kernels aotc lowers itself")
     ex = make(executor, jobs)
     try:
+        payload = ex.model_payload(model)
+        progress.detail("compiling each knob's values (the schedule spaces)")
+        spaces = space.discover(first, lambda scheds: ex.map([
+            {"model": payload, "options": options, "board": None,
+             "schedules": {w: s for w in found}} for s in scheds]))
+        for w in found.values():
+            w.spaces = spaces[w.key]
+        specs = first["inputs"]
         run = _Run(model, board, Path(log), found, ex, options, seed, trials,
                    job_extra={"inputs": [random_inputs(specs, seed + k) for k in range(2)],
                               "timeout": timeout, "repeats": repeats})
@@ -173,7 +148,7 @@ class _Run:
                  job_extra: Mapping[str, Any]) -> None:
         self.model, self.board, self.log, self.found, self.ex = model, board, log, found, ex
         self.options = dict(options)
-        self.payload = ex.model_payload(model)
+        self.payload = ex.model_payload(model)  # a path, or bytes for remote workers
         self.job_extra = dict(job_extra)
         self.searches = {w: Search(found[w].default, candidates(found[w].spaces,
                                                                 found[w].default),
