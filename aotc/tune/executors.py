@@ -16,6 +16,9 @@ from aotc.errors import AotcError
 from aotc.tune.measure import run_job
 
 EXECUTORS = ("local", "ray")
+# A bound on one run, compile and build included (QEMU runs have their own, --timeout): a run
+# that hangs stops the tuning with an error instead of blocking it.
+RUN_TIMEOUT = 900.0
 _START = "fork" if "fork" in get_all_start_methods() else "spawn"
 
 
@@ -36,7 +39,11 @@ class LocalExecutor:
     def map(self, jobs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         if self._pool is None:
             return [run_job(j) for j in jobs]
-        return list(self._pool.map(run_job, jobs))
+        try:
+            return list(self._pool.map(run_job, jobs, timeout=RUN_TIMEOUT * len(jobs)))
+        except TimeoutError:
+            raise AotcError(f"a measurement run did not finish within {RUN_TIMEOUT:g} s") \
+                from None
 
     def close(self) -> None:
         if self._pool is not None:
@@ -80,7 +87,14 @@ class RayExecutor:
         return model.read_bytes()
 
     def map(self, jobs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-        return list(self.ray.get([self._task.remote(j) for j in jobs]))
+        refs = [self._task.remote(j) for j in jobs]
+        try:
+            return list(self.ray.get(refs, timeout=RUN_TIMEOUT * len(jobs)))
+        except self.ray.exceptions.GetTimeoutError:
+            for r in refs:
+                self.ray.cancel(r, force=True)
+            raise AotcError(f"a measurement run on Ray did not finish within {RUN_TIMEOUT:g} s"
+                            ) from None
 
     def close(self) -> None:
         if self.started:
