@@ -33,7 +33,7 @@ class LocalExecutor:
         self._pool = (ProcessPoolExecutor(self.jobs, mp_context=get_context(_START))
                       if self.jobs > 1 else None)
 
-    def model_payload(self, model: Path) -> str | bytes:
+    def model_payload(self, model: Path) -> str:
         return str(model)
 
     def map(self, jobs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -53,7 +53,7 @@ class LocalExecutor:
 
 class RayExecutor:
     """Ray tasks, one per measurement run, each asking for one CPU. Workers need aotc and the
-    board's toolchain and QEMU; the model goes to them as bytes."""
+    board's toolchain and QEMU; the model goes to them as the file's bytes."""
 
     name = "ray"
 
@@ -83,8 +83,8 @@ class RayExecutor:
             self.started = True
         self._task = ray.remote(num_cpus=1, max_retries=1)(run_job)
 
-    def model_payload(self, model: Path) -> str | bytes:
-        return model.read_bytes()
+    def model_payload(self, model: Path) -> dict[str, Any]:
+        return {"name": model.name, "bytes": model.read_bytes()}
 
     def map(self, jobs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         refs = [self._task.remote(j) for j in jobs]

@@ -71,9 +71,9 @@ const char *aotc_tune_name(int32_t index);
 
 
 def run_job(job: dict[str, Any]) -> dict[str, Any]:
-    """``job``: "model" (a path, or the file's bytes for a remote worker), "options"
-    (CompileOptions fields), "schedules" ({workload: schedule}), "board", "inputs" (a list of
-    {name: array}), "timeout" (seconds per QEMU run), "repeats" (host). Returns "kernels"
+    """``job``: "model" (a path, or {"name", "bytes"}: the file, for a remote worker),
+    "options" (CompileOptions fields), "schedules" ({workload: schedule}), "board", "inputs"
+    (a list of {name: array}), "timeout" (seconds per QEMU run), "repeats" (host). Returns "kernels"
     ({kernel: {"workload", "schedule", "space"}}), "costs" ({kernel or "a=b" group: cost}),
     "inlined", "outputs" (one {name: array} per input) and "error" (one line, or None). With
     board None it only compiles: "kernels" and the graph inputs' specs ("inputs")."""
@@ -93,9 +93,9 @@ def _measure(job: dict[str, Any], tmp: Path) -> dict[str, Any]:
     from aotc.compiler import CompileOptions, compile_model, emit
 
     model = job["model"]
-    if isinstance(model, bytes):
-        (tmp / "model.onnx").write_bytes(model)
-        model = str(tmp / "model.onnx")
+    if isinstance(model, dict):  # {"name", "bytes"}: the file, for a worker on another machine
+        (tmp / model["name"]).write_bytes(model["bytes"])
+        model = str(tmp / model["name"])
     opts = CompileOptions(**job["options"], schedules=job["schedules"])
     comp = compile_model(model, opts)
     kernels = {ls.kernel.name: {"workload": ls.workload, "schedule": ls.knobs,

@@ -148,7 +148,7 @@ class _Run:
                  job_extra: Mapping[str, Any]) -> None:
         self.model, self.board, self.log, self.found, self.ex = model, board, log, found, ex
         self.options = dict(options)
-        self.payload = ex.model_payload(model)  # a path, or bytes for remote workers
+        self.payload = ex.model_payload(model)  # a path, or the file for remote workers
         self.job_extra = dict(job_extra)
         self.searches = {w: Search(found[w].default, candidates(found[w].spaces,
                                                                 found[w].default),
