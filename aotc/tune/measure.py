@@ -102,7 +102,7 @@ def _measure(job: dict[str, Any], tmp: Path) -> dict[str, Any]:
                                 "space": ls.space}
                for ls in comp.lowered if ls.workload and not ls.backend}
     if job["board"] is None:  # compile only: the kernels' spaces (aotc/tune/space.py)
-        from aotc.compiler import render_context
+        from aotc.codegen.render import render_context
 
         return {"kernels": kernels, "inputs": render_context(comp)["meta"]["inputs"],
                 "error": None}
