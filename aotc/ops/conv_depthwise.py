@@ -83,7 +83,12 @@ def lower_depthwise(node: Node, kb: Any, X: Any, B: Any, arith: Any,
         wp = np.zeros((w.shape[0], nrows, 2 * half), np.int16)
         wp[..., :k_sp[a]] = w.reshape(w.shape[0], nrows, k_sp[a])
         wpair = kb.const("wpair", wp.reshape(-1).view("<i4"), I32)
-    sums = (kb.scratch_buffer("sum", I32, (out_sp[-1],))
+    # split_requant: the sums of a block of outputs (the trailing output axes from ``sa`` on,
+    # the whole plane when it has at most 256 outputs) go to int32 scratch, then the block is
+    # requantised in a loop of its own.
+    sa = next(k for k in range(nd) if np.prod(out_sp[k:], dtype=np.int64) <= 256 or k == nd - 1)
+    block = int(np.prod(out_sp[sa:], dtype=np.int64))
+    sums = (kb.scratch_buffer("sum", I32, (block,))
             if pairs and kb.knob(CONV.SPLIT_REQUANT) else None)
 
     def channel_pairs(n: Expr, m: Expr) -> None:
@@ -106,14 +111,15 @@ def lower_depthwise(node: Node, kb: Any, X: Any, B: Any, arith: Any,
             with kb.loops(out_sp, [f"o{k}" for k in range(nd)]) as o:
                 kb.store_output([n, m, *o], arith.finish(kb, tap_sum(o), m, B))
             return
-        # A row of sums, then its requantisation in a loop of its own: the sum loop keeps
+        # A block of sums, then its requantisation in a loop of its own: the sum loop keeps
         # the weight words in registers, the requantisation its multipliers.
-        last = out_sp[-1]
-        with kb.loops(out_sp[:-1], [f"o{k}" for k in range(nd - 1)]) as pre:
-            with kb.loop(last, f"o{nd - 1}") as ol:
-                kb.store(sums, [ol], tap_sum([*pre, ol]))
-            with kb.loop(last, "j") as j:
-                kb.store_output([n, m, *pre, j], arith.finish(kb, sums[[j]], m, B))
+        bstr = [int(np.prod(out_sp[k + 1:], dtype=np.int64)) for k in range(sa, nd)]
+        with kb.loops(out_sp[:sa], [f"o{k}" for k in range(sa)]) as pre:
+            with kb.loops(out_sp[sa:], [f"o{k}" for k in range(sa, nd)]) as ob:
+                kb.store(sums, [_flat(ob, bstr)], tap_sum([*pre, *ob]))
+            with kb.loops(out_sp[sa:], [f"j{k}" for k in range(sa, nd)]) as jb:
+                kb.store_output([n, m, *pre, *jb], arith.finish(kb, sums[[_flat(jb, bstr)]],
+                                                                   m, B))
 
     def channel(n: Expr, m: Expr) -> None:
         wv = [kb.local(Cast(kb.inputs[1][[m, 0, *t]], I32), "w") for t in taps]

@@ -32,8 +32,8 @@ DEPTHWISE = knob("conv.depthwise", ("pairs", "bytes"), "pairs",
                  "depthwise convs on cores with the DSP extension: the padded input plane in "
                  "int16 and two taps of a kernel row per SMLAD, or int8 taps one per multiply")
 SPLIT_REQUANT = knob("conv.split_requant", (True, False), False,
-                     "sum a row of outputs into int32 scratch, then requantise the row in a "
-                     "loop of its own (fewer live registers in each), or requantise each sum "
+                     "sum a block of outputs (the plane, or rows when it has over 256) into int32 "
+                     "scratch, then requantise it in a loop of its own, or requantise each sum "
                      "as it is made (depthwise on the DSP extension)")
 COLUMN = knob("conv.column", ("pairs", "flat"), "pairs",
               "the DSP schedule's im2col column: words of two input channels at one tap "
