@@ -16,9 +16,7 @@ from aotc.ir.graph import Node, TensorType, Value
 from aotc.lower.loop_ir import Const, Expr, Var, cmp, land, select
 from aotc.ops import OpDef, register
 from aotc.ops.conv_depthwise import depthwise_ok, lower_depthwise
-from aotc.ops.conv_dsp import lower_conv_dsp
-from aotc.ops.conv_mve import lower_conv_mve, mve_conv_ok
-from aotc.ops.conv_pixels import flat_tap, strides
+from aotc.ops.conv_tiled import lower_tiled
 from aotc.schedules import conv as CONV
 
 
@@ -222,8 +220,13 @@ class Conv(OpDef):
             s, d = _spatial_attrs(node, len(X.shape) - 2)
             lower_depthwise(node, kb, X, B, arith, pads, s, d)
             return
-        if kb.input_const(1) is not None and (m_per_g >= 2 or inplace == "pixel"):
-            self._lower_tiled(node, kb, X, W, B, arith, by_pixel=inplace == "pixel")
+        if kb.input_const(1) is not None and (
+                m_per_g >= 2 or inplace == "pixel"
+                or (inplace is None and kb.knob(CONV.TILE_PIXELS,
+                                                integer=not arith.acc.is_float) > 1)):
+            # Depthwise (one output channel per group) too when pixels share weight loads.
+            s, d = _spatial_attrs(node, len(X.shape) - 2)
+            lower_tiled(self, node, kb, X, W, B, arith, pads, s, d, by_pixel=inplace == "pixel")
             return
         Y = kb.outputs[0]
         nd = len(X.shape) - 2
@@ -252,110 +255,6 @@ class Conv(OpDef):
                 with kb.loops(out_sp, [f"t{k}" for k in range(nd)]) as t:
                     kb.store(Y, [n, m, *t], slab[t])
 
-    def _lower_tiled(self, node: Node, kb: Any, X: Any, W: Any, B: Any,
-                     arith: ConvArith, by_pixel: bool = False) -> None:
-        """Output channels in tiles of accumulators (the conv.tile knob) sharing each input load.
-        Weights are packed at compile time to [tile, c, k..., j] so a tile's weights are
-        contiguous. Each output still sums over (c, k...) in the plain loop's order:
-        bit-identical results.
-
-        by_pixel (in place, a 1x1 stride-1 conv): output pixels outermost; all channels of a
-        pixel go to a one-pixel temporary, copied over the pixel's (then dead) input."""
-        Y = kb.outputs[0]
-        nd = len(X.shape) - 2
-        in_sp, k_sp = X.shape[2:], W.shape[2:]
-        pb, pe = conv_pads(node, in_sp, k_sp)
-        s, d = _spatial_attrs(node, nd)
-        group = node.attrs["group"]
-        mg, cg = Y.shape[1] // group, W.shape[1]
-        kprod = int(np.prod(k_sp, dtype=np.int64))
-        # Helium: needs the input zero point folded into the bias; writes Y directly.
-        if not by_pixel and mve_conv_ok(node, kb, arith) and not arith.x_zp:
-            lower_conv_mve(self, node, kb, X, B, arith, (pb, pe), s, d)
-            return
-        if (not by_pixel and "dsp" in kb.features and kb.unroll_tiles
-                and arith.dsp_ok(kb.input_const(1))
-                and kb.knob(CONV.PATH) == "simd"):  # the DSP schedule writes Y directly
-            lower_conv_dsp(self, node, kb, X, B, arith, (pb, pe), s, d)
-            return
-        w = arith.packed_weights(kb.input_const(1))
-        tile = kb.knob(CONV.TILE, integer=not arith.acc.is_float)
-        unroll = kb.knob(CONV.UNROLL)
-        full, rest = divmod(mg, tile)
-        # Packed layout per group: full tiles [full, cg, K, tile], then the rest [cg, K, rest].
-        parts = []
-        for gi in range(group):
-            wg = w[gi * mg:(gi + 1) * mg].reshape(mg, cg, kprod)
-            if full:
-                t = wg[:full * tile].reshape(full, tile, cg, kprod).transpose(0, 2, 3, 1)
-                parts.append(t.reshape(-1))
-            if rest:
-                parts.append(wg[full * tile:].transpose(1, 2, 0).reshape(-1))
-        packed = kb.const("wpack", np.concatenate(parts), arith.wdtype(W.dtype, w))
-        per_group = mg * cg * kprod
-        nan_at = self._padded_nan(node, kb, Y.shape[2:], pb, s, d)
-        kstrides = strides(k_sp)
-        acc_t = arith.acc
-
-        pixel = kb.scratch_buffer("pixel", Y.dtype, [Y.shape[1]]) if by_pixel else None
-
-        def block(n: Expr, gi: Expr, m0: Expr, base: Expr, width: int,
-                  at: list[Var] | None = None) -> None:
-            with kb.loops([] if at else Y.shape[2:], [f"o{k}" for k in range(nd)]) as o:
-                o = at or o
-                # A local accumulator array with j innermost: C compilers vectorise this form.
-                acc = kb.local_array(width, "acc", acc_t)
-                with kb.loop(width, "j", unroll=unroll) as j:
-                    kb.store(acc, [j], arith.init(B, m0 + j))
-                with kb.loop(cg, "c") as c:
-                    ic = gi * cg + c if group > 1 else c
-
-                    def tap(xv: Expr, kk: list[Expr], ii: list[Expr], c: Expr = c) -> None:
-                        row = base + (c * kprod + flat_tap(kk, kstrides)) * width
-                        xs = kb.local(arith.x(xv), "xv", acc_t)
-                        with kb.loop(width, "j", unroll=unroll) as j:
-                            kb.store(acc, [j], acc[[j]] + xs * arith.wide(packed.flat(row + j)))
-
-                    self._window(kb, 0, nd, X, tap, n, ic, o, [], [], pb, pe, s, d, None,
-                                 in_sp, k_sp)
-                if arith.rolled_finish and unroll:
-                    # Copy the tile out, then requantise in a rolled loop: the accumulators
-                    # are dead before any call, so they stay in registers during the sum.
-                    res = kb.local_array(width, "res", acc_t)
-                    with kb.loop(width, "j", unroll=True) as j:
-                        kb.store(res, [j], acc[[j]])
-                    with kb.loop(width, "j") as j:
-                        kb.store_output([n, m0 + j, *o],
-                                        arith.finish(kb, nan_at(res[[j]], m0 + j, o), m0 + j, B),
-                                        into=(pixel, [m0 + j]) if pixel is not None else None)
-                else:
-                    with kb.loop(width, "j", unroll=unroll) as j:
-                        kb.store_output([n, m0 + j, *o],
-                                        arith.finish(kb, nan_at(acc[[j]], m0 + j, o), m0 + j, B),
-                                        into=(pixel, [m0 + j]) if pixel is not None else None)
-
-        def groups(n: Expr, at: list[Var] | None) -> None:
-            with kb.loop(group, "g") as gi:
-                gbase = gi * per_group
-                if full:
-                    with kb.loop(full, "mt") as mt:
-                        with kb.block():
-                            block(n, gi, gi * mg + mt * tile,
-                                  gbase + mt * (tile * cg * kprod), tile, at)
-                if rest:
-                    with kb.block():
-                        block(n, gi, gi * mg + full * tile,
-                              gbase + full * tile * cg * kprod, rest, at)
-
-        with kb.loop(Y.shape[0], "n") as n:
-            if pixel is None:
-                groups(n, None)
-                return
-            with kb.loops(Y.shape[2:], [f"p{k}" for k in range(nd)]) as at:
-                groups(n, at)
-                with kb.loop(Y.shape[1], "m") as m:
-                    kb.store(Y, [n, m, *at], pixel[[m]])
-
     def _padded_nan(self, node: Node, kb: Any, out_sp: Sequence[int], pb: Sequence[int],
                     s: Sequence[int], d: Sequence[int]) -> Any:
         """``nan_at(acc, m, o)``: the sum, or NaN where padded_nan_mask says the definition
@@ -380,9 +279,12 @@ class Conv(OpDef):
     def _window(self, kb: Any, dim: int, nd: int, X: Any, wget: Any, n: Expr, ic: Expr,
                 o: list[Expr], ii: list[Expr], kk: list[Expr], pb: list[int], pe: list[int],
                 s: list[int], d: list[int], accs: list[Any] | None, in_sp: Sequence[int],
-                k_sp: Sequence[int], arith: ConvArith | None = None) -> None:
+                k_sp: Sequence[int], arith: ConvArith | None = None,
+                inside: int = -1) -> None:
         """The kernel-window loops; taps that fall into the padding are skipped (for integer
-        kernels a padded tap is the zero point, which contributes nothing either)."""
+        kernels a padded tap is the zero point, which contributes nothing either).
+        ``inside``: a spatial dim whose every tap the caller knows is inside the input (no
+        check there)."""
         if dim == nd:
             if accs is None:  # a tap callback does the accumulation (tiled path)
                 wget(X[[n, ic, *ii]], kk, ii)
@@ -393,14 +295,14 @@ class Conv(OpDef):
         with kb.loop(k_sp[dim], f"k{dim}", unroll=True) as k:
             idx = o[dim] * s[dim] + k * d[dim] - pb[dim]
             cond = _in_bounds(idx, in_sp[dim], pb[dim], pe[dim])
-            if cond is None:
+            if cond is None or dim == inside:
                 self._window(kb, dim + 1, nd, X, wget, n, ic, o, ii + [idx], kk + [k],
-                             pb, pe, s, d, accs, in_sp, k_sp, arith)
+                             pb, pe, s, d, accs, in_sp, k_sp, arith, inside)
             else:
                 iv = kb.local(idx, f"i{dim}")
                 with kb.if_(land(cmp("ge", iv, 0), cmp("lt", iv, in_sp[dim]))):
                     self._window(kb, dim + 1, nd, X, wget, n, ic, o, ii + [iv], kk + [k],
-                                 pb, pe, s, d, accs, in_sp, k_sp, arith)
+                                 pb, pe, s, d, accs, in_sp, k_sp, arith, inside)
 
 
 @register

@@ -22,37 +22,65 @@ from aotc.schedules import gemm as GEMM
 Getter = Callable[[Sequence[Expr], Expr, Expr], Expr]
 
 
-def _tiled_dot(kb: Any, n_total: int, K: int, a_at: Callable[[Expr], Expr],
-               b_at: Callable[[Expr, Expr], Expr], store: Callable[[Expr, Expr], None],
+def _tiled_dot(kb: Any, rows: int, n_total: int, K: int, a_at: Callable[[int, Expr], Expr],
+               b_at: Callable[[Expr, Expr], Expr], store: Callable[[int, Expr, Expr], None],
                init: Callable[[Expr], Expr], dtype: Any) -> None:
-    """For n in [0, n_total): store(n, init(n) + sum_k a_at(k) * b_at(k, n)).
+    """For r in [0, rows) and n in [0, n_total): store(r, n, init(n) + sum_k a_at(r, k) *
+    b_at(k, n)).
 
     Columns are processed a tile (the gemm.tile knob) at a time with that many scalar
-    accumulators and k outermost, so each element still sums over k in order (bit-identical to
-    the plain loop) while the independent chains vectorise and reuse every load of A."""
+    accumulators per row and k outermost, so each element still sums over k in order
+    (bit-identical to the plain loop) while the independent chains vectorise, the tile's
+    columns share every load of A and the rows every load of B."""
     tile, unroll = kb.knob(GEMM.TILE), kb.knob(GEMM.UNROLL)
 
     def block(n0: Expr, width: int) -> None:
-        # A local accumulator array with j innermost: C compilers vectorise this form.
-        acc = kb.local_array(width, "acc", dtype)
-        with kb.loop(width, "j", unroll=unroll) as j:
-            kb.store(acc, [j], init(n0 + j))
-        with kb.loop(K, "k") as k:
-            av = kb.local(a_at(k), "a", dtype)
+        # Local accumulator arrays with j innermost: C compilers vectorise this form.
+        accs = [kb.local_array(width, "acc", dtype) for _ in range(rows)]
+        for acc in accs:
             with kb.loop(width, "j", unroll=unroll) as j:
-                kb.store(acc, [j], acc[[j]] + av * b_at(k, n0 + j))
+                kb.store(acc, [j], init(n0 + j))
+        with kb.loop(K, "k") as k:
+            avs = [kb.local(a_at(r, k), "a", dtype) for r in range(rows)]
+            with kb.loop(width, "j", unroll=unroll) as j:
+                if rows == 1:
+                    kb.store(accs[0], [j], accs[0][[j]] + avs[0] * b_at(k, n0 + j))
+                else:
+                    bv = kb.local(b_at(k, n0 + j), "bv", dtype)
+                    for acc, av in zip(accs, avs):
+                        kb.store(acc, [j], acc[[j]] + av * bv)
         if unroll and not dtype.is_float:
             # Requantisation in a function of its own: its 64-bit constants, which gcc -Os
             # would otherwise hoist out of the tile loop, then never compete with the k loop's
             # accumulators for registers (AD int8 on cortex-m4f spilled them).
             with kb.outline():
-                with kb.loop(width, "j", unroll=True) as j:
-                    store(n0 + j, acc[[j]])
+                for r, acc in enumerate(accs):
+                    with kb.loop(width, "j", unroll=True) as j:
+                        store(r, n0 + j, acc[[j]])
             return
-        with kb.loop(width, "j", unroll=unroll) as j:
-            store(n0 + j, acc[[j]])
+        for r, acc in enumerate(accs):
+            with kb.loop(width, "j", unroll=unroll) as j:
+                store(r, n0 + j, acc[[j]])
 
     _over_tiles(kb, n_total, tile, lambda n0, width, t: block(n0, width))
+
+
+def _over_rows(kb: Any, M: int, body: Callable[[Expr, int], None]) -> None:
+    """body(first row, rows) for the M rows in tiles of the gemm.tile_rows knob (rows that
+    share each load of B), the last one narrower."""
+    rows = kb.knob(GEMM.TILE_ROWS) if M > 1 else 1
+    full, rest = divmod(M, rows)
+    if rows == 1:
+        with kb.loop(M, "m") as m:
+            body(m, 1)
+        return
+    if full:
+        with kb.loop(full, "mt") as mt:
+            with kb.block():
+                body(mt * rows, rows)
+    if rest:
+        with kb.block():
+            body(Const(full * rows), rest)
 
 
 def _over_tiles(kb: Any, n_total: int, tile: int,
@@ -192,18 +220,24 @@ class Gemm(OpDef):
         get_b = _b_getter(B, bool(tb))
         alpha, beta = float(node.attrs["alpha"]), float(node.attrs["beta"])
         N = Y.shape[1]
-        with kb.loop(Y.shape[0], "m") as m:
 
-            def finish(n: Expr, acc: Expr) -> None:
+        def rows(m0: Expr, count: int) -> None:
+            def finish(r: int, n: Expr, acc: Expr) -> None:
+                m = m0 + r if r else m0
                 value: Expr = acc if alpha == 1.0 else acc * Const(alpha, f32)
                 if C is not None and beta != 0.0:
                     cv = C.bcast([m, n])
                     value = value + (cv if beta == 1.0 else cv * Const(beta, f32))
                 kb.store_output([m, n], value)
 
-            _tiled_dot(kb, N, K, lambda k: A[[k, m]] if ta else A[[m, k]],
-                       lambda k, n: get_b([], k, n), finish,
+            def a_at(r: int, k: Expr) -> Expr:
+                m = m0 + r if r else m0
+                return A[[k, m]] if ta else A[[m, k]]
+
+            _tiled_dot(kb, count, N, K, a_at, lambda k, n: get_b([], k, n), finish,
                        lambda n: Const(0.0, f32), f32)
+
+        _over_rows(kb, Y.shape[0], rows)
 
 
 @register
@@ -252,7 +286,6 @@ class MatMul(OpDef):
         B = BufRef(B.buf, b_shape)
         batch = np.broadcast_shapes(a_shape[:-2], b_shape[:-2])
         M, K, N = a_shape[-2], a_shape[-1], b_shape[-1]
-        get_b = _b_getter(B, False)
         nb = len(batch)
         na = len(a_shape) - 2
         w = kb.input_const(1)
@@ -272,6 +305,9 @@ class MatMul(OpDef):
             dsp_words = kb.const("wq", np.concatenate(
                 [dsp.pack_words(w2[:, n0:n0 + simd_tile][:, None, :]).reshape(-1)
                  for n0 in range(0, N, simd_tile)]), dtypes.int32)
+        if mve_words is None and dsp_words is None:
+            self._lower_rows(kb, arith, A, B, bias, batch, a_shape, M, K, N)
+            return
         with kb.loops((*batch, M), [f"b{i}" for i in range(nb)] + ["m"]) as idx:
             bidx, m = idx[:nb], idx[nb]
             pre = [Const(0) if d == 1 else b for d, b in zip(a_shape[:na], bidx[nb - na:])]
@@ -291,7 +327,29 @@ class MatMul(OpDef):
             elif dsp_words is not None:
                 _tiled_dot_dsp(kb, N, K, lambda k: A[[*pre, m, k]], dsp_words, store,
                                lambda n: arith.init(bias, n), arith, simd_tile)
-            else:
-                _tiled_dot(kb, N, K, lambda k: arith.x(A[[*pre, m, k]]),
+
+    def _lower_rows(self, kb: Any, arith: Any, A: BufRef, B: BufRef, bias: BufRef | None,
+                    batch: Sequence[int], a_shape: Sequence[int], M: int, K: int, N: int
+                    ) -> None:
+        """The generic schedule: _tiled_dot over tiles of rows of each batch item."""
+        nb, na = len(batch), len(a_shape) - 2
+        get_b = _b_getter(B, False)
+        with kb.loops(batch, [f"b{i}" for i in range(nb)]) as bidx:
+            pre = [Const(0) if d == 1 else b for d, b in zip(a_shape[:na], bidx[nb - na:])]
+
+            def rows(m0: Expr, count: int) -> None:
+                def store(r: int, n: Expr, acc: Expr) -> None:
+                    # Map the full index back onto Y's (possibly 1-D-squeezed) shape.
+                    out_idx = list(bidx)
+                    if len(kb.inputs[0].shape) != 1:
+                        out_idx.append(m0 + r if r else m0)
+                    if len(kb.inputs[1].shape) != 1:
+                        out_idx.append(n)
+                    kb.store_output(out_idx, arith.finish(kb, acc, n, bias))
+
+                _tiled_dot(kb, count, N, K,
+                           lambda r, k: arith.x(A[[*pre, m0 + r if r else m0, k]]),
                            lambda k, n: arith.w(kb, get_b(bidx, k, n), n), store,
-                           lambda n: arith.init(bias, n), f32)
+                           lambda n: arith.init(bias, n), arith.acc)
+
+            _over_rows(kb, M, rows)

@@ -15,6 +15,10 @@ def _scalar_tile(ctx: Context) -> int:
 TILE = knob("conv.tile", (2, 4, 8), _scalar_tile,
             "output channels per register tile of the generic schedule (accumulators that "
             "share each input load)")
+TILE_PIXELS = knob("conv.tile_pixels", (1, 2, 4), 1,
+                   "output pixels per register tile of the generic schedule (along the last "
+                   "output axis, where no tap is padding; a pointwise conv's pixels flattened): "
+                   "they share each weight load, as the tile's channels share each input load")
 UNROLL = knob("conv.unroll", (True, False), lambda ctx: "autovec" not in ctx.features,
               "unroll a tile's accumulators into scalars (registers on MCUs) or keep a short "
               "loop over a local array (for a vectorising compiler)")

@@ -3,7 +3,7 @@
 Each knob value is applied to every kernel of a small model through CompileOptions.schedules:
 the generated C must change (the knob took effect) and the outputs must not: integer kernels
 give the default build's bytes on the host and, for the SIMD schedules, on the target board in
-QEMU; float kernels stay within 1e-5 of onnxruntime."""
+QEMU; float kernels stay within 1e-5 of onnxruntime (on a board too, where the case names one)."""
 
 from __future__ import annotations
 
@@ -65,6 +65,17 @@ INT_CASES = [
       for t in ("cortex-m4f", "cortex-m55")],
     *[(("gemm.tile", v), "matmul", None, {}) for v in (4, 16)],
     (("gemm.unroll", False), "matmul", None, {}),
+    # Pixel tiles: 3x3 with padding (border pixels and the remainder one at a time), a
+    # pointwise conv (pixels flattened), depthwise with stride 2 (tiled along rows); rows of a
+    # matmul (M=3: a tile and a narrower rest, or only the rest).
+    *[(("conv.tile_pixels", v), k, t, {}) for v in (2, 4) for k in (None, "pointwise")
+      for t in (None, "cortex-m0plus")],
+    (("conv.tile_pixels", 4), "depthwise", "cortex-m0plus", {}),
+    (("conv.tile_pixels", 2), "even", "cortex-m4f", {"conv.path": "scalar"}),
+    (("conv.tile_pixels", 4), None, "host", {}),
+    *[(("gemm.tile_rows", v), "matmul", t, {}) for v in (2, 4)
+      for t in (None, "cortex-m0plus")],
+    (("gemm.tile_rows", 2), "matmul", "host", {}),
     (("unroll_max", 1), None, None, {}),
     (("unroll_max", 16), "wide", None, {}),  # a 10-tap window: unrolled only from 16 on
 ]
@@ -79,6 +90,8 @@ def _int_model(kind):
         return qconv(cin=4, m=6, hw=(3, 4), kernel=(1, 1), pads=(0, 0, 0, 0))
     if kind == "even":
         return qconv(cin=4, m=6, hw=(5, 5), pads=(0, 1, 1, 0))
+    if kind == "pointwise":
+        return qconv(cin=5, m=6, kernel=(1, 1), pads=(0, 0, 0, 0), hw=(5, 7))
     if kind == "wide":
         return qconv(cin=3, m=5, kernel=(1, 10), pads=(0, 0, 0, 0), hw=(3, 12))
     return qconv(cin=5, m=7, hw=(6, 5))
@@ -93,7 +106,7 @@ def test_integer_knob_gives_the_default_bytes(case, tmp_path):
     assert _c(tuned) != _c(base), f"{knob}={value} changed nothing"
     want = base.load().run({"x": x})["y"]
     np.testing.assert_array_equal(tuned.load().run({"x": x})["y"], want)
-    if target is not None:
+    if target not in (None, "host"):
         np.testing.assert_array_equal(tuned.load(target).run({"x": x})["y"], want)
 
 
@@ -108,14 +121,31 @@ def _float_models():
     bm = rng.standard_normal((21, 11)).astype(np.float32)
     mm = make_model([helper.make_node("MatMul", ["x", "b"], ["y"])], {"x": a},
                     {"y": (np.float32, None)}, {"b": bm})
-    return {"conv": (conv, x), "matmul": (mm, a)}
+    # Depthwise with stride 2 and uneven pads; pointwise on a 5x6 image.
+    wd = rng.standard_normal((5, 1, 3, 3)).astype(np.float32)
+    dw = make_model([helper.make_node("Conv", ["x", "w", "b"], ["y"], pads=[1, 0, 0, 1],
+                                      group=5, strides=[2, 1])],
+                    {"x": x}, {"y": (np.float32, None)}, {"w": wd, "b": b[:5]})
+    wp = rng.standard_normal((7, 5, 1, 1)).astype(np.float32)
+    pw = make_model([helper.make_node("Conv", ["x", "w"], ["y"])],
+                    {"x": x}, {"y": (np.float32, None)}, {"w": wp})
+    at = rng.standard_normal((21, 5)).astype(np.float32)
+    c = rng.standard_normal((1, 11)).astype(np.float32)
+    gemm = make_model([helper.make_node("Gemm", ["x", "b", "c"], ["y"], transA=1, alpha=0.5)],
+                      {"x": at}, {"y": (np.float32, None)}, {"b": bm, "c": c})
+    return {"conv": (conv, x), "matmul": (mm, a), "depthwise": (dw, x), "pointwise": (pw, x),
+            "gemm": (gemm, at)}
 
 
 # (model, knob, value, target): values other than the target's default.
 FLOAT_CASES = [("conv", "conv.tile", 2, None), ("conv", "conv.tile", 4, "host"),
                ("conv", "conv.unroll", False, None), ("conv", "conv.unroll", True, "host"),
                ("matmul", "gemm.tile", 4, None), ("matmul", "gemm.tile", 16, "host"),
-               ("matmul", "gemm.unroll", False, None), ("conv", "unroll_max", 1, None)]
+               ("matmul", "gemm.unroll", False, None), ("conv", "unroll_max", 1, None),
+               *[(k, "conv.tile_pixels", v, t) for k in ("conv", "depthwise", "pointwise")
+                 for v in (2, 4) for t in (None, "host", "cortex-m4f")],
+               *[(k, "gemm.tile_rows", v, t) for k in ("matmul", "gemm") for v in (2, 4)
+                 for t in (None, "host", "cortex-m4f")]]
 
 
 @pytest.mark.parametrize("case", FLOAT_CASES, ids=lambda c: f"{c[0]}-{c[1]}={c[2]}-{c[3]}")
@@ -126,6 +156,9 @@ def test_float_knob_matches_onnxruntime(case, tmp_path):
     assert _c(tuned) != _c(base), f"{knob}={value} changed nothing"
     want = ort_run(model, {"x": x})["y"]
     np.testing.assert_allclose(tuned.load().run({"x": x})["y"], want, rtol=1e-5, atol=1e-5)
+    if target not in (None, "host"):
+        np.testing.assert_allclose(tuned.load(target).run({"x": x})["y"], want, rtol=1e-5,
+                                   atol=1e-5)
 
 
 def test_unknown_knob_or_value_is_a_clear_error():
