@@ -65,10 +65,10 @@ def _tiled_dot(kb: Any, rows: int, n_total: int, K: int, a_at: Callable[[int, Ex
     _over_tiles(kb, n_total, tile, lambda n0, width, t: block(n0, width))
 
 
-def _over_rows(kb: Any, M: int, body: Callable[[Expr, int], None]) -> None:
+def _over_rows(kb: Any, M: int, integer: bool, body: Callable[[Expr, int], None]) -> None:
     """body(first row, rows) for the M rows in tiles of the gemm.tile_rows knob (rows that
     share each load of B), the last one narrower."""
-    rows = kb.knob(GEMM.TILE_ROWS) if M > 1 else 1
+    rows = kb.knob(GEMM.TILE_ROWS, integer=integer) if M > 1 else 1
     full, rest = divmod(M, rows)
     if rows == 1:
         with kb.loop(M, "m") as m:
@@ -237,7 +237,7 @@ class Gemm(OpDef):
             _tiled_dot(kb, count, N, K, a_at, lambda k, n: get_b([], k, n), finish,
                        lambda n: Const(0.0, f32), f32)
 
-        _over_rows(kb, Y.shape[0], rows)
+        _over_rows(kb, Y.shape[0], False, rows)
 
 
 @register
@@ -352,4 +352,4 @@ class MatMul(OpDef):
                            lambda k, n: arith.w(kb, get_b(bidx, k, n), n), store,
                            lambda n: arith.init(bias, n), arith.acc)
 
-            _over_rows(kb, M, rows)
+            _over_rows(kb, M, not arith.acc.is_float, rows)

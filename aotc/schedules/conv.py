@@ -6,16 +6,33 @@ from aotc.schedules import Context, knob
 
 
 def _scalar_tile(ctx: Context) -> int:
-    # Integer kernels on MCUs: 4 accumulators, so they, the pointers and the counters fit the
-    # 13 core registers of a Cortex-M (8 spill to the stack at -Os). Float: 8 fit the FPU's
-    # registers; host builds (autovec): 8 lanes for the C compiler to vectorise.
-    return 4 if ctx.integer and "autovec" not in ctx.features else 8
+    # Integer kernels on MCUs: 4 accumulators per pixel, so they, the pointers and the
+    # counters fit the 13 core registers of a Cortex-M (8 spill to the stack at -Os). Float
+    # with an FPU: 4 channels x 4 pixels (_scalar_pixels), 16 of the FPU's 32 registers;
+    # without one (not measured) 8, as before the pixel tiles. Host builds (autovec): 4 float
+    # lanes x 4 pixels, 8 integer lanes x 4 pixels for the C compiler to vectorise.
+    if "autovec" in ctx.features:
+        return 8 if ctx.integer else 4
+    return 4 if ctx.integer or "fpu" in ctx.features else 8
+
+
+def _scalar_pixels(ctx: Context) -> int:
+    # Measured, instructions per MAC (channels x pixels). Float on cortex-m4f (aotc bench,
+    # -Os), 4 x 4 against 8 x 1 and 8 x 2: KWS 2.11 / 3.16 / 2.31, VWW 2.25 / 3.42 / 2.39,
+    # ResNet-8 1.82 / 2.37 (8 x 4 spills: KWS 2.88). Int8 on the Cortex-M0+ (rp2040), 4 x 2
+    # against 4 x 1: KWS 8.62 / 9.64, ResNet-8 6.90 / 7.47 (2 x 2 and 2 x 4 are slower). Host
+    # (callgrind, gcc -O2): float 4 x 4 against 8 x 1: KWS 1.82 / 2.26, ResNet-8 1.33 / 1.52
+    # (wall time 27% and 32% less); int8 KWS 8 x 4 4.89 against 8 x 1 8.62. Float without an
+    # FPU: not measured, one pixel.
+    if ctx.integer and "autovec" not in ctx.features:
+        return 2
+    return 4 if "fpu" in ctx.features else 1
 
 
 TILE = knob("conv.tile", (2, 4, 8), _scalar_tile,
             "output channels per register tile of the generic schedule (accumulators that "
             "share each input load)")
-TILE_PIXELS = knob("conv.tile_pixels", (1, 2, 4), 1,
+TILE_PIXELS = knob("conv.tile_pixels", (1, 2, 4), _scalar_pixels,
                    "output pixels per register tile of the generic schedule (along the last "
                    "output axis, where no tap is padding; a pointwise conv's pixels flattened): "
                    "they share each weight load, as the tile's channels share each input load")

@@ -68,11 +68,11 @@ INT_CASES = [
     # Pixel tiles: 3x3 with padding (border pixels and the remainder one at a time), a
     # pointwise conv (pixels flattened), depthwise with stride 2 (tiled along rows); rows of a
     # matmul (M=3: a tile and a narrower rest, or only the rest).
-    *[(("conv.tile_pixels", v), k, t, {}) for v in (2, 4) for k in (None, "pointwise")
+    *[(("conv.tile_pixels", v), k, t, {}) for v in (1, 4) for k in (None, "pointwise")
       for t in (None, "cortex-m0plus")],
     (("conv.tile_pixels", 4), "depthwise", "cortex-m0plus", {}),
-    (("conv.tile_pixels", 2), "even", "cortex-m4f", {"conv.path": "scalar"}),
-    (("conv.tile_pixels", 4), None, "host", {}),
+    (("conv.tile_pixels", 4), "even", "cortex-m4f", {"conv.path": "scalar"}),
+    (("conv.tile_pixels", 2), None, "host", {}),
     *[(("gemm.tile_rows", v), "matmul", t, {}) for v in (2, 4)
       for t in (None, "cortex-m0plus")],
     (("gemm.tile_rows", 2), "matmul", "host", {}),
@@ -138,14 +138,17 @@ def _float_models():
 
 
 # (model, knob, value, target): values other than the target's default.
-FLOAT_CASES = [("conv", "conv.tile", 2, None), ("conv", "conv.tile", 4, "host"),
+FLOAT_CASES = [("conv", "conv.tile", 2, None), ("conv", "conv.tile", 8, "host"),
                ("conv", "conv.unroll", False, None), ("conv", "conv.unroll", True, "host"),
                ("matmul", "gemm.tile", 4, None), ("matmul", "gemm.tile", 16, "host"),
                ("matmul", "gemm.unroll", False, None), ("conv", "unroll_max", 1, None),
                *[(k, "conv.tile_pixels", v, t) for k in ("conv", "depthwise", "pointwise")
-                 for v in (2, 4) for t in (None, "host", "cortex-m4f")],
-               *[(k, "gemm.tile_rows", v, t) for k in ("matmul", "gemm") for v in (2, 4)
-                 for t in (None, "host", "cortex-m4f")]]
+                 for v, t in ((2, None), (4, None), (1, "host"), (2, "host"),
+                              (1, "cortex-m4f"), (2, "cortex-m4f"))],
+               ("conv", "conv.tile", 8, "cortex-m4f"),
+               *[(k, "gemm.tile_rows", v, t) for k in ("matmul", "gemm")
+                 for v, t in ((2, None), (4, None), (2, "host"), (1, "cortex-m4f"),
+                              (4, "cortex-m4f"))]]
 
 
 @pytest.mark.parametrize("case", FLOAT_CASES, ids=lambda c: f"{c[0]}-{c[1]}={c[2]}-{c[3]}")
