@@ -1,4 +1,4 @@
-"""Convolution knobs: the generic tiled schedule (ops/conv.py) and the SIMD schedules of cores
+"""Convolution knobs: the generic tiled schedule (ops/conv_tiled.py) and the SIMD schedules of cores
 with the DSP extension (ops/conv_dsp.py, depthwise in ops/conv_depthwise.py) and Helium
 (ops/conv_mve.py)."""
 
@@ -20,7 +20,10 @@ def _scalar_pixels(ctx: Context) -> int:
     # Measured, instructions per MAC (channels x pixels). Float on cortex-m4f (aotc bench,
     # -Os), 4 x 4 against 8 x 1 and 8 x 2: KWS 2.11 / 3.16 / 2.31, VWW 2.25 / 3.42 / 2.39,
     # ResNet-8 1.82 / 2.37 (8 x 4 spills: KWS 2.88). Int8 on the Cortex-M0+ (rp2040), 4 x 2
-    # against 4 x 1: KWS 8.62 / 9.64, ResNet-8 6.90 / 7.47 (2 x 2 and 2 x 4 are slower). Host
+    # against 4 x 1: KWS 8.62 / 9.64, ResNet-8 6.90 / 7.47 (2 x 2 and 2 x 4 are slower); on
+    # rv32imc KWS 4.36 / 5.28, ResNet-8 3.62 / 4.22 (4 x 4: 4.90, 3.61). On a Cortex-M4 without
+    # --target (no DSP schedule) ResNet-8 loses (3.74 -> 4.00: gcc spills the 3x3 taps'
+    # weights) while KWS and VWW gain (4.68 -> 4.18, 4.84 -> 4.33). Host
     # (callgrind, gcc -O2): float 4 x 4 against 8 x 1: KWS 1.82 / 2.26, ResNet-8 1.33 / 1.52
     # (wall time 27% and 32% less); int8 KWS 8 x 4 4.89 against 8 x 1 8.62. Float without an
     # FPU: not measured, one pixel.
@@ -33,9 +36,10 @@ TILE = knob("conv.tile", (2, 4, 8), _scalar_tile,
             "output channels per register tile of the generic schedule (accumulators that "
             "share each input load)")
 TILE_PIXELS = knob("conv.tile_pixels", (1, 2, 4), _scalar_pixels,
-                   "output pixels per register tile of the generic schedule (along the last "
-                   "output axis, where no tap is padding; a pointwise conv's pixels flattened): "
-                   "they share each weight load, as the tile's channels share each input load")
+                   "output pixels per register tile of the generic schedule (along the output "
+                   "axis with the most positions whose taps are all inside the input; a "
+                   "pointwise conv's pixels flattened): they share each weight load, as the "
+                   "tile's channels share each input load")
 UNROLL = knob("conv.unroll", (True, False), lambda ctx: "autovec" not in ctx.features,
               "unroll a tile's accumulators into scalars (registers on MCUs) or keep a short "
               "loop over a local array (for a vectorising compiler)")
