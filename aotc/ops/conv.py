@@ -13,7 +13,7 @@ from aotc import dtypes
 from aotc.dtypes import DType
 from aotc.errors import AotcError
 from aotc.ir.graph import Node, TensorType, Value
-from aotc.lower.loop_ir import Const, Expr, Var, cmp, land, select
+from aotc.lower.loop_ir import Const, Expr, cmp, land, select
 from aotc.ops import OpDef, register
 from aotc.ops.conv_depthwise import depthwise_ok, lower_depthwise
 from aotc.ops.conv_tiled import lower_tiled

@@ -278,7 +278,6 @@ class MatMul(OpDef):
 
         A, B = kb.inputs[0], kb.inputs[1]
         arith = arith or ConvArith(A.dtype)
-        f32 = arith.acc
         # 1-D operands: view as [1, K] / [K, 1]; the output view drops those dims again.
         a_shape = (1, *A.shape) if len(A.shape) == 1 else A.shape
         b_shape = (*B.shape, 1) if len(B.shape) == 1 else B.shape
