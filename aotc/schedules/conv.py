@@ -34,12 +34,14 @@ def _scalar_pixels(ctx: Context) -> int:
 
 TILE = knob("conv.tile", (2, 4, 8), _scalar_tile,
             "output channels per register tile of the generic schedule (accumulators that "
-            "share each input load)")
+            "share each input load); default 4 for float kernels on cores with an FPU and on "
+            "the host, whose features the table's contexts leave out")
 TILE_PIXELS = knob("conv.tile_pixels", (1, 2, 4), _scalar_pixels,
                    "output pixels per register tile of the generic schedule (along the output "
                    "axis with the most positions whose taps are all inside the input; a "
                    "pointwise conv's pixels flattened): they share each weight load, as the "
-                   "tile's channels share each input load")
+                   "tile's channels share each input load; default 4 with an FPU (float) and "
+                   "on the host (board features fpu, autovec), 2 for integer kernels on MCUs")
 UNROLL = knob("conv.unroll", (True, False), lambda ctx: "autovec" not in ctx.features,
               "unroll a tile's accumulators into scalars (registers on MCUs) or keep a short "
               "loop over a local array (for a vectorising compiler)")

@@ -19,7 +19,8 @@ TILE = knob("gemm.tile", (4, 8, 16), 8,
             "accumulators sharing each load of A)")
 TILE_ROWS = knob("gemm.tile_rows", (1, 2, 4), _rows,
                  "rows of A computed together by the generic schedule (each load of B shared "
-                 "by the rows, as each load of A is by the tile's columns)")
+                 "by the rows, as each load of A is by the tile's columns); default 2 on MCUs "
+                 "for integer kernels and float with an FPU, 1 on the host")
 UNROLL = knob("gemm.unroll", (True, False), lambda ctx: "autovec" not in ctx.features,
               "unroll a tile's accumulators into scalars or keep a short loop over a local "
               "array (for a vectorising compiler)")
