@@ -26,6 +26,7 @@ from aotc.codegen.render import render_context
 from aotc.errors import AotcError
 from aotc.frontend.onnx import import_model
 from aotc.frontend.onnx_file import load_model
+from aotc.frontend.tflite import is_tflite, load_tflite
 from aotc.frontend.torch import (
     is_torch_model,
     param_bytes_of,
@@ -194,6 +195,11 @@ def _pipeline(names: tuple[str, ...] | None, requant: str = "tflite") -> list[Pa
     return [p for p in passes if p.name in names]
 
 
+def read_model(path: str | os.PathLike[str]) -> onnx.ModelProto:
+    """An ONNX file, or a TFLite file converted to an ONNX-semantics model (NHWC kept)."""
+    return load_tflite(path) if is_tflite(path) else load_model(path)
+
+
 def compile_model(model: str | os.PathLike[str] | onnx.ModelProto, options: CompileOptions,
                   on_pass: Callable[[str, Graph], None] | None = None,
                   progress: Progress = QUIET) -> Compilation:
@@ -207,7 +213,7 @@ def compile_model(model: str | os.PathLike[str] | onnx.ModelProto, options: Comp
         model_hash = (source_hash_of(model)
                       or hashlib.sha256(model.SerializeToString()).hexdigest())
     else:
-        proto, model_name = load_model(model), Path(model).name
+        proto, model_name = read_model(model), Path(model).name
         model_hash = hashlib.sha256(Path(model).read_bytes()).hexdigest()
     shapes = {k: tuple(int(d) for d in v) for k, v in options.input_shapes.items()}
     graph = import_model(proto, shapes, name)

@@ -1,0 +1,385 @@
+"""TFLite import: a ``.tflite`` flatbuffer, read with the ``tflite`` package (the Python code
+generated from TensorFlow Lite's published schema), becomes an ONNX-semantics model that
+``aotc.frontend.onnx.import_model`` turns into the graph IR with its usual checks and shape rules.
+
+Layout: TFLite tensors are NHWC. Each 4-D tensor is kept in whichever layout its producer wrote
+(NCHW for Conv/pool/ConvTranspose, NHWC for the graph inputs, Reshape, FullyConnected, ...);
+a consumer that needs the other layout gets a Transpose, and a Transpose that moves only size-1
+dimensions is a Reshape (a view: no kernel, no copy). Layout-free ops (elementwise,
+activations, Concatenation, Pad, Mean, Split, StridedSlice, Softmax, Quantize) run in the
+layout their input already has, with their axes and constants remapped at compile time.
+Weights are re-laid out at compile time (OHWI -> OIHW, depthwise 1HWC -> C1HW, ...).
+
+Quantisation: an int8 tensor is an int8 value; an op on int8 tensors is written as TFLite's
+arithmetic in QDQ form (DequantizeLinear on each operand with the tensor's scale and zero point,
+the float op, the fused activation, QuantizeLinear with the output's parameters), which
+``aotc.passes.qdq`` turns into the same integer kernels as a tf2onnx QDQ model: in ``--requant
+tflite`` mode bit-exact with TFLite Micro. Shape-only ops (Reshape, Squeeze, Transpose, Pad,
+MaxPool, StridedSlice, Split, Concatenation with equal parameters) run on the integers.
+
+Only the first subgraph is imported; every operator outside ``tflite_ops.CONVERTERS`` is named
+in one error before anything is converted.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+from aotc.errors import AotcError
+
+OPSET = 17
+TO_NCHW = (0, 3, 1, 2)
+TO_NHWC = (0, 2, 3, 1)
+# TFLite TensorType -> numpy dtype (the types aotc computes with).
+_DTYPES = {0: np.float32, 1: np.float16, 2: np.int32, 3: np.uint8, 4: np.int64, 6: np.bool_,
+           7: np.int16, 9: np.int8}
+_TYPE_NAMES = {5: "STRING", 8: "COMPLEX64", 10: "FLOAT64", 11: "COMPLEX128", 12: "UINT64",
+               13: "RESOURCE", 14: "VARIANT", 15: "UINT32", 16: "UINT16", 17: "INT4"}
+
+
+def is_tflite(path: str | os.PathLike[str]) -> bool:
+    """A .tflite file (by suffix, or by the flatbuffer identifier "TFL3" at byte 4)."""
+    p = Path(path)
+    if p.suffix.lower() == ".tflite":
+        return True
+    try:
+        with p.open("rb") as f:
+            return f.read(8)[4:8] == b"TFL3"
+    except OSError:
+        return False
+
+
+def load_tflite(path: str | os.PathLike[str]) -> onnx.ModelProto:
+    p = Path(path)
+    if not p.is_file():
+        raise AotcError(f"no such file: {p}")
+    return convert(p.read_bytes(), p.name)
+
+
+def convert(data: bytes, fname: str = "model.tflite") -> onnx.ModelProto:
+    """The TFLite flatbuffer ``data`` as an ONNX model (opset 17, QDQ for int8 tensors)."""
+    import tflite
+
+    from aotc.frontend import tflite_ops
+
+    if len(data) < 8 or data[4:8] != b"TFL3":
+        raise AotcError(f"{fname} is not a TFLite model (no 'TFL3' flatbuffer identifier)")
+    try:
+        model = tflite.Model.GetRootAsModel(data, 0)
+        n_sub = model.SubgraphsLength()
+        sub = model.Subgraphs(0) if n_sub else None
+        codes = [_op_name(model.OperatorCodes(i)) for i in range(model.OperatorCodesLength())]
+    except Exception as e:  # a corrupt flatbuffer fails anywhere in the generated accessors
+        raise AotcError(f"{fname} is not a valid TFLite flatbuffer ({type(e).__name__})") from None
+    if sub is None:
+        raise AotcError(f"{fname} has no subgraph")
+    used = []
+    for i in range(sub.OperatorsLength()):
+        idx = sub.Operators(i).OpcodeIndex()
+        if idx >= len(codes):
+            raise AotcError(f"{fname}: operator {i} has opcode index {idx} beyond the table")
+        used.append(codes[idx])
+    unsupported = sorted({c for c in used if c not in tflite_ops.CONVERTERS})
+    if unsupported:
+        raise AotcError(f"unsupported TFLite operator(s): {', '.join(unsupported)} "
+                        f"(see `aotc ops`)")
+    b = Builder(model, sub, data, fname)
+    for i in range(sub.OperatorsLength()):
+        op = sub.Operators(i)
+        b.op_index, b.op_name = i, used[i]
+        try:
+            tflite_ops.CONVERTERS[used[i]](b, op)
+        except AotcError as e:
+            if e.node is None:
+                raise AotcError(e.reason, b.node_name(op), used[i]) from None
+            raise
+    return b.finish()
+
+
+def _op_name(code: Any) -> str:
+    from tflite.utils import BUILTIN_OPCODE2NAME
+
+    c = max(code.BuiltinCode(), code.DeprecatedBuiltinCode())
+    if c == 32:  # CUSTOM
+        custom = code.CustomCode()
+        return "CUSTOM:" + (custom.decode("utf-8", "replace") if custom else "?")
+    return BUILTIN_OPCODE2NAME.get(c, f"BUILTIN_{c}")
+
+
+class Builder:
+    """The ONNX graph under construction: names of each TFLite tensor per layout, nodes,
+    initializers, and the helpers the per-op converters (``tflite_ops``) share."""
+
+    def __init__(self, model: Any, sub: Any, data: bytes, fname: str) -> None:
+        self.model, self.sub, self.data, self.fname = model, sub, data, fname
+        self.nodes: list[onnx.NodeProto] = []
+        self.inits: list[onnx.TensorProto] = []
+        self.names: dict[tuple[int, str], str] = {}  # (tensor, "nhwc"|"nchw") -> ONNX name
+        self.taken: set[str] = set()
+        self.op_index, self.op_name = 0, ""
+        self.inputs = [int(t) for t in sub.InputsAsNumpy()] if sub.InputsLength() else []
+        self.outputs = [int(t) for t in sub.OutputsAsNumpy()] if sub.OutputsLength() else []
+        if not self.outputs:
+            raise AotcError(f"{fname}: the subgraph has no outputs")
+        for t in self.inputs:
+            if self.const(t) is None:
+                self.names[(t, "nhwc")] = self._claim(self.tname(t))
+        # The graph outputs keep their TFLite names (the bundle's API names them).
+        self.reserved = {t: self._claim(self.tname(t)) for t in self.outputs
+                         if (t, "nhwc") not in self.names}
+
+    # ------------------------------------------------------------------ tensors
+    def tensor(self, t: int) -> Any:
+        if not 0 <= t < self.sub.TensorsLength():
+            raise AotcError(f"tensor index {t} is out of range")
+        return self.sub.Tensors(t)
+
+    def tname(self, t: int) -> str:
+        raw = self.tensor(t).Name()
+        return raw.decode("utf-8", "replace") if raw else f"tensor_{t}"
+
+    def shape(self, t: int) -> tuple[int, ...]:
+        ts = self.tensor(t)
+        return tuple(int(d) for d in ts.ShapeAsNumpy()) if ts.ShapeLength() else ()
+
+    def dtype(self, t: int) -> np.dtype:
+        code = self.tensor(t).Type()
+        if code not in _DTYPES:
+            raise AotcError(f"tensor {self.tname(t)!r} has type "
+                            f"{_TYPE_NAMES.get(code, code)}, which aotc does not support")
+        return np.dtype(_DTYPES[code])
+
+    def rank(self, t: int) -> int:
+        return len(self.shape(t))
+
+    def const(self, t: int) -> np.ndarray | None:
+        """The constant data of tensor ``t`` (None for an activation)."""
+        ts = self.tensor(t)
+        bi = ts.Buffer()
+        if bi <= 0 or bi >= self.model.BuffersLength():
+            return None
+        buf = self.model.Buffers(bi)
+        if buf.DataLength():
+            raw = buf.DataAsNumpy().tobytes()
+        elif buf.Offset() > 1:
+            off, size = int(buf.Offset()), int(buf.Size())
+            if off + size > len(self.data):
+                raise AotcError(f"tensor {self.tname(t)!r}: buffer beyond the end of the file")
+            raw = self.data[off:off + size]
+        else:
+            return None
+        dt = self.dtype(t)
+        shape = self.shape(t)
+        if len(raw) != int(np.prod(shape, dtype=np.int64)) * dt.itemsize:
+            raise AotcError(f"tensor {self.tname(t)!r}: {len(raw)} bytes of data for shape "
+                            f"{list(shape)} {dt.name}")
+        arr = np.frombuffer(raw, dt).reshape(shape)
+        return arr.astype(np.float32) if dt == np.float16 else arr
+
+    def quant(self, t: int) -> tuple[np.ndarray, np.ndarray, int] | None:
+        """(scale, zero point, TFLite axis) of a quantised tensor, else None."""
+        q = self.tensor(t).Quantization()
+        if q is None or q.ScaleLength() == 0 or self.dtype(t) not in (np.int8, np.uint8,
+                                                                        np.int16, np.int32):
+            return None
+        scale = q.ScaleAsNumpy().astype(np.float32)
+        zp = q.ZeroPointAsNumpy().astype(np.int64) if q.ZeroPointLength() else np.zeros(
+            len(scale), np.int64)
+        if len(zp) == 1 and len(scale) > 1:
+            zp = np.repeat(zp, len(scale))
+        return scale, zp, int(q.QuantizedDimension())
+
+    def quantized(self, t: int) -> bool:
+        return self.quant(t) is not None and self.dtype(t) != np.int32
+
+    # ------------------------------------------------------------------ names and nodes
+    def _claim(self, base: str) -> str:
+        name, k = base, 1
+        while name in self.taken:
+            name, k = f"{base}_{k}", k + 1
+        self.taken.add(name)
+        return name
+
+    def fresh(self, suffix: str) -> str:
+        return self._claim(f"{self.tname(self.cur_out)}/{suffix}")
+
+    @property
+    def cur_out(self) -> int:
+        op = self.sub.Operators(self.op_index)
+        return int(op.Outputs(0)) if op.OutputsLength() else 0
+
+    def node_name(self, op: Any) -> str:
+        return self.tname(int(op.Outputs(0))) if op.OutputsLength() else f"op_{self.op_index}"
+
+    def add(self, op_type: str, inputs: list[str], suffix: str, n_out: int = 1,
+            outputs: list[str] | None = None, **attrs: Any) -> list[str]:
+        outs = outputs or [self.fresh(f"{suffix}{k}" if k else suffix) for k in range(n_out)]
+        self.nodes.append(helper.make_node(op_type, inputs, outs, name=outs[0], **attrs))
+        return outs
+
+    def init(self, arr: np.ndarray, suffix: str) -> str:
+        name = self.fresh(suffix)
+        self.inits.append(numpy_helper.from_array(np.ascontiguousarray(arr), name))
+        return name
+
+    # ------------------------------------------------------------------ layouts
+    def layout_of(self, t: int) -> str:
+        """The layout tensor ``t`` is available in (NCHW preferred when both are)."""
+        if (t, "nchw") in self.names:
+            return "nchw"
+        return "nhwc"
+
+    def get(self, t: int, layout: str = "nhwc") -> str:
+        """ONNX name of tensor ``t`` (an activation or a constant) in ``layout``."""
+        if self.rank(t) != 4:
+            layout = "nhwc"
+        if (t, layout) in self.names:
+            return self.names[(t, layout)]
+        c = self.const(t)
+        if c is not None:
+            arr = c.transpose(TO_NCHW) if layout == "nchw" else c
+            self.names[(t, layout)] = self.init(arr, f"{layout}_{t}")
+            return self.names[(t, layout)]
+        other = "nhwc" if layout == "nchw" else "nchw"
+        if (t, other) not in self.names:
+            raise AotcError(f"tensor {self.tname(t)!r} is read before it is written")
+        src = self.names[(t, other)]
+        perm = TO_NCHW if layout == "nchw" else TO_NHWC
+        shape = self.shape(t)
+        src_shape = shape if other == "nhwc" else tuple(shape[p] for p in TO_NCHW)
+        name = self._claim(f"{self.tname(t)}/{layout}")
+        self._permute(src, src_shape, perm, name)
+        self.names[(t, layout)] = name
+        return name
+
+    def _permute(self, src: str, src_shape: tuple[int, ...], perm: tuple[int, ...],
+                 out: str) -> None:
+        moved = [p for p in perm if src_shape[p] != 1]
+        if moved == sorted(moved):  # only size-1 dims move: the same bytes, a view
+            shape = self.init(np.array([src_shape[p] for p in perm], np.int64), "shape")
+            self.nodes.append(helper.make_node("Reshape", [src, shape], [out], name=out))
+        else:
+            self.nodes.append(helper.make_node("Transpose", [src], [out], name=out,
+                                               perm=list(perm)))
+
+    def define(self, t: int, name: str, layout: str = "nhwc") -> None:
+        if self.rank(t) != 4:
+            layout = "nhwc"
+        self.names = {k: v for k, v in self.names.items() if k[0] != t}
+        self.names[(t, layout)] = name
+
+    def out_name(self, t: int) -> str:
+        """A fresh ONNX name for the value of output tensor ``t``."""
+        return self._claim(self.tname(t))
+
+    # ------------------------------------------------------------------ quantisation
+    def qparams(self, t: int) -> list[str]:
+        """Scale and zero-point initializers of ``t``."""
+        scale, zp, _ = self.quant(t)  # type: ignore[misc]
+        dt = self.dtype(t)
+        if len(scale) == 1:
+            return [self.init(np.float32(scale[0]), "scale"),
+                    self.init(np.array(zp[0], dt), "zero_point")]
+        return [self.init(scale, "scale"), self.init(zp.astype(dt), "zero_point")]
+
+    def qaxis(self, t: int, perm: tuple[int, ...] | None = None) -> dict[str, int]:
+        q = self.quant(t)
+        if q is None or len(q[0]) == 1:
+            return {}
+        axis = q[2]
+        return {"axis": perm.index(axis) if perm else axis}
+
+    def fin(self, t: int, layout: str = "nhwc", arr: np.ndarray | None = None,
+            perm: tuple[int, ...] | None = None) -> str:
+        """Tensor ``t`` as float: DequantizeLinear of a quantised tensor. ``arr``/``perm``:
+        a constant re-laid out at compile time (its quantisation axis moves with it)."""
+        src = self.init(arr, "weights") if arr is not None else self.get(t, layout)
+        return self.dq(src, t, perm)
+
+    def dq(self, src: str, t: int, perm: tuple[int, ...] | None = None) -> str:
+        """``src`` (holding tensor ``t``'s data) as float."""
+        q = self.quant(t)
+        if q is None:
+            if self.dtype(t) != np.float32:
+                raise AotcError(f"tensor {self.tname(t)!r} is {self.dtype(t).name} without "
+                                f"quantisation parameters where a float is expected")
+            return src
+        if self.dtype(t) == np.int32:  # a bias: zero point 0, scale = input x weight scales
+            scale = q[0]
+            params = [self.init(scale if len(scale) > 1 else np.float32(scale[0]), "scale"),
+                      self.init(np.zeros(len(scale), np.int32) if len(scale) > 1
+                                else np.array(0, np.int32), "zero_point")]
+        else:
+            params = self.qparams(t)
+        return self.add("DequantizeLinear", [src, *params], "dequant", **self.qaxis(t, perm))[0]
+
+    def fout(self, t: int, y: str, layout: str = "nhwc", fused: int = 0) -> None:
+        """Float ``y`` becomes tensor ``t``: fused activation, QuantizeLinear if quantised."""
+        y = self.activation(y, fused)
+        if self.quant(t) is not None:
+            if len(self.quant(t)[0]) != 1:  # type: ignore[index]
+                raise AotcError(f"tensor {self.tname(t)!r}: per-channel quantisation of an "
+                                f"activation is not supported")
+            y = self.add("QuantizeLinear", [y, *self.qparams(t)], "quant",
+                         outputs=[self.out_name(t)])[0]
+        elif self.dtype(t) != np.float32:
+            raise AotcError(f"output {self.tname(t)!r} is {self.dtype(t).name} without "
+                            f"quantisation parameters")
+        self.define(t, y, layout)
+
+    def activation(self, y: str, fused: int) -> str:
+        if fused == 0:
+            return y
+        if fused == 1:
+            return self.add("Relu", [y], "relu")[0]
+        if fused in (2, 3):
+            lo, hi = (-1.0, 1.0) if fused == 2 else (0.0, 6.0)
+            return self.add("Clip", [y, self.init(np.float32(lo), "min"),
+                                     self.init(np.float32(hi), "max")], "clip")[0]
+        if fused == 4:
+            return self.add("Tanh", [y], "tanh")[0]
+        raise AotcError(f"fused activation {fused} (SIGN_BIT) is not supported")
+
+    # ------------------------------------------------------------------ the model
+    def _rename(self, old: str, new: str) -> None:
+        for n in self.nodes:
+            for seq in (n.input, n.output):
+                for k, v in enumerate(seq):
+                    if v == old:
+                        seq[k] = new
+            if n.name == old:
+                n.name = new
+
+    def finish(self) -> onnx.ModelProto:
+        outs: list[str] = []
+        in_names = {self.names[(t, "nhwc")] for t in self.inputs if (t, "nhwc") in self.names}
+        for t in self.outputs:
+            name = self.get(t, "nhwc")
+            want = self.reserved.get(t, name)
+            if name in outs or name in in_names:
+                target = [want] if want not in outs and want != name else None
+                name = self.add("Identity", [name], "output", outputs=target)[0]
+            elif name != want:
+                self._rename(name, want)
+                name = want
+            outs.append(name)
+
+        def vi(name: str, t: int) -> onnx.ValueInfoProto:
+            dt = helper.np_dtype_to_tensor_dtype(self.dtype(t))
+            return helper.make_tensor_value_info(name, dt, list(self.shape(t)))
+
+        inputs = [vi(self.names[(t, "nhwc")], t) for t in self.inputs if self.const(t) is None]
+        graph = helper.make_graph(self.nodes, Path(self.fname).stem, inputs,
+                                  [vi(n, t) for n, t in zip(outs, self.outputs)], self.inits)
+        m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
+                              producer_name="aotc.frontend.tflite")
+        m.ir_version = min(m.ir_version, onnx.IR_VERSION)
+        return m
+
+

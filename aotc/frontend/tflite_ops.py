@@ -1,0 +1,432 @@
+"""TFLite builtin operators -> ONNX nodes (see aotc.frontend.tflite for layouts and QDQ).
+
+Each converter reads one TFLite operator (inputs, outputs, builtin options) and emits its ONNX
+equivalent through the Builder. ``CONVERTERS`` is the list of supported builtins; `aotc ops`
+prints it as the TFLite column.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from aotc.errors import AotcError
+from aotc.frontend.tflite import TO_NCHW, TO_NHWC, Builder
+
+INT64_MAX = np.iinfo(np.int64).max
+INT64_MIN = np.iinfo(np.int64).min
+
+
+def _opts(op: Any, cls: str) -> Any:
+    import tflite
+
+    t = op.BuiltinOptions()
+    if t is None:
+        return None
+    o = getattr(tflite, cls)()
+    o.Init(t.Bytes, t.Pos)
+    return o
+
+
+def _ins(op: Any) -> list[int]:
+    return [int(op.Inputs(i)) for i in range(op.InputsLength())]
+
+
+def _outs(op: Any) -> list[int]:
+    return [int(op.Outputs(i)) for i in range(op.OutputsLength())]
+
+
+def _need_const(b: Builder, t: int, what: str) -> np.ndarray:
+    c = b.const(t)
+    if c is None:
+        raise AotcError(f"the {what} ({b.tname(t)!r}) must be a constant")
+    return c
+
+
+def _nchw_axis(axis: int) -> int:
+    return TO_NCHW.index(axis)
+
+
+def _same_q(b: Builder, x: int, y: int) -> bool:
+    """Both float, or both quantised with equal per-tensor parameters (shape ops run on the
+    integers)."""
+    qx, qy = b.quant(x), b.quant(y)
+    if b.dtype(x) != b.dtype(y):
+        return False
+    if qx is None or qy is None:
+        return qx is None and qy is None
+    return (len(qx[0]) == len(qy[0]) == 1 and np.float32(qx[0][0]) == np.float32(qy[0][0])
+            and int(qx[1][0]) == int(qy[1][0]))
+
+
+def _pads(in_hw: tuple[int, ...], k_hw: tuple[int, ...], strides: tuple[int, ...],
+          dil: tuple[int, ...], padding: int) -> list[int]:
+    """TFLite's padding (SAME: the extra pixel at the end; VALID: none) as ONNX pads."""
+    if padding == 1:  # VALID
+        return [0] * (2 * len(in_hw))
+    begin, end = [], []
+    for i, k, s, d in zip(in_hw, k_hw, strides, dil):
+        out = -(-i // s)
+        total = max((out - 1) * s + (k - 1) * d + 1 - i, 0)
+        begin.append(total // 2)
+        end.append(total - total // 2)
+    return begin + end
+
+
+# ---------------------------------------------------------------------- convolutions, pools
+def conv_2d(b: Builder, op: Any) -> None:
+    o = _opts(op, "Conv2DOptions")
+    ins, (y,) = _ins(op), _outs(op)
+    x, w = ins[0], ins[1]
+    wc = _need_const(b, w, "filter")
+    _, kh, kw, ci = wc.shape
+    c = b.shape(x)[3]
+    if ci == 0 or c % ci:
+        raise AotcError(f"input channels {c} are not a multiple of the filter's {ci}")
+    s, d = (o.StrideH(), o.StrideW()), (o.DilationHFactor(), o.DilationWFactor())
+    perm = (0, 3, 1, 2)
+    inputs = [b.fin(x, "nchw"), b.fin(w, arr=wc.transpose(perm), perm=perm)]
+    if len(ins) > 2 and ins[2] >= 0:
+        inputs.append(b.fin(ins[2]))
+    out = b.add("Conv", inputs, "conv", kernel_shape=[kh, kw], strides=list(s),
+                dilations=list(d), group=c // ci,
+                pads=_pads(b.shape(x)[1:3], (kh, kw), s, d, o.Padding()))[0]
+    b.fout(y, out, "nchw", o.FusedActivationFunction())
+
+
+def depthwise_conv_2d(b: Builder, op: Any) -> None:
+    o = _opts(op, "DepthwiseConv2DOptions")
+    ins, (y,) = _ins(op), _outs(op)
+    x, w = ins[0], ins[1]
+    wc = _need_const(b, w, "filter")
+    _, kh, kw, cm = wc.shape
+    c = b.shape(x)[3]
+    if cm % c:
+        raise AotcError(f"filter channels {cm} are not a multiple of the input's {c}")
+    s, d = (o.StrideH(), o.StrideW()), (o.DilationHFactor(), o.DilationWFactor())
+    perm = (3, 0, 1, 2)
+    inputs = [b.fin(x, "nchw"), b.fin(w, arr=wc.transpose(perm), perm=perm)]
+    if len(ins) > 2 and ins[2] >= 0:
+        inputs.append(b.fin(ins[2]))
+    out = b.add("Conv", inputs, "depthwise", kernel_shape=[kh, kw], strides=list(s),
+                dilations=list(d), group=c,
+                pads=_pads(b.shape(x)[1:3], (kh, kw), s, d, o.Padding()))[0]
+    b.fout(y, out, "nchw", o.FusedActivationFunction())
+
+
+def transpose_conv(b: Builder, op: Any) -> None:
+    o = _opts(op, "TransposeConvOptions")
+    ins, (y,) = _ins(op), _outs(op)
+    w, x = ins[1], ins[2]
+    wc = _need_const(b, w, "filter")
+    _, kh, kw, _ = wc.shape
+    s = (o.StrideH(), o.StrideW())
+    in_hw, out_hw = b.shape(x)[1:3], b.shape(y)[1:3]
+    pads, extra = [0, 0, 0, 0], [0, 0]
+    for k, (i, n, kk, st) in enumerate(zip(in_hw, out_hw, (kh, kw), s)):
+        total = (i - 1) * st + kk - n
+        if total >= 0:
+            before = total // 2 if o.Padding() == 0 else 0
+            pads[k], pads[k + 2] = before, total - before
+        else:
+            extra[k] = -total
+    perm = (3, 0, 1, 2)  # OHWI -> IOHW
+    inputs = [b.fin(x, "nchw"), b.fin(w, arr=wc.transpose(perm), perm=perm)]
+    if len(ins) > 3 and ins[3] >= 0:
+        inputs.append(b.fin(ins[3]))
+    attrs: dict[str, Any] = {"output_padding": extra} if any(extra) else {}
+    out = b.add("ConvTranspose", inputs, "conv_transpose", kernel_shape=[kh, kw],
+                strides=list(s), pads=pads, **attrs)[0]
+    b.fout(y, out, "nchw", o.FusedActivationFunction())
+
+
+def _pool(onnx_op: str) -> Callable[[Builder, Any], None]:
+    def convert(b: Builder, op: Any) -> None:
+        o = _opts(op, "Pool2DOptions")
+        (x, *_), (y,) = _ins(op), _outs(op)
+        k, s = (o.FilterHeight(), o.FilterWidth()), (o.StrideH(), o.StrideW())
+        attrs = dict(kernel_shape=list(k), strides=list(s),
+                     pads=_pads(b.shape(x)[1:3], k, s, (1, 1), o.Padding()))
+        fused = o.FusedActivationFunction()
+        if onnx_op == "MaxPool" and fused == 0 and _same_q(b, x, y):
+            b.define(y, b.add("MaxPool", [b.get(x, "nchw")], "max_pool",
+                              outputs=[b.out_name(y)], **attrs)[0], "nchw")
+            return
+        out = b.add(onnx_op, [b.fin(x, "nchw")], "pool", **attrs)[0]
+        b.fout(y, out, "nchw", fused)
+    return convert
+
+
+def fully_connected(b: Builder, op: Any) -> None:
+    o = _opts(op, "FullyConnectedOptions")
+    ins, (y,) = _ins(op), _outs(op)
+    x, w = ins[0], ins[1]
+    if o is not None and o.WeightsFormat() != 0:
+        raise AotcError("only the DEFAULT weights format is supported")
+    wc = _need_const(b, w, "weights")
+    n_out, n_in = wc.shape
+    xs = b.shape(x)
+    rows = int(np.prod(xs, dtype=np.int64)) // n_in
+    src = b.get(x, "nhwc")
+    if tuple(xs) != (rows, n_in):
+        shape = b.init(np.array([rows, n_in], np.int64), "shape")
+        src = b.add("Reshape", [src, shape], "flatten")[0]
+    xf = b.dq(src, x)
+    wf = b.fin(w, arr=wc.T, perm=(1, 0))
+    out = b.add("MatMul", [xf, wf], "matmul")[0]
+    if len(ins) > 2 and ins[2] >= 0:
+        out = b.add("Add", [out, b.fin(ins[2])], "bias")[0]
+    fused = o.FusedActivationFunction() if o is not None else 0
+    if tuple(b.shape(y)) == (rows, n_out):
+        b.fout(y, out, "nhwc", fused)
+        return
+    b.fout(y, out, "nhwc", fused)
+    flat = b.names[(y, "nhwc")]
+    shape = b.init(np.array(b.shape(y), np.int64), "shape")
+    b.define(y, b.add("Reshape", [flat, shape], "reshape", outputs=[b.out_name(y)])[0])
+
+
+# ---------------------------------------------------------------------- elementwise
+def _operand(b: Builder, t: int, layout: str, rank: int) -> str:
+    """Float operand ``t`` of an elementwise op computed in ``layout`` on rank-``rank``
+    tensors; a lower-rank constant broadcasts in NHWC, so in NCHW it is re-laid out."""
+    c = b.const(t)
+    if layout == "nchw" and c is not None and c.ndim < 4:
+        arr = c.reshape((1,) * (4 - c.ndim) + c.shape).transpose(TO_NCHW)
+        return b.dq(b.init(arr, "constant"), t)
+    return b.fin(t, layout)
+
+
+def _layout_for(b: Builder, ts: list[int], y: int) -> str:
+    """NCHW when the output is 4-D, every activation operand is 4-D and the first one is
+    available in NCHW; otherwise NHWC."""
+    acts = [t for t in ts if b.const(t) is None]
+    if b.rank(y) != 4 or not acts or any(b.rank(t) != 4 for t in acts):
+        return "nhwc"
+    return b.layout_of(acts[0])
+
+
+def _binary(onnx_op: str, options: str) -> Callable[[Builder, Any], None]:
+    def convert(b: Builder, op: Any) -> None:
+        o = _opts(op, options)
+        ins, (y,) = _ins(op), _outs(op)
+        layout = _layout_for(b, ins, y)
+        args = [_operand(b, t, layout, b.rank(y)) for t in ins]
+        out = b.add(onnx_op, args, onnx_op.lower())[0]
+        b.fout(y, out, layout, o.FusedActivationFunction() if o is not None else 0)
+    return convert
+
+
+def _unary(onnx_op: str, **attrs: Any) -> Callable[[Builder, Any], None]:
+    def convert(b: Builder, op: Any) -> None:
+        (x, *_), (y,) = _ins(op), _outs(op)
+        layout = b.layout_of(x) if b.rank(x) == 4 else "nhwc"
+        extra = dict(attrs)
+        if onnx_op == "LeakyRelu":
+            extra["alpha"] = float(_opts(op, "LeakyReluOptions").Alpha())
+        args = [b.fin(x, layout)]
+        if onnx_op == "Clip":
+            args += [b.init(np.float32(0), "min"), b.init(np.float32(6), "max")]
+        b.fout(y, b.add(onnx_op, args, onnx_op.lower(), **extra)[0], layout)
+    return convert
+
+
+def softmax(b: Builder, op: Any) -> None:
+    o = _opts(op, "SoftmaxOptions")
+    (x, *_), (y,) = _ins(op), _outs(op)
+    layout = b.layout_of(x) if b.rank(x) == 4 else "nhwc"
+    xf = b.fin(x, layout)
+    beta = float(o.Beta()) if o is not None else 1.0
+    if beta != 1.0:
+        xf = b.add("Mul", [xf, b.init(np.float32(beta), "beta")], "beta")[0]
+    axis = 1 if layout == "nchw" else -1
+    b.fout(y, b.add("Softmax", [xf], "softmax", axis=axis)[0], layout)
+
+
+def quantize(b: Builder, op: Any) -> None:
+    (x, *_), (y,) = _ins(op), _outs(op)
+    layout = b.layout_of(x) if b.rank(x) == 4 else "nhwc"
+    b.fout(y, b.fin(x, layout), layout)
+
+
+def dequantize(b: Builder, op: Any) -> None:
+    (x, *_), (y,) = _ins(op), _outs(op)
+    layout = b.layout_of(x) if b.rank(x) == 4 else "nhwc"
+    b.define(y, b.fin(x, layout), layout)
+
+
+# ---------------------------------------------------------------------- shape and movement
+def _reshape_to(b: Builder, x: int, y: int, src: str) -> None:
+    if not _same_q(b, x, y):
+        raise AotcError("input and output quantisation parameters differ")
+    shape = b.init(np.array(b.shape(y), np.int64), "shape")
+    b.define(y, b.add("Reshape", [src, shape], "reshape", outputs=[b.out_name(y)])[0])
+
+
+def reshape(b: Builder, op: Any) -> None:
+    (x, *_), (y,) = _ins(op), _outs(op)
+    _reshape_to(b, x, y, b.get(x, "nhwc"))
+
+
+def transpose(b: Builder, op: Any) -> None:
+    (x, p), (y,) = _ins(op)[:2], _outs(op)
+    perm = tuple(int(v) for v in _need_const(b, p, "permutation"))
+    if not _same_q(b, x, y):
+        raise AotcError("input and output quantisation parameters differ")
+    if sorted(perm) != list(range(b.rank(x))):
+        raise AotcError(f"perm {list(perm)} is not a permutation of {b.rank(x)} axes")
+    src_layout = b.layout_of(x) if b.rank(x) == 4 else "nhwc"
+    if src_layout == "nchw":  # x_nhwc = x_nchw.transpose(TO_NHWC): compose the two
+        perm = tuple(TO_NHWC[q] for q in perm)
+    src = b.get(x, src_layout)
+    shape = b.shape(x) if src_layout == "nhwc" else tuple(b.shape(x)[q] for q in TO_NCHW)
+    out = b.out_name(y)
+    b._permute(src, shape, perm, out)
+    b.define(y, out)
+
+
+def concatenation(b: Builder, op: Any) -> None:
+    o = _opts(op, "ConcatenationOptions")
+    ins, (y,) = _ins(op), _outs(op)
+    rank = b.rank(y)
+    axis = o.Axis() % rank
+    layout = _layout_for(b, ins, y)
+    onnx_axis = _nchw_axis(axis) if layout == "nchw" else axis
+    fused = o.FusedActivationFunction()
+    if fused == 0 and all(_same_q(b, t, y) for t in ins):
+        b.define(y, b.add("Concat", [b.get(t, layout) for t in ins], "concat",
+                          outputs=[b.out_name(y)], axis=onnx_axis)[0], layout)
+        return
+    out = b.add("Concat", [b.fin(t, layout) for t in ins], "concat", axis=onnx_axis)[0]
+    b.fout(y, out, layout, fused)
+
+
+def pad(b: Builder, op: Any) -> None:
+    (x, p, *_), (y,) = _ins(op), _outs(op)
+    pads = _need_const(b, p, "paddings").astype(np.int64).reshape(-1, 2)
+    if not _same_q(b, x, y):
+        raise AotcError("input and output quantisation parameters differ")
+    layout = b.layout_of(x) if b.rank(x) == 4 else "nhwc"
+    if layout == "nchw":
+        pads = pads[list(TO_NCHW)]
+    q = b.quant(x)
+    fill = np.array(q[1][0] if q is not None else 0, b.dtype(x))
+    out = b.add("Pad", [b.get(x, layout), b.init(np.concatenate([pads[:, 0], pads[:, 1]]),
+                                                  "pads"), b.init(fill, "value")],
+                "pad", outputs=[b.out_name(y)], mode="constant")[0]
+    b.define(y, out, layout)
+
+
+def mean(b: Builder, op: Any) -> None:
+    o = _opts(op, "ReducerOptions")
+    (x, a), (y,) = _ins(op)[:2], _outs(op)
+    rank = b.rank(x)
+    axes = sorted({int(v) % rank for v in np.atleast_1d(_need_const(b, a, "axes"))})
+    keep = bool(o.KeepDims()) if o is not None else False
+    layout = b.layout_of(x) if rank == 4 else "nhwc"
+    if layout == "nchw":
+        axes = sorted(_nchw_axis(v) for v in axes)
+        kept = [TO_NCHW[v] for v in range(4) if v not in axes]
+        if not keep and kept != sorted(kept):
+            layout, axes = "nhwc", sorted({int(v) % rank for v in np.atleast_1d(b.const(a))})
+    xf = b.fin(x, layout)
+    if layout == "nchw" and axes == [2, 3] and keep:
+        out = b.add("GlobalAveragePool", [xf], "mean")[0]
+    else:
+        out = b.add("ReduceMean", [xf], "mean", axes=axes, keepdims=int(keep))[0]
+    b.fout(y, out, layout if keep else "nhwc")
+
+
+def squeeze(b: Builder, op: Any) -> None:
+    reshape(b, op)
+
+
+def strided_slice(b: Builder, op: Any) -> None:
+    o = _opts(op, "StridedSliceOptions")
+    (x, bt, et, st), (y,) = _ins(op)[:4], _outs(op)
+    if o is not None and (o.EllipsisMask() or o.NewAxisMask()):
+        raise AotcError("ellipsis_mask and new_axis_mask are not supported")
+    begin = [int(v) for v in _need_const(b, bt, "begin")]
+    end = [int(v) for v in _need_const(b, et, "end")]
+    step = [int(v) for v in _need_const(b, st, "strides")]
+    bm, em, sm = (o.BeginMask(), o.EndMask(), o.ShrinkAxisMask()) if o else (0, 0, 0)
+    rel = bool(o.Offset()) if o is not None else False
+    if not _same_q(b, x, y):
+        raise AotcError("input and output quantisation parameters differ")
+    if 0 in step:
+        raise AotcError("a stride is 0")
+    starts, ends = [], []
+    for i, (s0, e0, k) in enumerate(zip(begin, end, step)):
+        if rel:
+            e0 = s0 + e0
+        if bm >> i & 1:
+            s0 = 0 if k > 0 else INT64_MAX
+        if sm >> i & 1:
+            e0 = s0 + 1 if s0 != -1 else INT64_MAX
+            k = 1
+        elif em >> i & 1:
+            e0 = INT64_MAX if k > 0 else INT64_MIN
+        starts.append(s0)
+        ends.append(e0)
+        step[i] = k
+    n = len(begin)
+    axes = list(range(n))
+    layout = b.layout_of(x) if b.rank(x) == 4 and n == 4 and not sm else "nhwc"
+    if layout == "nchw":
+        axes = [_nchw_axis(v) for v in axes]
+    out = b.add("Slice", [b.get(x, layout), b.init(np.array(starts, np.int64), "starts"),
+                          b.init(np.array(ends, np.int64), "ends"),
+                          b.init(np.array(axes, np.int64), "axes"),
+                          b.init(np.array(step, np.int64), "steps")], "slice")[0]
+    if sm:
+        _reshape_to(b, x, y, out)
+    else:
+        b.define(y, out, layout)
+
+
+def split(b: Builder, op: Any) -> None:
+    (a, x), ys = _ins(op)[:2], _outs(op)
+    rank = b.rank(x)
+    axis = int(np.asarray(_need_const(b, a, "axis")).reshape(-1)[0]) % rank
+    if b.shape(x)[axis] % len(ys):
+        raise AotcError(f"axis {axis} ({b.shape(x)[axis]}) does not split into {len(ys)}")
+    if not all(_same_q(b, x, y) for y in ys):
+        raise AotcError("input and output quantisation parameters differ")
+    layout = b.layout_of(x) if rank == 4 else "nhwc"
+    onnx_axis = _nchw_axis(axis) if layout == "nchw" else axis
+    outs = b.add("Split", [b.get(x, layout)], "split",
+                 outputs=[b.out_name(y) for y in ys], axis=onnx_axis)
+    for y, name in zip(ys, outs):
+        b.define(y, name, layout)
+
+
+CONVERTERS: dict[str, Callable[[Builder, Any], None]] = {
+    "ADD": _binary("Add", "AddOptions"),
+    "AVERAGE_POOL_2D": _pool("AveragePool"),
+    "CONCATENATION": concatenation,
+    "CONV_2D": conv_2d,
+    "DEPTHWISE_CONV_2D": depthwise_conv_2d,
+    "DEQUANTIZE": dequantize,
+    "FULLY_CONNECTED": fully_connected,
+    "HARD_SWISH": _unary("HardSwish"),
+    "LEAKY_RELU": _unary("LeakyRelu"),
+    "LOGISTIC": _unary("Sigmoid"),
+    "MAX_POOL_2D": _pool("MaxPool"),
+    "MEAN": mean,
+    "MUL": _binary("Mul", "MulOptions"),
+    "PAD": pad,
+    "QUANTIZE": quantize,
+    "RELU": _unary("Relu"),
+    "RELU6": _unary("Clip"),
+    "RESHAPE": reshape,
+    "SOFTMAX": softmax,
+    "SPLIT": split,
+    "SQUEEZE": squeeze,
+    "STRIDED_SLICE": strided_slice,
+    "SUB": _binary("Sub", "SubOptions"),
+    "TANH": _unary("Tanh"),
+    "TRANSPOSE": transpose,
+    "TRANSPOSE_CONV": transpose_conv,
+}
