@@ -49,7 +49,7 @@ from aotc.memory.planner import plan
 from aotc.memory.pools import Pool, PoolsDoNotFit, plan_pools, resolve_pools
 from aotc.memory.report import ascii_timeline, plan_to_json
 from aotc.passes import PASS_NAMES, Pass, default_pipeline, run_pipeline
-from aotc.passes.layout import to_layout
+from aotc.passes.layout import permuted_views, to_layout
 from aotc.progress import QUIET, Progress
 from aotc.qmath import REQUANT_MODES
 from aotc.reorder import reorder
@@ -231,6 +231,7 @@ def compile_model(model: str | os.PathLike[str] | onnx.ModelProto, options: Comp
             graph = to_layout(graph, lambda n: layout_of[n.attrs["_byoc"]] == "NHWC")
         if on_pass is not None:
             on_pass("byoc", graph)
+    graph = permuted_views(graph)
     by_name = {b.name: b for b in backends}
     sched = make_schedule(graph)
     lowered = _lower(sched, by_name, options, features, progress)

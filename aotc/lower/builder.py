@@ -49,10 +49,13 @@ def strides_of(shape: Sequence[int]) -> tuple[int, ...]:
 
 @dataclass(frozen=True)
 class BufRef:
-    """A buffer seen with an N-d row-major shape."""
+    """A buffer seen with an N-d row-major shape, or with ``strides`` (elements per step of
+    each dimension) when it is a permuted view (aotc.ops.shape.PermuteView): only kernels
+    that read it through ``index``/``[]`` are given one."""
 
     buf: Buffer
     shape: tuple[int, ...]
+    strides: tuple[int, ...] | None = None
 
     @property
     def dtype(self) -> DType:
@@ -66,7 +69,7 @@ class BufRef:
         if len(idx) != len(self.shape):
             raise ValueError(f"{self.buf.name}: {len(idx)} indices for shape {self.shape}")
         flat: Expr = Const(0)
-        for i, s, d in zip(idx, strides_of(self.shape), self.shape):
+        for i, s, d in zip(idx, self.strides or strides_of(self.shape), self.shape):
             if d == 1:
                 continue  # the index of a unit dim is always 0
             flat = flat + as_expr(i) * s
@@ -85,6 +88,7 @@ class BufRef:
         return self[idx] if k else Load(self.buf, Const(0))
 
     def flat(self, i: Expr | int) -> Load:
+        assert self.strides is None, f"{self.buf.name}: a permuted view has no flat index"
         return Load(self.buf, as_expr(i))
 
 

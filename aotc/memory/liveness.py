@@ -95,10 +95,14 @@ def conv_inplace_modes(s: Schedule, io_in_arena: bool = False) -> dict[int, str]
     g = s.graph
     planned = ("arena", "input", "output") if io_in_arena else ("arena",)
     last = _last_reads(s)
+    # A conv reading a permuted view indexes its input in another layout than it writes.
+    permuted = {n.outputs[0] for n in g.nodes if n.op == "PermuteView"}
     modes: dict[int, str] = {}
     for st in s.steps:
         n = st.node
         if n.op not in _CONV_WEIGHTS or n.domain not in ("", "ai.onnx") or "_byoc" in n.attrs:
+            continue
+        if n.inputs[0] in permuted:
             continue
         x, y, w = n.inputs[0], n.outputs[0], n.inputs[_CONV_WEIGHTS[n.op]]
         xr, yr = s.root[x], s.root[y]

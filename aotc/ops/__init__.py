@@ -76,6 +76,9 @@ class OpDef:
     # The result aotc defines where ONNX or C leaves it undefined (division by zero, an index
     # outside the tensor, ...), and whose behaviour it follows; docs/operators.md lists these.
     defined: ClassVar[str] = ""
+    # Input 0 may be a permuted view (PermuteView): the lowering reads it only through BufRef
+    # indexing, which follows the view's strides.
+    reads_permuted: ClassVar[bool] = False
 
     # ------------------------------------------------------------------ schema
     @classmethod

@@ -148,6 +148,7 @@ class Conv(OpDef):
     since = 1
     kind = "anchor"
     onnx_tests = ("test_conv_*", "test_basic_conv_*")
+    reads_permuted = True  # every schedule reads X[[n, c, *spatial]]
 
     def check(self, node: Node, ins: Sequence[Value | None]) -> None:
         super().check(node, ins)
@@ -254,6 +255,7 @@ class Conv(OpDef):
             if slab is not None:
                 with kb.loops(out_sp, [f"t{k}" for k in range(nd)]) as t:
                     kb.store(Y, [n, m, *t], slab[t])
+    reads_permuted = True  # every schedule reads X[[n, c, *spatial]]
 
     def _padded_nan(self, node: Node, kb: Any, out_sp: Sequence[int], pb: Sequence[int],
                     s: Sequence[int], d: Sequence[int]) -> Any:

@@ -282,6 +282,7 @@ class QLinearConv(QuantOp):
     name = "QLinearConv"
     since = 10
     kind = "anchor"  # takes an integer epilogue: a residual QLinearAdd (ResNet's skip)
+    reads_permuted = True  # Conv's lowering
     dtypes = QT
     const_inputs = (1, 2, 4, 5, 6, 7)
     onnx_tests = ("test_qlinearconv*",)

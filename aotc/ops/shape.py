@@ -230,6 +230,29 @@ class Reinterpret(View):
         raise NotImplementedError  # made after folding and shape inference; never evaluated
 
 
+@register
+class PermuteView(View):
+    """Internal: a Transpose no kernel performs. Its output shares its input's storage and the
+    kernels reading it (Conv, QLinearConv: ``reads_permuted``) index it with the input's
+    strides permuted by ``perm``: an NHWC graph input feeds an NCHW convolution without a
+    transpose kernel (aotc.passes.layout.permuted_views)."""
+
+    name = "PermuteView"
+    domain = "aotc"
+
+    def reference(self, x: np.ndarray, *, perm: Sequence[int] = ()) -> np.ndarray:
+        return np.transpose(x, perm)
+
+    def lower(self, node: Node, kb: Any) -> None:
+        raise AotcError("a permuted view cannot be materialised", node.name, node.op)
+
+
+def permuted_strides(src_shape: Sequence[int], perm: Sequence[int]) -> tuple[int, ...]:
+    """Element strides of ``transpose(x, perm)`` read in place from row-major ``x``."""
+    st = strides_of(src_shape)
+    return tuple(st[p] for p in perm)
+
+
 class _StaticShapeOp(OpDef):
     """Shape and Size depend only on static shapes: constant folding always removes them; the
     lowering (used only if folding is switched off) writes the values from a flash table."""

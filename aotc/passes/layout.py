@@ -152,3 +152,37 @@ def _drop_unused(g: Graph) -> Graph:
     from aotc.passes.dce import dce
 
     return dce(g)
+
+
+def permuted_views(g: Graph) -> Graph:
+    """A Transpose whose every reader is a native kernel that reads it as input 0 through
+    indexing (``reads_permuted``: Conv, QLinearConv) becomes a PermuteView: no kernel, no copy;
+    the readers index the source's storage with permuted strides. So an NHWC graph input (a
+    TFLite model's, or tf2onnx's leading Transpose) feeds the first NCHW convolution directly."""
+    from aotc.ops import resolve
+
+    readers: dict[str, list[tuple[Node, int]]] = {}
+    for n in g.nodes:
+        for node in (n, *n.epilogue):
+            for k, i in enumerate(node.inputs):
+                if i and i != CHAIN:
+                    readers.setdefault(i, []).append((n if node is n else node, k
+                                                      if node is n else -1))
+    views = {n.outputs[0] for n in g.nodes if n.op == "PermuteView" and n.domain == "aotc"}
+
+    def reads_permuted(n: Node, k: int) -> bool:
+        opdef = resolve(n.op, g.opset, n.domain)
+        return (k == 0 and opdef is not None and getattr(opdef, "reads_permuted", False)
+                and "_byoc" not in n.attrs and "_inplace" not in n.attrs)
+
+    nodes = []
+    for n in g.nodes:
+        if (n.op == "Transpose" and n.domain == "" and not n.epilogue
+                and n.outputs[0] not in g.outputs and n.inputs[0] not in views
+                and not g.values[n.inputs[0]].is_const
+                and readers.get(n.outputs[0])
+                and all(reads_permuted(r, k) for r, k in readers[n.outputs[0]])):
+            perm = list(_perm(n, len(g.type(n.inputs[0]).shape)))
+            n = Node("PermuteView", n.name, n.inputs, n.outputs, {"perm": perm}, 1, "aotc")
+        nodes.append(n)
+    return g.replace(nodes=nodes)
