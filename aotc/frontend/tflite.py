@@ -225,7 +225,7 @@ class Builder:
 
     def init(self, arr: np.ndarray, suffix: str) -> str:
         name = self.fresh(suffix)
-        self.inits.append(numpy_helper.from_array(np.ascontiguousarray(arr), name))
+        self.inits.append(numpy_helper.from_array(np.array(arr, order="C"), name))
         return name
 
     # ------------------------------------------------------------------ layouts

@@ -211,8 +211,9 @@ def _qconv3d() -> tuple[onnx.ModelProto, np.ndarray]:
 
 
 def test_native_kernel_between_offloaded_ones_gets_two_transposes(tmp_path, cmsis_nn):
-    """conv (offloaded) -> dilated conv (refused: native, NCHW) -> conv (offloaded): exactly
-    one transpose on each side of the native kernel, and the right answer."""
+    """conv (offloaded) -> dilated conv (refused: native, NCHW) -> conv (offloaded): the
+    native conv reads the NHWC output in place (a permuted view), one transpose after it, and
+    the right answer."""
     rng = np.random.default_rng(5)
     nodes, inits = [], {"s": np.float32(0.05), "z": np.int8(0), "wz": np.zeros(4, np.int8)}
     prev = "x"
@@ -230,8 +231,9 @@ def test_native_kernel_between_offloaded_ones_gets_two_transposes(tmp_path, cmsi
     model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
     b = aotc.compile(model, tmp_path, name="m", byoc=("cmsis-nn",), cmsis_nn_path=cmsis_nn)
     ops = [(ls.step.node.op, ls.backend) for ls in b.compilation.lowered]
-    # The graph input and output are NCHW: a transpose at each end, and around the native conv.
-    assert ops == [("Transpose", None), ("QLinearConv", "cmsis-nn"), ("Transpose", None),
+    # The graph input and output are NCHW: a transpose at each end, and after the native conv
+    # (which reads its NHWC input through a PermuteView: no kernel before it).
+    assert ops == [("Transpose", None), ("QLinearConv", "cmsis-nn"),
                    ("QLinearConv", None), ("Transpose", None), ("QLinearConv", "cmsis-nn"),
                    ("Transpose", None)], ops
     x = rng.integers(-128, 128, (1, 4, 6, 6)).astype(np.int8)

@@ -1,0 +1,236 @@
+"""Each supported TFLite builtin on a small model built here (tflite_builder: flatbuffers and
+TFLite's schema), float32 and int8, compiled from the .tflite file. Each op runs on a graph
+input (NHWC as stored) and after a 1x1 CONV_2D (its input then lives NCHW inside aotc), so
+both layouts are covered.
+
+References and tolerances: float32 against the LiteRT interpreter's reference kernels, rtol and
+atol 1e-5 (1e-4 for the libm functions: LOGISTIC, TANH, SOFTMAX). int8 against TensorFlow Lite
+Micro (whose arithmetic ``--requant tflite`` follows): exact, except where aotc's integer
+kernel is not TFLM's arithmetic (``LSB`` below: the op runs in float between DequantizeLinear
+and QuantizeLinear, or as a table of the float function): within that many LSB. LiteRT's own
+int8 kernels differ from TFLM's in places (FULLY_CONNECTED rounds once where TFLM rounds
+twice), so int8 is also checked against LiteRT within 1 LSB.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import aotc
+from tflite_builder import Net, float_and_int8, interpret, interpret_tflm, options
+
+# int8 LSB tolerance where aotc does not compute TFLite's integer arithmetic.
+LSB = {"SUB": 1, "MEAN": 1, "HARD_SWISH": 1, "LEAKY_RELU": 1, "TRANSPOSE_CONV": 1}
+
+Spec = Callable[[Net, int], int]
+
+
+def _conv(net: Net, x: int, shape: tuple[int, ...], cout: int, k: int = 3, stride: int = 1,
+          padding: int = 0, act: int = 0, dil: int = 1) -> tuple[int, tuple[int, ...]]:
+    n, h, w, c = shape
+    wt = net.weight(net.rng.normal(scale=0.5, size=(cout, k, k, c)))
+    b = net.bias(net.rng.normal(scale=0.1, size=cout), x, wt)
+    eff = (k - 1) * dil + 1
+    oh, ow = ((-(-h // stride), -(-w // stride)) if padding == 0
+              else ((h - eff) // stride + 1, (w - eff) // stride + 1))
+    out = (n, oh, ow, cout)
+    return net.op("CONV_2D", [x, wt, b], out, options(
+        "Conv2DOptions", padding=padding, strideH=stride, strideW=stride,
+        fusedActivationFunction=act, dilationHFactor=dil, dilationWFactor=dil)), out
+
+
+def _unary(code: str, opts: object = None) -> Spec:
+    return lambda net, x, s: net.op(code, [x], s, opts)
+
+
+def _binary(code: str, const: bool) -> Spec:
+    def spec(net: Net, x: int, s: tuple[int, ...]) -> int:
+        other = net.const(net.rng.normal(size=s[-1:])) if const else x
+        return net.op(code, [x, other], s, options(code.title() + "Options",
+                                                   fusedActivationFunction=1 if const else 0))
+    return spec
+
+
+def _pool(code: str, k: int, stride: int, padding: int) -> Spec:
+    def spec(net: Net, x: int, s: tuple[int, ...]) -> int:
+        n, h, w, c = s
+        out = ((n, -(-h // stride), -(-w // stride), c) if padding == 0
+               else (n, (h - k) // stride + 1, (w - k) // stride + 1, c))
+        return net.op(code, [x], out, options("Pool2DOptions", padding=padding, strideH=stride,
+                                              strideW=stride, filterHeight=k, filterWidth=k))
+    return spec
+
+
+def _depthwise(net: Net, x: int, s: tuple[int, ...]) -> int:
+    n, h, w, c = s
+    wt = net.weight(net.rng.normal(scale=0.5, size=(1, 3, 3, 2 * c)), axis=3)
+    b = net.bias(net.rng.normal(scale=0.1, size=2 * c), x, wt)
+    return net.op("DEPTHWISE_CONV_2D", [x, wt, b], (n, -(-h // 2), -(-w // 2), 2 * c),
+                  options("DepthwiseConv2DOptions", padding=0, strideH=2, strideW=2,
+                          depthMultiplier=2, fusedActivationFunction=3))
+
+
+def _fully_connected(net: Net, x: int, s: tuple[int, ...]) -> int:
+    k = int(np.prod(s))
+    wt = net.weight(net.rng.normal(scale=0.3, size=(6, k)), axis=None)
+    b = net.bias(net.rng.normal(scale=0.1, size=6), x, wt)
+    return net.op("FULLY_CONNECTED", [x, wt, b], (1, 6),
+                  options("FullyConnectedOptions", fusedActivationFunction=1))
+
+
+def _conv_spec(**kw: int) -> Spec:
+    return lambda net, x, s: _conv(net, x, s, 5, **kw)[0]
+
+
+def _transpose_conv(net: Net, x: int, s: tuple[int, ...]) -> int:
+    n, h, w, c = s
+    wt = net.weight(net.rng.normal(scale=0.5, size=(3, 3, 3, c)))
+    out = (n, 2 * h, 2 * w, 3)
+    return net.op("TRANSPOSE_CONV", [net.ints(out), wt, x], out,
+                  options("TransposeConvOptions", padding=0, strideH=2, strideW=2))
+
+
+def _softmax(net: Net, x: int, s: tuple[int, ...]) -> int:
+    return net.op("SOFTMAX", [x], s, options("SoftmaxOptions", beta=1.0))
+
+
+def _reshape(net: Net, x: int, s: tuple[int, ...]) -> int:
+    out = (1, int(np.prod(s)) // 2, 2)
+    return net.op("RESHAPE", [x, net.ints(out)], out, options("ReshapeOptions",
+                                                             newShape=list(out)))
+
+
+def _squeeze(net: Net, x: int, s: tuple[int, ...]) -> int:
+    pooled = _pool("AVERAGE_POOL_2D", s[1], s[1], 1)(net, x, s)  # [n, 1, 1, c]
+    return net.op("SQUEEZE", [pooled], (s[0], s[3]), options("SqueezeOptions",
+                                                            squeezeDims=[1, 2]))
+
+
+def _concat(net: Net, x: int, s: tuple[int, ...]) -> int:
+    y = net.op("MAX_POOL_2D", [x], s, options("Pool2DOptions", padding=0, strideH=1,
+                                              strideW=1, filterHeight=2, filterWidth=2))
+    return net.op("CONCATENATION", [x, y], s[:3] + (2 * s[3],),
+                  options("ConcatenationOptions", axis=3))
+
+
+def _concat_h(net: Net, x: int, s: tuple[int, ...]) -> int:
+    return net.op("CONCATENATION", [x, x], (s[0], 2 * s[1], s[2], s[3]),
+                  options("ConcatenationOptions", axis=1))
+
+
+def _pad(net: Net, x: int, s: tuple[int, ...]) -> int:
+    p = [[0, 0], [1, 2], [2, 0], [0, 1]]
+    out = tuple(d + a + b for d, (a, b) in zip(s, p))
+    return net.op("PAD", [x, net.ints(p)], out)
+
+
+def _mean(keep: bool) -> Spec:
+    def spec(net: Net, x: int, s: tuple[int, ...]) -> int:
+        out = (s[0], 1, 1, s[3]) if keep else (s[0], s[3])
+        return net.op("MEAN", [x, net.ints([1, 2])], out, options("ReducerOptions",
+                                                                   keepDims=keep))
+    return spec
+
+
+def _transpose(net: Net, x: int, s: tuple[int, ...]) -> int:
+    perm = (0, 3, 1, 2)
+    return net.op("TRANSPOSE", [x, net.ints(perm)], tuple(s[p] for p in perm))
+
+
+def _strided_slice(shrink: bool) -> Spec:
+    def spec(net: Net, x: int, s: tuple[int, ...]) -> int:
+        begin, end, step = [0, 1, 0, 1], [1, 5, 0, 3], [1, 2, 1, 1]
+        opts = options("StridedSliceOptions", beginMask=0, endMask=4,
+                       shrinkAxisMask=1 if shrink else 0)
+        out = (2, s[2], 2) if shrink else (1, 2, s[2], 2)
+        return net.op("STRIDED_SLICE", [x, net.ints(begin), net.ints(end), net.ints(step)],
+                      out, opts)
+    return spec
+
+
+def _split(net: Net, x: int, s: tuple[int, ...]) -> int:
+    a, b = net.op("SPLIT", [net.ints([3]), x], s[:3] + (s[3] // 2,),
+                  options("SplitOptions", numSplits=2), n_out=2)
+    return net.op("ADD", [a, b], s[:3] + (s[3] // 2,), options("AddOptions"))
+
+
+CASES: dict[str, Spec] = {
+    "CONV_2D": _conv_spec(act=1),
+    "CONV_2D_valid_stride2_dil": _conv_spec(stride=2, padding=1, act=3, dil=1),
+    "CONV_2D_dilated": _conv_spec(padding=0, dil=2),
+    "DEPTHWISE_CONV_2D": _depthwise,
+    "FULLY_CONNECTED": _fully_connected,
+    "AVERAGE_POOL_2D": _pool("AVERAGE_POOL_2D", 3, 2, 0),
+    "MAX_POOL_2D": _pool("MAX_POOL_2D", 2, 2, 1),
+    "SOFTMAX_4D": _softmax,
+    "RESHAPE": _reshape,
+    "SQUEEZE": _squeeze,
+    "ADD": _binary("ADD", False),
+    "ADD_const": _binary("ADD", True),
+    "SUB": _binary("SUB", True),
+    "MUL": _binary("MUL", True),
+    "CONCATENATION": _concat,
+    "CONCATENATION_h": _concat_h,
+    "PAD": _pad,
+    "MEAN": _mean(True),
+    "MEAN_squeezed": _mean(False),
+    "LOGISTIC": _unary("LOGISTIC"),
+    "TANH": _unary("TANH"),
+    "RELU": _unary("RELU"),
+    "RELU6": _unary("RELU6"),
+    "HARD_SWISH": _unary("HARD_SWISH"),
+    "LEAKY_RELU": lambda net, x, s: net.op("LEAKY_RELU", [x], s,
+                                           options("LeakyReluOptions", alpha=0.2)),
+    "TRANSPOSE": _transpose,
+    "STRIDED_SLICE": _strided_slice(False),
+    "STRIDED_SLICE_shrink": _strided_slice(True),
+    "SPLIT": _split,
+    "TRANSPOSE_CONV": _transpose_conv,
+}
+SHAPE = (1, 6, 6, 4)
+
+
+def _spec(case: str, after_conv: bool) -> Callable[[Net], list[int]]:
+    def spec(net: Net) -> list[int]:
+        x = net.input(SHAPE)
+        s = SHAPE
+        if after_conv:
+            x, s = _conv(net, x, SHAPE, 4, k=1)
+        return [CASES[case](net, x, s)]
+    return spec
+
+
+def _run_aotc(model: bytes, xs: list[np.ndarray], tmp: Path) -> list[np.ndarray]:
+    tmp.mkdir(parents=True, exist_ok=True)
+    path = tmp / "m.tflite"
+    path.write_bytes(model)
+    runner = aotc.compile(path, tmp / "out", name="m").load()
+    ins = {t["name"]: x for t, x in zip(runner.meta["inputs"], xs)}
+    got = runner.run(ins)
+    return [got[t["name"]] for t in runner.meta["outputs"]]
+
+
+@pytest.mark.parametrize("after_conv", [False, True], ids=["input", "after_conv"])
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_tflite_op(case, after_conv, tmp_path):
+    models = float_and_int8(_spec(case, after_conv), [SHAPE])
+    lsb = max((v for k, v in LSB.items() if case.startswith(k)), default=0)
+    for kind, (model, xs) in models.items():
+        want = interpret(model, xs)[0] if kind == "float" else interpret_tflm(model, xs)
+        got = _run_aotc(model, xs, tmp_path / kind)
+        if kind == "int8":
+            for g, w in zip(got, interpret(model, xs)[0]):
+                diff = np.abs(g.astype(np.int32) - w.astype(np.int32)).max()
+                assert diff <= max(lsb, 1), f"{case} int8: {diff} LSB from LiteRT"
+        for g, w in zip(got, want):
+            assert g.dtype == w.dtype and g.shape == w.shape, (kind, g.shape, w.shape)
+            if kind == "float":
+                tol = 1e-4 if case in ("LOGISTIC", "TANH", "SOFTMAX_4D") else 1e-5
+                np.testing.assert_allclose(g, w, rtol=tol, atol=tol, err_msg=kind)
+            else:
+                diff = np.abs(g.astype(np.int32) - w.astype(np.int32)).max()
+                assert diff <= lsb, f"{case} int8: {diff} LSB from TFLM"
