@@ -50,8 +50,8 @@ def _shape_arg(text: str) -> tuple[str, tuple[int, ...]]:
 
 
 def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("model", help="the .onnx file, or a .pt2 file (torch.export.save; needs the "
-                   "torch extra)")
+    p.add_argument("model", help="the .onnx or .tflite file, or a .pt2 file (torch.export.save; "
+                   "needs the torch extra)")
     p.add_argument("--name", default=None, help="C prefix of the bundle (default: file stem)")
     p.add_argument("--input-shape", action="append", type=_shape_arg, default=[],
                    metavar="NAME=D0,D1,...", help="bind the shape of a graph input")
@@ -238,7 +238,10 @@ def cmd_verify(args: argparse.Namespace, argv: Sequence[str]) -> int:
         rep = run_verification(reference, bundle, inputs, expected, args.atol, args.rtol,
                                args.seed, args.board, progress=progress)
     errs = ", ".join(f"{k}: {v:.3g}" for k, v in rep["max_abs_error"].items())
-    ref = "expected vectors" if expected is not None else "onnxruntime"
+    from aotc.frontend.tflite import is_tflite
+
+    ref = ("expected vectors" if expected is not None else
+           "the TFLite interpreter" if is_tflite(reference) else "onnxruntime")
     if vs_torch:
         ref = "torch"
     if args.reference and expected is None:

@@ -243,9 +243,10 @@ def run_per_node(model: ModelLike, comp: Compilation,
 
 
 def _proto(model: ModelLike) -> onnx.ModelProto:
-    from aotc.frontend.onnx_file import load_model
+    from aotc.compiler import read_model
 
-    return model if isinstance(model, onnx.ModelProto) else load_model(model)
+    # A .tflite model: its ONNX-semantics import (QDQ for int8), run by onnxruntime.
+    return model if isinstance(model, onnx.ModelProto) else read_model(model)
 
 
 def _report(rows: Sequence[Probe], stats: Mapping[str, _Stats],

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -60,6 +61,51 @@ def onnxruntime_outputs(model: str | os.PathLike[str] | onnx.ModelProto,
     return dict(zip(names, res))
 
 
+def tflite_outputs(path: str | os.PathLike[str], feeds: Mapping[str, np.ndarray],
+                   names: Sequence[str]) -> dict[str, np.ndarray]:
+    """A .tflite model's outputs (``names``, in the model's order) from TensorFlow Lite Micro,
+    whose int8 arithmetic ``--requant tflite`` follows, or else from the LiteRT interpreter."""
+    data = Path(path).read_bytes()
+    xs = list(feeds.values())
+    try:
+        from tflite_micro.python.tflite_micro import runtime
+    except ImportError:
+        runtime = None
+    try:
+        if runtime is not None:
+            it = runtime.Interpreter.from_bytes(data, arena_size=16 << 20)
+            for k, x in enumerate(xs):
+                it.set_input(x, k)
+            it.invoke()
+            return {n: it.get_output(k).copy() for k, n in enumerate(names)}
+        try:
+            from ai_edge_litert.interpreter import Interpreter
+        except ImportError:
+            raise AotcError("verifying a .tflite model needs tflite-micro or ai-edge-litert "
+                            "(pip install tflite-micro); or pass expected outputs") from None
+        lit = Interpreter(model_content=data)
+        lit.allocate_tensors()
+        for d, x in zip(lit.get_input_details(), xs):
+            lit.set_tensor(d["index"], x)
+        lit.invoke()
+        return {n: lit.get_tensor(d["index"]).copy()
+                for n, d in zip(names, lit.get_output_details())}
+    except AotcError:
+        raise
+    except Exception as e:
+        raise AotcError(f"the TFLite interpreter cannot run the model: "
+                        f"{str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
+
+
+def _reference(model: Any, feeds: Mapping[str, np.ndarray], names: Sequence[str]
+               ) -> dict[str, np.ndarray]:
+    from aotc.frontend.tflite import is_tflite
+
+    if not isinstance(model, onnx.ModelProto) and is_tflite(model):
+        return tflite_outputs(model, feeds, names)
+    return onnxruntime_outputs(model, feeds)
+
+
 def run_verification(model: Any, bundle: Any, inputs: Sequence[Mapping[str, np.ndarray]] | None,
                      expected: Sequence[Mapping[str, np.ndarray]] | None, atol: float,
                      rtol: float, seed: int, board: str | None,
@@ -72,7 +118,8 @@ def run_verification(model: Any, bundle: Any, inputs: Sequence[Mapping[str, np.n
     for k, feeds in enumerate(inputs):
         with progress.stage(f"vector {k + 1}/{len(inputs)}"):
             got = runner.run(feeds)
-            ref = expected[k] if expected is not None else onnxruntime_outputs(model, feeds)
+            ref = expected[k] if expected is not None else _reference(
+                model, feeds, [o["name"] for o in runner.meta["outputs"]])
         for name, g in got.items():
             if name not in ref:
                 raise AotcError(f"no reference value for output {name!r}")
