@@ -89,7 +89,12 @@ def convert(data: bytes, fname: str = "model.tflite") -> onnx.ModelProto:
     if unsupported:
         raise AotcError(f"unsupported TFLite operator(s): {', '.join(unsupported)} "
                         f"(see `aotc ops`)")
-    b = Builder(model, sub, data, fname)
+    try:
+        b = Builder(model, sub, data, fname)
+    except AotcError:
+        raise
+    except Exception as e:
+        raise AotcError(f"{fname}: malformed subgraph ({type(e).__name__})") from None
     for i in range(sub.OperatorsLength()):
         op = sub.Operators(i)
         b.op_index, b.op_name = i, used[i]
@@ -97,9 +102,24 @@ def convert(data: bytes, fname: str = "model.tflite") -> onnx.ModelProto:
             tflite_ops.CONVERTERS[used[i]](b, op)
         except AotcError as e:
             if e.node is None:
-                raise AotcError(e.reason, b.node_name(op), used[i]) from None
+                raise AotcError(e.reason, _safe(b.node_name, op), used[i]) from None
             raise
-    return b.finish()
+        except Exception as e:  # a malformed operator: missing inputs, options, data
+            raise AotcError(f"malformed operator ({type(e).__name__}: {e})",
+                            _safe(b.node_name, op), used[i]) from None
+    try:
+        return b.finish()
+    except AotcError:
+        raise
+    except Exception as e:
+        raise AotcError(f"{fname}: malformed graph outputs ({type(e).__name__}: {e})") from None
+
+
+def _safe(fn: Any, *args: Any) -> str:
+    try:
+        return str(fn(*args))
+    except Exception:
+        return "?"
 
 
 def _op_name(code: Any) -> str:
