@@ -73,6 +73,7 @@ class OpRow:
     passed: int = 0
     total: int = 0
     reasons: Counter[str] = field(default_factory=Counter)
+    tflite: str = ""  # the TFLite builtins imported as this op
 
     @property
     def label(self) -> str:
@@ -105,7 +106,28 @@ def op_table() -> list[OpRow]:
             row.passed += 1
         else:
             row.reasons[reason] += 1
+    for label, builtins in tflite_builtins().items():
+        domain, _, name = label.rpartition(".")
+        if (domain, name) in rows:
+            rows[(domain, name)].tflite = ", ".join(builtins)
     return sorted(rows.values(), key=lambda r: (r.domain, r.name.lower()))
+
+
+def tflite_builtins() -> dict[str, list[str]]:
+    """ONNX op label -> the TFLite builtins the TFLite frontend imports as it."""
+    from aotc.frontend.tflite_ops import ONNX_OPS
+
+    out: dict[str, list[str]] = {}
+    for builtin, labels in sorted(ONNX_OPS.items()):
+        for label in labels:
+            out.setdefault(label, []).append(builtin)
+    return out
+
+
+def _builtins() -> list[str]:
+    from aotc.frontend.tflite_ops import CONVERTERS
+
+    return sorted(CONVERTERS)
 
 
 def totals(rows: list[OpRow]) -> tuple[int, int, int]:
@@ -124,12 +146,16 @@ def render_text() -> str:
     for r in rows:
         tests = f"{r.passed}/{r.total}" if r.total else "-"
         line = f"{r.label:<34} {r.since:<12} {r.kind:<12} {tests:>10}  {r.dtypes}"
+        if r.tflite:
+            line += f"\n{'':<34} TFLite: {r.tflite}"
         if r.reasons:
             line += f"\n{'':<34} not passing: {_reasons(r)}"
         out.append(line)
     passed, total, nops = totals(rows)
     out.append(f"{nops} ops; ONNX {ONNX_VERSION} node tests (static-numeric subset): "
                f"{passed}/{total} pass through the generated C")
+    out.append(f"TFLite builtins ({len(_builtins())}): {', '.join(_builtins())}; any other is "
+               f"rejected by name")
     return "\n".join(out)
 
 
@@ -148,12 +174,16 @@ def render_markdown() -> str:
            "407 tests outside the subset are listed there too, each with its reason.", "",
            "Kinds: *elementwise* ops fuse as epilogues; *anchor* ops (Conv, Gemm, MatMul, pools) "
            "take a fused epilogue; *view* ops cost no copy; *kernel* ops are standalone.", "",
-           "| op | since | kind | dtypes | node tests | not passing (reason, count) |",
-           "|---|---|---|---|---|---|"]
+           f"TFLite: the {len(_builtins())} TFLite builtins `aotc compile model.tflite` imports "
+           "as the op (float32, and int8 through the integer kernels; "
+           "[docs/frontends.md](frontends.md)); any other builtin is rejected by name: "
+           f"{', '.join(_builtins())}.", "",
+           "| op | since | kind | dtypes | node tests | not passing (reason, count) | TFLite |",
+           "|---|---|---|---|---|---|---|"]
     for r in rows:
         tests = f"{r.passed}/{r.total}" if r.total else "–"
         out.append(f"| {r.label} | {r.since} | {r.kind} | {r.dtypes} | {tests} | "
-                   f"{_reasons(r) or ''} |")
+                   f"{_reasons(r) or ''} | {r.tflite} |")
     out += ["", "## Defined results", "",
             "Whatever the inputs, the generated C has no undefined behaviour and no access "
             "outside a tensor (`scripts/sanitize.sh` runs the op tests with the host bundles "

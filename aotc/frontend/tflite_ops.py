@@ -430,3 +430,34 @@ CONVERTERS: dict[str, Callable[[Builder, Any], None]] = {
     "TRANSPOSE": transpose,
     "TRANSPOSE_CONV": transpose_conv,
 }
+
+# The ONNX ops (float, and the integer kernels aotc.passes.qdq makes of the int8 form) each
+# builtin becomes: the TFLite column of `aotc ops` and docs/operators.md.
+ONNX_OPS: dict[str, tuple[str, ...]] = {
+    "ADD": ("Add", "com.microsoft.QLinearAdd"),
+    "AVERAGE_POOL_2D": ("AveragePool", "com.microsoft.QLinearAveragePool"),
+    "CONCATENATION": ("Concat", "com.microsoft.QLinearConcat"),
+    "CONV_2D": ("Conv", "QLinearConv"),
+    "DEPTHWISE_CONV_2D": ("Conv", "QLinearConv"),
+    "DEQUANTIZE": ("DequantizeLinear",),
+    "FULLY_CONNECTED": ("MatMul", "QLinearMatMul"),
+    "HARD_SWISH": ("HardSwish",),
+    "LEAKY_RELU": ("LeakyRelu",),
+    "LOGISTIC": ("Sigmoid",),
+    "MAX_POOL_2D": ("MaxPool",),
+    "MEAN": ("ReduceMean", "GlobalAveragePool", "com.microsoft.QLinearGlobalAveragePool"),
+    "MUL": ("Mul", "com.microsoft.QLinearMul"),
+    "PAD": ("Pad",),
+    "QUANTIZE": ("QuantizeLinear",),
+    "RELU": ("Relu",),
+    "RELU6": ("Clip",),
+    "RESHAPE": ("Reshape",),
+    "SOFTMAX": ("Softmax", "com.microsoft.QLinearSoftmax"),
+    "SPLIT": ("Split",),
+    "SQUEEZE": ("Reshape",),
+    "STRIDED_SLICE": ("Slice",),
+    "SUB": ("Sub",),
+    "TANH": ("Tanh",),
+    "TRANSPOSE": ("Transpose",),
+    "TRANSPOSE_CONV": ("ConvTranspose",),
+}

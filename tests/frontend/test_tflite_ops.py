@@ -234,3 +234,30 @@ def test_tflite_op(case, after_conv, tmp_path):
             else:
                 diff = np.abs(g.astype(np.int32) - w.astype(np.int32)).max()
                 assert diff <= lsb, f"{case} int8: {diff} LSB from TFLM"
+
+
+def test_every_builtin_has_a_test_and_an_ops_row():
+    from aotc.frontend.tflite_ops import CONVERTERS, ONNX_OPS
+
+    assert set(ONNX_OPS) == set(CONVERTERS)
+    tested = {c for c in CONVERTERS if any(k == c or k.startswith(c + "_") for k in CASES)}
+    # QUANTIZE/DEQUANTIZE: test_quantize_dequantize below.
+    assert set(CONVERTERS) - tested == {"QUANTIZE", "DEQUANTIZE"}
+
+
+def test_quantize_dequantize(tmp_path):
+    """float -> QUANTIZE -> int8 -> DEQUANTIZE -> float, and the int8 tensor as an output."""
+    net = Net(False)
+    x = net.input(SHAPE)
+    q = net._tensor(SHAPE, np.int8, "q", None, 0.02, 3)
+    y = net._tensor(SHAPE, np.float32, "y")
+    for code, i, o in (("QUANTIZE", x, q), ("DEQUANTIZE", q, y)):
+        net.op_into(code, [i], [o])
+    model = net.build([q, y])
+    xs = [np.random.default_rng(1).normal(size=SHAPE).astype(np.float32)]
+    got = _run_aotc(model, xs, tmp_path)
+    for g, w in zip(got, interpret(model, xs)[0]):
+        assert g.dtype == w.dtype
+        np.testing.assert_array_equal(g, w)
+    for g, w in zip(got, interpret_tflm(model, xs, 2)):
+        np.testing.assert_array_equal(g, w)

@@ -148,6 +148,17 @@ class Net:
         self.ops.append(o)
         return outs if n_out > 1 else outs[0]
 
+    def op_into(self, code: str, inputs: Sequence[int], outputs: Sequence[int]) -> None:
+        """An operator writing tensors the test made itself."""
+        c = getattr(S.BuiltinOperator, code)
+        if c not in self.codes:
+            self.codes.append(c)
+        o = S.OperatorT()
+        o.opcodeIndex = self.codes.index(c)
+        o.inputs = np.array(inputs, np.int32)
+        o.outputs = np.array(outputs, np.int32)
+        self.ops.append(o)
+
     def build(self, outputs: Sequence[int]) -> bytes:
         sg = S.SubGraphT()
         sg.tensors, sg.operators = self.tensors, self.ops
