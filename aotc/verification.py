@@ -63,38 +63,48 @@ def onnxruntime_outputs(model: str | os.PathLike[str] | onnx.ModelProto,
 
 def tflite_outputs(path: str | os.PathLike[str], feeds: Mapping[str, np.ndarray],
                    names: Sequence[str]) -> dict[str, np.ndarray]:
-    """A .tflite model's outputs (``names``, in the model's order) from TensorFlow Lite Micro,
-    whose int8 arithmetic ``--requant tflite`` follows, or else from the LiteRT interpreter."""
+    """A .tflite model's outputs (``names``, in the model's order): a quantised model's from
+    TensorFlow Lite Micro, whose int8 arithmetic ``--requant tflite`` follows, a float one's
+    from the LiteRT interpreter (which also runs hybrid models); the other when one is not
+    installed."""
     data = Path(path).read_bytes()
     xs = list(feeds.values())
-    try:
-        from tflite_micro.python.tflite_micro import runtime
-    except ImportError:
-        runtime = None
-    try:
-        if runtime is not None:
-            it = runtime.Interpreter.from_bytes(data, arena_size=16 << 20)
-            for k, x in enumerate(xs):
-                it.set_input(x, k)
-            it.invoke()
-            return {n: it.get_output(k).copy() for k, n in enumerate(names)}
+    float_io = all(np.asarray(x).dtype == np.float32 for x in xs)
+    runners = (_litert, _tflm) if float_io else (_tflm, _litert)
+    for run in runners:
         try:
-            from ai_edge_litert.interpreter import Interpreter
+            outs = run(data, xs, len(names))
         except ImportError:
-            raise AotcError("verifying a .tflite model needs tflite-micro or ai-edge-litert "
-                            "(pip install tflite-micro); or pass expected outputs") from None
-        lit = Interpreter(model_content=data)
-        lit.allocate_tensors()
-        for d, x in zip(lit.get_input_details(), xs):
-            lit.set_tensor(d["index"], x)
-        lit.invoke()
-        return {n: lit.get_tensor(d["index"]).copy()
-                for n, d in zip(names, lit.get_output_details())}
-    except AotcError:
-        raise
-    except Exception as e:
-        raise AotcError(f"the TFLite interpreter cannot run the model: "
-                        f"{str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
+            continue
+        except Exception as e:
+            raise AotcError(f"the TFLite interpreter cannot run the model: "
+                            f"{str(e).splitlines()[0] if str(e) else type(e).__name__}"
+                            ) from None
+        return dict(zip(names, outs))
+    raise AotcError("verifying a .tflite model needs tflite-micro or ai-edge-litert "
+                    "(pip install tflite-micro); or pass expected outputs")
+
+
+def _tflm(data: bytes, xs: Sequence[np.ndarray], n: int) -> list[np.ndarray]:
+    from tflite_micro.python.tflite_micro import runtime
+
+    it = runtime.Interpreter.from_bytes(data, arena_size=16 << 20)
+    for k, x in enumerate(xs):
+        it.set_input(x, k)
+    it.invoke()
+    return [it.get_output(k).copy() for k in range(n)]
+
+
+def _litert(data: bytes, xs: Sequence[np.ndarray], n: int) -> list[np.ndarray]:
+    from ai_edge_litert.interpreter import Interpreter, OpResolverType
+
+    lit = Interpreter(model_content=data,  # reference kernels: no delegate, no log line
+                      experimental_op_resolver_type=OpResolverType.BUILTIN_REF)
+    lit.allocate_tensors()
+    for d, x in zip(lit.get_input_details(), xs):
+        lit.set_tensor(d["index"], x)
+    lit.invoke()
+    return [lit.get_tensor(d["index"]).copy() for d in lit.get_output_details()]
 
 
 def _reference(model: Any, feeds: Mapping[str, np.ndarray], names: Sequence[str]
