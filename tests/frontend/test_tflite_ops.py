@@ -19,9 +19,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from tflite_builder import Net, float_and_int8, interpret, interpret_tflm, options
 
 import aotc
-from tflite_builder import Net, float_and_int8, interpret, interpret_tflm, options
 
 # int8 LSB tolerance where aotc does not compute TFLite's integer arithmetic.
 LSB = {"SUB": 1, "MEAN": 1, "HARD_SWISH": 1, "LEAKY_RELU": 1, "TRANSPOSE_CONV": 1}
