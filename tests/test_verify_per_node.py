@@ -189,20 +189,20 @@ def test_output_view_and_second_use_keep_the_kernels(tmp_path):
 
 
 def test_shape_op_moved_above_its_dequantize_gets_a_note(tmp_path):
-    """DQ -> Transpose -> Conv -> Q: the QDQ pass transposes the int8 tensor (a kernel whose
+    """DQ -> Transpose -> MatMul -> Q: the QDQ pass transposes the int8 tensor (a kernel whose
     output the model has only in float); its row has a note and no numbers, the others
-    compare in LSB."""
+    compare in LSB. (Before a Conv the Transpose would be a permuted view, no kernel.)"""
     rng = np.random.default_rng(0)
     nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["xq"]),
              helper.make_node("DequantizeLinear", ["xq", "s", "z"], ["xd"]),
              helper.make_node("Transpose", ["xd"], ["xt"], perm=[0, 1, 3, 2]),
              helper.make_node("DequantizeLinear", ["w", "ws", "wz"], ["wd"]),
-             helper.make_node("Conv", ["xt", "wd"], ["c"]),
+             helper.make_node("MatMul", ["xt", "wd"], ["c"]),
              helper.make_node("QuantizeLinear", ["c", "ys", "yz"], ["y"])]
     m = make_model(nodes, {"x": np.zeros((1, 3, 6, 5), np.float32)}, {"y": (np.int8, None)},
                    {"s": np.float32(0.05), "z": np.int8(3), "ws": np.float32(0.01),
                     "wz": np.int8(0), "ys": np.float32(0.1), "yz": np.int8(-2),
-                    "w": rng.integers(-50, 50, (4, 3, 3, 3)).astype(np.int8)})
+                    "w": rng.integers(-50, 50, (6, 4)).astype(np.int8)})
     rows = aotc.verify(m, tmp_path / "b", atol=1, per_node=True)["per_node"]
     assert [r["tensor"] for r in rows] == ["xq", None, "y"]
     assert "DequantizeLinear" in rows[1]["note"] and "lsb" not in rows[1]
