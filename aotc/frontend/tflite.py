@@ -140,7 +140,11 @@ class Builder:
         self.model, self.sub, self.data, self.fname = model, sub, data, fname
         self.nodes: list[onnx.NodeProto] = []
         self.inits: list[onnx.TensorProto] = []
-        self.names: dict[tuple[int, str], str] = {}  # (tensor, "nhwc"|"nchw") -> ONNX name
+        # (tensor, layout) -> ONNX name. Layouts: "nhwc" (TFLite's order; every tensor of
+        # another rank), "nchw" (4-D), "flat" (a 2-D [N, H*W*C] tensor held as its NCHW
+        # source flattened, [N, C*H*W]: flat_src has the NHWC source shape).
+        self.names: dict[tuple[int, str], str] = {}
+        self.flat_src: dict[int, tuple[int, int, int, int]] = {}
         self.taken: set[str] = set()
         self.op_index, self.op_name = 0, ""
         self.inputs = [int(t) for t in sub.InputsAsNumpy()] if sub.InputsLength() else []
@@ -253,14 +257,27 @@ class Builder:
         """The layout tensor ``t`` is available in (NCHW preferred when both are)."""
         if (t, "nchw") in self.names:
             return "nchw"
+        if (t, "flat") in self.names and (t, "nhwc") not in self.names:
+            return "flat"
         return "nhwc"
 
     def get(self, t: int, layout: str = "nhwc") -> str:
         """ONNX name of tensor ``t`` (an activation or a constant) in ``layout``."""
-        if self.rank(t) != 4:
+        if self.rank(t) != 4 and layout != "flat":
             layout = "nhwc"
         if (t, layout) in self.names:
             return self.names[(t, layout)]
+        if (t, "flat") in self.names:  # [N, C*H*W] -> [N, H*W*C]: back to NHWC order
+            n, h, w, c = self.flat_src[t]
+            nchw = self.add("Reshape", [self.names[(t, "flat")], self.init(
+                np.array([n, c, h, w], np.int64), "shape")], "unflatten")[0]
+            nhwc = self._claim(f"{self.tname(t)}/nhwc4")
+            self._permute(nchw, (n, c, h, w), TO_NHWC, nhwc)
+            name = self._claim(f"{self.tname(t)}/nhwc")
+            self.nodes.append(helper.make_node("Reshape", [nhwc, self.init(
+                np.array(self.shape(t), np.int64), "shape")], [name], name=name))
+            self.names[(t, "nhwc")] = name
+            return name
         c = self.const(t)
         if c is not None:
             arr = c.transpose(TO_NCHW) if layout == "nchw" else c
@@ -289,7 +306,7 @@ class Builder:
                                                perm=list(perm)))
 
     def define(self, t: int, name: str, layout: str = "nhwc") -> None:
-        if self.rank(t) != 4:
+        if self.rank(t) != 4 and layout != "flat":
             layout = "nhwc"
         self.names = {k: v for k, v in self.names.items() if k[0] != t}
         self.names[(t, layout)] = name

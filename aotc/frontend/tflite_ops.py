@@ -169,7 +169,16 @@ def fully_connected(b: Builder, op: Any) -> None:
     n_out, n_in = wc.shape
     xs = b.shape(x)
     rows = int(np.prod(xs, dtype=np.int64)) // n_in
-    src = b.get(x, "nhwc")
+    nhwc = None  # the NHWC shape of an input read in NCHW order
+    if b.layout_of(x) == "flat" and rows == xs[0]:
+        src, nhwc = b.get(x, "flat"), b.flat_src[x]
+    elif b.rank(x) == 4 and b.layout_of(x) == "nchw" and rows == xs[0]:
+        src, nhwc = b.get(x, "nchw"), xs
+    else:
+        src = b.get(x, "nhwc")
+    if nhwc is not None:  # the weights' columns follow the input's (c, h, w) order
+        n, h, w_, c = nhwc
+        wc = wc.reshape(n_out, h, w_, c).transpose(0, 3, 1, 2).reshape(n_out, n_in)
     if tuple(xs) != (rows, n_in):
         shape = b.init(np.array([rows, n_in], np.int64), "shape")
         src = b.add("Reshape", [src, shape], "flatten")[0]
@@ -222,7 +231,9 @@ def _binary(onnx_op: str, options: str) -> Callable[[Builder, Any], None]:
 def _unary(onnx_op: str, **attrs: Any) -> Callable[[Builder, Any], None]:
     def convert(b: Builder, op: Any) -> None:
         (x, *_), (y,) = _ins(op), _outs(op)
-        layout = b.layout_of(x) if b.rank(x) == 4 else "nhwc"
+        layout = b.layout_of(x) if b.rank(x) in (2, 4) else "nhwc"
+        if layout == "flat":
+            b.flat_src[y] = b.flat_src[x]
         extra = dict(attrs)
         if onnx_op == "LeakyRelu":
             extra["alpha"] = float(_opts(op, "LeakyReluOptions").Alpha())
@@ -267,6 +278,15 @@ def _reshape_to(b: Builder, x: int, y: int, src: str) -> None:
 
 def reshape(b: Builder, op: Any) -> None:
     (x, *_), (y,) = _ins(op), _outs(op)
+    xs, ys = b.shape(x), b.shape(y)
+    if (b.rank(x) == 4 and b.layout_of(x) == "nchw" and (x, "nhwc") not in b.names
+            and len(ys) == 2 and ys[0] == xs[0]):
+        # A flatten of an NCHW tensor: kept in (c, h, w) order ("flat"); a FULLY_CONNECTED
+        # reading it permutes its weights instead, so no transpose runs.
+        _reshape_to(b, x, y, b.get(x, "nchw"))
+        b.define(y, b.names[(y, "nhwc")], "flat")
+        b.flat_src[y] = (xs[0], xs[1], xs[2], xs[3])
+        return
     _reshape_to(b, x, y, b.get(x, "nhwc"))
 
 
