@@ -9,7 +9,9 @@ Micro (whose arithmetic ``--requant tflite`` follows): exact, except where aotc'
 kernel is not TFLM's arithmetic (``LSB`` below: the op runs in float between DequantizeLinear
 and QuantizeLinear, or as a table of the float function): within that many LSB. LiteRT's own
 int8 kernels differ from TFLM's in places (FULLY_CONNECTED rounds once where TFLM rounds
-twice), so int8 is also checked against LiteRT within 1 LSB.
+twice), so int8 is also checked against LiteRT within 1 LSB. Each bundle also runs on the
+QEMU boards of AOTC_TEST_BOARDS (cortex-m4f, cortex-m0plus) against the host build, as every
+op test does.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from opcheck import run_on_boards
 from tflite_builder import Net, float_and_int8, interpret, interpret_tflm, options
 
 import aotc
@@ -224,6 +227,7 @@ def _run_aotc(model: bytes, xs: list[np.ndarray], tmp: Path) -> list[np.ndarray]
     runner = bundle.load()
     ins = {t["name"]: x for t, x in zip(runner.meta["inputs"], xs)}
     got = runner.run(ins)
+    run_on_boards(bundle, ins, got, tmp / "fw")  # AOTC_TEST_BOARDS, as every op test
     ops = [n.op for n in bundle.compilation.graph.nodes]
     return [got[t["name"]] for t in runner.meta["outputs"]], ops
 
