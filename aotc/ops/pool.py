@@ -360,6 +360,7 @@ class MaxPool(_Pool):
     # dtypes; aotc starts at opset 11, so one class covers them.
     name = "MaxPool"
     since = 1
+    reads_permuted = True  # _Pool.lower reads X[[n, c, *pos]]
     mode = "max"
     dtypes = ("float32", "int8", "uint8")  # the 8-bit types since opset 12
     onnx_tests = ("test_maxpool_*",)
@@ -386,6 +387,7 @@ class AveragePool(_Pool):
     name = "AveragePool"
     since = 1
     mode = "avg"
+    reads_permuted = True  # _Pool.lower reads X[[n, c, *pos]]
     onnx_tests = ("test_averagepool_*",)
 
     def reference(self, X: np.ndarray, *, auto_pad: str = "NOTSET", ceil_mode: int = 0,

@@ -337,6 +337,7 @@ class _QPool(QuantOp):
 class QLinearAveragePool(_QPool):
     name = "QLinearAveragePool"
     since = 1
+    reads_permuted = True  # _QPool.lower reads X[[n, c, *pos]]
 
     def reference(self, X: np.ndarray, x_scale: np.ndarray, x_zero_point: np.ndarray,
                   y_scale: np.ndarray, y_zero_point: np.ndarray | None = None, *,

@@ -233,9 +233,9 @@ class Reinterpret(View):
 @register
 class PermuteView(View):
     """Internal: a Transpose no kernel performs. Its output shares its input's storage and the
-    kernels reading it (Conv, QLinearConv: ``reads_permuted``) index it with the input's
-    strides permuted by ``perm``: an NHWC graph input feeds an NCHW convolution without a
-    transpose kernel (aotc.passes.layout.permuted_views)."""
+    kernels reading it (convolutions, pools: ``reads_permuted``) index it with the input's
+    strides permuted by ``perm``: an NHWC graph input feeds an NCHW convolution or pool without
+    a transpose kernel (aotc.passes.layout.permuted_views)."""
 
     name = "PermuteView"
     domain = "aotc"

@@ -156,9 +156,10 @@ def _drop_unused(g: Graph) -> Graph:
 
 def permuted_views(g: Graph) -> Graph:
     """A Transpose whose every reader is a native kernel that reads it as input 0 through
-    indexing (``reads_permuted``: Conv, QLinearConv) becomes a PermuteView: no kernel, no copy;
-    the readers index the source's storage with permuted strides. So an NHWC graph input (a
-    TFLite model's, or tf2onnx's leading Transpose) feeds the first NCHW convolution directly."""
+    indexing (``reads_permuted``: Conv, QLinearConv, MaxPool, AveragePool, QLinearAveragePool)
+    becomes a PermuteView: no kernel, no copy; the readers index the source's storage with
+    permuted strides. So an NHWC graph input (a TFLite model's, or tf2onnx's leading
+    Transpose) feeds the first NCHW convolution or pool directly."""
     from aotc.ops import resolve
 
     readers: dict[str, list[tuple[Node, int]]] = {}

@@ -108,3 +108,22 @@ def test_permuted_view_on_cortex_m4f_in_qemu(tmp_path):
     host = b.load().run({"x": x})
     board = b.load("cortex-m4f").run({"x": x})
     np.testing.assert_array_equal(board["y0"], host["y0"])
+
+
+@pytest.mark.parametrize("pool", ["MaxPool", "AveragePool"])
+def test_permuted_input_pool(pool, tmp_path):
+    """Pools read X[[n, c, *pos]] too; a Transpose before one is a view (float; the int8
+    QLinearAveragePool: tests/frontend's AVERAGE_POOL_2D on a graph input)."""
+    attrs = dict(kernel_shape=[3, 2], strides=[2, 1], pads=[1, 0, 1, 1])
+    nodes = [helper.make_node("Transpose", ["x"], ["t"], perm=[0, 3, 1, 2]),
+             helper.make_node(pool, ["t"], ["y"], **attrs)]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                                                     list(NHWC))],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    x = _input(False)
+    b = aotc.compile(model, tmp_path, name="m")
+    ops = [n.op for n in b.compilation.graph.nodes]
+    assert "Transpose" not in ops and "PermuteView" in ops, ops
+    np.testing.assert_allclose(b.load().run({"x": x})["y"],
+                               onnxruntime_outputs(model, {"x": x})["y"], rtol=1e-6, atol=1e-6)
