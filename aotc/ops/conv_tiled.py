@@ -83,8 +83,9 @@ def lower_tiled(conv: Any, node: Any, kb: Any, X: Any, W: Any, B: Any, arith: An
     # The geometry the loops see: the real one, or for a pointwise conv the spatial axes as one.
     Xv, Yv = X, None
     g_in, g_k, g_out, g_pb, g_pe, g_s, g_d = in_sp, k_sp, out_sp, pb, pe, s, d
+    # (Not when X is a permuted view: its pixels are not one row-major run.)
     pointwise = (all(k == 1 for k in k_sp) and all(v == 1 for v in s)
-                 and not any(pb) and not any(pe))
+                 and not any(pb) and not any(pe) and X.strides is None)
     if px > 1 and pointwise and nd > 1:
         npix = int(np.prod(out_sp, dtype=np.int64))
         Xv = BufRef(X.buf, (X.shape[0], X.shape[1], npix))
