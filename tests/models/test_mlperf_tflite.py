@@ -68,9 +68,10 @@ def test_float_tflite_matches_tflm(tflite, mlperf_dir, tmp_path):
     assert "Transpose" not in [n.op for n in bundle.compilation.graph.nodes]
 
 
-@pytest.mark.parametrize("tflite", ["vww_96_int8.tflite", "str_ww_ref_model.tflite"])
+@pytest.mark.parametrize("tflite", sorted(INT8))
 def test_int8_tflite_bit_exact_on_cortex_m4f(tflite, mlperf_dir, tmp_path):
-    """The permuted-view first conv on the DSP schedule, in QEMU."""
+    """The DSP schedules (the permuted-view first conv of VWW and the wakeword model among
+    them), in QEMU."""
     bundle = aotc.compile(mlperf_dir / tflite, tmp_path, name="m", target="cortex-m4f")
     vec = _vectors(mlperf_dir, tflite, INT8[tflite])
     got = _run_all(bundle.load("cortex-m4f"), vec["input"][:2])
