@@ -9,8 +9,10 @@ from pathlib import Path
 from aotc.schedules import KNOBS, Context
 
 BEGIN, END = "<!-- knobs:begin (python -m aotc.tune.knobdoc) -->", "<!-- knobs:end -->"
-_CONTEXTS = {"MCU, integer": Context(frozenset(), True), "MCU, float": Context(frozenset(), False),
-             "host": Context(frozenset({"autovec"}), True)}
+_CONTEXTS = {"MCU, integer": Context(frozenset(), True),
+             "MCU with FPU, float": Context(frozenset({"fpu"}), False),
+             "host, integer": Context(frozenset({"autovec"}), True),
+             "host, float": Context(frozenset({"autovec", "fpu"}), False)}
 
 
 def _v(v: object) -> str:
