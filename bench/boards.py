@@ -33,6 +33,7 @@ import aotc
 from aotc import boards
 from aotc.api import macs_of
 from aotc.board_runner import OTHER_ROW
+from aotc.errors import AotcError
 from aotc.progress import Progress
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -222,4 +223,7 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except AotcError as e:  # a missing log or model, a bad option: one line, not a traceback
+        sys.exit(f"bench/boards.py: error: {e}")
