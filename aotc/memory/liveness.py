@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from aotc.ir.graph import CHAIN
-from aotc.memory.buffers import BufferReq, Plan, expand_plan, lower_bound
+from aotc.memory.buffers import BufferReq, Plan, expand_plan, lower_bound, merged_req
 from aotc.ops import resolve
 from aotc.schedule import Schedule
 
@@ -212,7 +212,6 @@ def analyse(s: Schedule, scratch: dict[int, list[tuple[str, int]]], align: int =
                 assert last[buf] == st.index, "an in-place kernel's input must die at its step"
                 alias[yr] = buf
                 last[buf] = max(last[buf], last[yr])
-                size[buf] = max(size[buf], size[yr])
                 inplace_steps[st.index] = (xr, yr)
                 continue
             outs = [o for o in st.node.outputs if o]
@@ -236,12 +235,14 @@ def analyse(s: Schedule, scratch: dict[int, list[tuple[str, int]]], align: int =
                 last[buf] = max(last[buf], last[out_root])
                 inplace_steps[st.index] = (r, out_root)
                 break
-    reqs: list[BufferReq] = []
-    for r in sorted(first, key=lambda r: (first[r], r)):
-        if r in alias:
-            continue
-        # An empty tensor (e.g. a Slice that selects nothing) still gets one placeholder byte.
-        reqs.append(BufferReq(r, size[r], align, first[r], last[r]))
+    # One request per buffer: its members (the roots written over each other in place) with
+    # their own sizes and lifetimes, so the bytes above the live ones stay free for others.
+    # An empty tensor (e.g. a Slice that selects nothing) still gets one placeholder byte.
+    members: dict[str, list[BufferReq]] = {}
+    for r in own:
+        members.setdefault(alias.get(r.name, r.name), []).append(r)
+    reqs = [merged_req(b, members[b]) for b in sorted(first, key=lambda r: (first[r], r))
+            if b not in alias]
     for idx in sorted(scratch):
         for name, nbytes in scratch[idx]:
             reqs.append(BufferReq(name, nbytes, align, idx, idx))
