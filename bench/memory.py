@@ -11,7 +11,8 @@ Columns (bytes):
   kept       --keep-order: the arena with the kernels in the model's order
   default    aotc's arena with the default options (graph I/O in caller buffers; kernels in
              the order of smallest liveness bound, aotc/reorder.py)
-  inplace    --inplace-conv (depthwise by channel, 1x1 by pixel, one-channel/pixel temporary)
+  inplace    --inplace-conv (depthwise by channel or, strided, by element; 1x1 by pixel;
+             one-channel/pixel temporary, none by element; docs/memory.md)
   io         --io-in-arena: the arena holds the graph I/O too, so it is the total RAM
   io+inpl    --io-in-arena --inplace-conv: total RAM with both
   TFLM hd    TFLM's arena head (activations + scratch, I/O included; targets.md 3.3)
