@@ -45,7 +45,8 @@ TFLM = {("kws", "int8"): (16000, 8272), ("vww", "int8"): (73728, 29952),
         ("sww", "int8"): (6656, 9984), ("kws", "float"): (64000, 8208),
         ("vww", "float"): (294912, 29888), ("ic", "float"): (196608, 6768),
         ("ad", "float"): (3072, 3152)}
-VARIANTS = {"kept": {"keep_order": True}, "default": {}, "inplace": {"inplace_conv": True}, "io": {"io_in_arena": True},
+VARIANTS = {"kept": {"keep_order": True}, "default": {}, "inplace": {"inplace_conv": True},
+            "io": {"io_in_arena": True},
             "io+inpl": {"io_in_arena": True, "inplace_conv": True}}
 COLUMNS = ["bound", "bound+io", "floor", *VARIANTS, "TFLM hd", "TFLM tot"]
 

@@ -90,9 +90,10 @@ def conv_inplace_modes(s: Schedule, io_in_arena: bool = False) -> dict[int, str]
     "channel" for a depthwise conv (group = input = output channels, an output channel no
     larger than an input channel): output channel c needs input channel c only, and lands on
     input channels <= c; "element" for such a depthwise conv whose outputs can be stored one
-    by one at their own index with no temporary (_writes_behind_reads); "pixel" for a 1x1 stride-1 unpadded conv with batch 1 and constant
-    weights: output pixel p needs input pixel p only, and in NCHW lands on input pixel p (or
-    past the input when there are more output channels). Both need equal element sizes."""
+    by one at their own index with no temporary (_writes_behind_reads); "pixel" for a 1x1
+    stride-1 unpadded conv with batch 1 and constant weights: output pixel p needs input
+    pixel p only, and in NCHW lands on input pixel p (or past the input when there are more
+    output channels). All need equal element sizes."""
     from aotc.ops.conv import conv_pads
 
     g = s.graph

@@ -4,8 +4,8 @@ PrintMemoryPlan) and a JSON summary."""
 from __future__ import annotations
 
 import itertools
-from dataclasses import replace
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 
 from aotc.memory.buffers import BufferReq, Plan, lower_bound
 
