@@ -64,8 +64,9 @@ def _common(p: argparse.ArgumentParser) -> None:
                    help="place the graph inputs and outputs in the arena, reused once dead; the "
                         "run function then takes only the arena (total RAM is one number)")
     p.add_argument("--inplace-conv", action="store_true",
-                   help="let depthwise convs write over their dead input channel by channel and "
-                        "1x1 convs pixel by pixel (a one-channel / one-pixel temporary), when "
+                   help="let depthwise convs write over their dead input channel by channel "
+                        "(strided ones element by element) and 1x1 convs pixel by pixel (a "
+                        "one-channel / one-pixel temporary, none element by element), when "
                         "that makes the arena smaller")
     p.add_argument("--keep-order", action="store_true",
                    help="run the kernels in the model's order (default: the order with the "

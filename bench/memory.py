@@ -11,7 +11,8 @@ Columns (bytes):
   kept       --keep-order: the arena with the kernels in the model's order
   default    aotc's arena with the default options (graph I/O in caller buffers; kernels in
              the order of smallest liveness bound, aotc/reorder.py)
-  inplace    --inplace-conv (depthwise by channel, 1x1 by pixel, one-channel/pixel temporary)
+  inplace    --inplace-conv (depthwise by channel or, strided, by element; 1x1 by pixel;
+             one-channel/pixel temporary, none by element; docs/memory.md)
   io         --io-in-arena: the arena holds the graph I/O too, so it is the total RAM
   io+inpl    --io-in-arena --inplace-conv: total RAM with both
   TFLM hd    TFLM's arena head (activations + scratch, I/O included; targets.md 3.3)
@@ -44,7 +45,8 @@ TFLM = {("kws", "int8"): (16000, 8272), ("vww", "int8"): (73728, 29952),
         ("sww", "int8"): (6656, 9984), ("kws", "float"): (64000, 8208),
         ("vww", "float"): (294912, 29888), ("ic", "float"): (196608, 6768),
         ("ad", "float"): (3072, 3152)}
-VARIANTS = {"kept": {"keep_order": True}, "default": {}, "inplace": {"inplace_conv": True}, "io": {"io_in_arena": True},
+VARIANTS = {"kept": {"keep_order": True}, "default": {}, "inplace": {"inplace_conv": True},
+            "io": {"io_in_arena": True},
             "io+inpl": {"io_in_arena": True, "inplace_conv": True}}
 COLUMNS = ["bound", "bound+io", "floor", *VARIANTS, "TFLM hd", "TFLM tot"]
 

@@ -3,6 +3,8 @@ lifetimes), the liveness lower bound, and the validity check every plan must pas
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -14,6 +16,19 @@ class BufferReq:
     align: int  # power of two, e.g. 16
     first: int  # first step (kernel index) where the buffer is live
     last: int  # last step where it is live (inclusive); scratch has first == last
+    # A merged in-place buffer (merge_inplace) holds tensors of different sizes over its
+    # lifetime: (first, last, bytes) segments, covering [first, last] in order, give the bytes
+    # from its offset that hold live data at those steps. The rest of the buffer (up to size)
+    # is free at those steps, and other buffers may use it. Empty: size bytes at every step.
+    profile: tuple[tuple[int, int, int], ...] = ()
+
+    def segments(self) -> tuple[tuple[int, int, int], ...]:
+        """(first, last, bytes live from the offset) over the lifetime, in step order."""
+        return self.profile or ((self.first, self.last, self.size),)
+
+    def bytes_during(self, lo: int, hi: int) -> int:
+        """The most bytes from the offset live at any step of [lo, hi] (0 if none)."""
+        return max((b for f, la, b in self.segments() if f <= hi and lo <= la), default=0)
 
 
 @dataclass(frozen=True)
@@ -40,8 +55,9 @@ def lower_bound(reqs: Iterable[BufferReq]) -> int:
     """Max over steps of the bytes live at that step; no arena can be smaller (alignment aside)."""
     deltas: dict[int, int] = {}
     for r in reqs:
-        deltas[r.first] = deltas.get(r.first, 0) + r.size
-        deltas[r.last + 1] = deltas.get(r.last + 1, 0) - r.size
+        for first, last, nbytes in r.segments():
+            deltas[first] = deltas.get(first, 0) + nbytes
+            deltas[last + 1] = deltas.get(last + 1, 0) - nbytes
     live = best = 0
     for step in sorted(deltas):
         live += deltas[step]
@@ -58,14 +74,33 @@ def merge_inplace(reqs: Iterable[BufferReq], pairs: Iterable[tuple[str, str]]
     buffer_of = {name: name for name in by_name}
     for x, y in pairs:
         buffer_of[y] = buffer_of[x]
-    merged: dict[str, BufferReq] = {}
+    members: dict[str, list[BufferReq]] = {}
     for name, r in by_name.items():
-        b = buffer_of[name]
-        m = merged.get(b)
-        merged[b] = r if m is None else BufferReq(
-            b, max(m.size, r.size), max(m.align, r.align), min(m.first, r.first),
-            max(m.last, r.last))
-    return [BufferReq(b, r.size, r.align, r.first, r.last) for b, r in merged.items()], buffer_of
+        members.setdefault(buffer_of[name], []).append(r)
+    return [merged_req(b, rs) for b, rs in members.items()], buffer_of
+
+
+def merged_req(name: str, members: list[BufferReq]) -> BufferReq:
+    """One buffer holding the members (tensors written over each other in place, each from
+    offset 0): the larger size over both lifetimes, with a profile of the bytes live at each
+    step (the largest member live there) when that is not the size throughout."""
+    if len(members) == 1:
+        return dataclasses.replace(members[0], name=name)
+    first = min(r.first for r in members)
+    last = max(r.last for r in members)
+    size = max(r.size for r in members)
+    align = max(r.align for r in members)
+    # Breakpoints where the set of live members changes.
+    cuts = sorted({first, last + 1} | {r.first for r in members} | {r.last + 1 for r in members})
+    profile: list[tuple[int, int, int]] = []
+    for lo, nxt in itertools.pairwise(cuts):
+        nbytes = max((r.size for r in members if r.first <= lo <= r.last), default=size)
+        if profile and profile[-1][2] == nbytes:
+            profile[-1] = (profile[-1][0], nxt - 1, nbytes)
+        else:
+            profile.append((lo, nxt - 1, nbytes))
+    flat = len(profile) == 1 and profile[0][2] == size
+    return BufferReq(name, size, align, first, last, () if flat else tuple(profile))
 
 
 def expand_plan(plan: Plan, buffer_of: dict[str, str]) -> Plan:
@@ -82,7 +117,9 @@ def check_no_overlap(reqs: Iterable[BufferReq], plan: Plan,
 
     Invalid means: a buffer has no offset, an offset is negative or misaligned, a buffer ends
     past plan.size (or its pool's size), or two buffers live at the same step share a byte of
-    the same arena or pool. ``allowed`` lists the
+    the same arena or pool. A buffer with a profile (BufferReq.profile) holds, at each step,
+    only the bytes its profile gives from its offset; the rest may hold other buffers then.
+    ``allowed`` lists the
     (input, output) pairs of in-place steps: such a pair may share bytes, but only at the one
     step where the input dies and the output is born (the kernel's own business).
     """
@@ -115,9 +152,11 @@ def check_no_overlap(reqs: Iterable[BufferReq], plan: Plan,
             if (pair[0].name, pair[1].name) in inplace and pair[0].last == pair[1].first:
                 continue
             b_lo = plan.offsets[b.name]
-            if a_lo < b_lo + b.size and b_lo < a_lo + a.size:
-                raise ValueError(
-                    f"buffers {a.name!r} [{a_lo}, {a_lo + a.size}) and {b.name!r} "
-                    f"[{b_lo}, {b_lo + b.size}) are live together (steps "
-                    f"{max(a.first, b.first)}..{min(a.last, b.last)}) and overlap in memory"
-                )
+            for fa, la, na in a.segments():
+                for fb, lb, nb in b.segments():
+                    if fa <= lb and fb <= la and a_lo < b_lo + nb and b_lo < a_lo + na:
+                        raise ValueError(
+                            f"buffers {a.name!r} [{a_lo}, {a_lo + na}) and {b.name!r} "
+                            f"[{b_lo}, {b_lo + nb}) are live together (steps "
+                            f"{max(fa, fb)}..{min(la, lb)}) and overlap in memory"
+                        )

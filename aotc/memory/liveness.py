@@ -13,11 +13,13 @@ larger of the two tensors.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from aotc.ir.graph import CHAIN
-from aotc.memory.buffers import BufferReq, Plan, expand_plan, lower_bound
+from aotc.memory.buffers import BufferReq, Plan, expand_plan, lower_bound, merged_req
 from aotc.ops import resolve
 from aotc.schedule import Schedule
 
@@ -27,7 +29,7 @@ class Liveness:
     reqs: list[BufferReq]
     alias: dict[str, str] = field(default_factory=dict)  # arena root -> buffer it lives in
     inplace: dict[int, tuple[str, str]] = field(default_factory=dict)  # step -> (in, out root)
-    # step -> "channel" | "pixel" for the in-place convs (the others read at the same index)
+    # step -> "channel" | "element" | "pixel" for the in-place convs (conv_inplace_modes)
     modes: dict[int, str] = field(default_factory=dict)
     # One request per arena root and scratch, with its own size and lifetime (not merged).
     roots: list[BufferReq] = field(default_factory=list)
@@ -87,9 +89,11 @@ def conv_inplace_modes(s: Schedule, io_in_arena: bool = False) -> dict[int, str]
     """Conv steps that can write their output over their input X, which dies there:
     "channel" for a depthwise conv (group = input = output channels, an output channel no
     larger than an input channel): output channel c needs input channel c only, and lands on
-    input channels <= c; "pixel" for a 1x1 stride-1 unpadded conv with batch 1 and constant
-    weights: output pixel p needs input pixel p only, and in NCHW lands on input pixel p (or
-    past the input when there are more output channels). Both need equal element sizes."""
+    input channels <= c; "element" for such a depthwise conv whose outputs can be stored one
+    by one at their own index with no temporary (_writes_behind_reads); "pixel" for a 1x1
+    stride-1 unpadded conv with batch 1 and constant weights: output pixel p needs input
+    pixel p only, and in NCHW lands on input pixel p (or past the input when there are more
+    output channels). All need equal element sizes."""
     from aotc.ops.conv import conv_pads
 
     g = s.graph
@@ -115,11 +119,14 @@ def conv_inplace_modes(s: Schedule, io_in_arena: bool = False) -> dict[int, str]
             continue
         c_in, m, group = xt.shape[1], yt.shape[1], n.attrs.get("group", 1)
         in_sp, out_sp, k_sp = xt.shape[2:], yt.shape[2:], wt.shape[2:]
-        if group == c_in == m and _prod(out_sp) <= _prod(in_sp):
-            modes[st.index] = "channel"
-            continue
         pb, pe = conv_pads(n, in_sp, k_sp)
         strides = n.attrs.get("strides") or [1] * len(k_sp)
+        if group == c_in == m and _prod(out_sp) <= _prod(in_sp):
+            dil = n.attrs.get("dilations") or [1] * len(k_sp)
+            direct = xt.shape[0] == 1 and _writes_behind_reads(
+                m, in_sp, out_sp, k_sp, pb, strides, dil)
+            modes[st.index] = "element" if direct else "channel"
+            continue
         if (group == 1 and xt.shape[0] == 1 and all(k == 1 for k in k_sp)
                 and all(v == 1 for v in strides) and not any(pb) and not any(pe)
                 and in_sp == out_sp and g.values[w].is_const):
@@ -127,8 +134,43 @@ def conv_inplace_modes(s: Schedule, io_in_arena: bool = False) -> dict[int, str]
     return modes
 
 
+def _writes_behind_reads(channels: int, in_sp: Sequence[int], out_sp: Sequence[int],
+                         k_sp: Sequence[int], pb: Sequence[int], strides: Sequence[int],
+                         dil: Sequence[int]) -> bool:
+    """True if a depthwise conv (batch 1, NCHW) computing its outputs in order, each stored
+    at its own index right after it is computed, never overwrites an input element a later
+    output reads: output index p lies below every input index read by the outputs after p.
+    A strided depthwise (VWW's 2x2 downsampling) qualifies and needs no temporary at all."""
+    nd = len(in_sp)
+    # Per spatial dim and output coordinate: the lowest input coordinate read (a tap in
+    # bounds), or None when every tap there is padding.
+    lows: list[np.ndarray] = []
+    for d in range(nd):
+        o = np.arange(out_sp[d])[:, None]
+        idx = o * strides[d] + np.arange(k_sp[d])[None, :] * dil[d] - pb[d]
+        ok = (idx >= 0) & (idx < in_sp[d])
+        lows.append(np.where(ok, idx, np.iinfo(np.int64).max).min(axis=1))
+    never = np.iinfo(np.int64).max
+    base = np.zeros((), np.int64)
+    empty = np.zeros((), bool)
+    for d in range(nd):
+        stride = _prod(tuple(in_sp[d + 1:]))
+        low = lows[d]
+        base = base[..., None] + np.where(low == never, 0, low * stride)
+        empty = empty[..., None] | (low == never)
+    base = np.where(empty, never // 2, base).reshape(-1)
+    in_ch, out_ch = _prod(tuple(in_sp)), base.size
+    reads = (np.arange(channels, dtype=np.int64)[:, None] * in_ch + base[None, :]).reshape(-1)
+    # later[p]: the lowest input index read by any output after p.
+    later = np.append(np.minimum.accumulate(reads[::-1])[::-1][1:], never)
+    return bool(np.all(np.arange(channels * out_ch) < later))
+
+
 def inplace_temp_bytes(s: Schedule, step: int, mode: str) -> int:
-    """The temporary an in-place conv needs: one output channel, or one output pixel."""
+    """The temporary an in-place conv needs: one output channel, one output pixel, or none
+    ("element": each output stored at once)."""
+    if mode == "element":
+        return 0
     t = s.graph.type(s.steps[step].node.outputs[0])
     return (_prod(t.shape[2:]) if mode == "channel" else t.shape[1]) * t.dtype.itemsize
 
@@ -143,7 +185,8 @@ def choose_inplace(s: Schedule, scratch: dict[int, list[tuple[str, int]]],
     def bound(chosen: Mapping[int, str]) -> int:
         extra = dict(scratch)
         for i, mode in chosen.items():
-            extra[i] = [*extra.get(i, []), (f"{i}_inplace_temp", inplace_temp_bytes(s, i, mode))]
+            if temp := inplace_temp_bytes(s, i, mode):
+                extra[i] = [*extra.get(i, []), (f"{i}_inplace_temp", temp)]
         return lower_bound(analyse(s, extra, 1, True, io_in_arena, chosen).reqs)
 
     live_at = {st.index: 0 for st in s.steps}
@@ -212,7 +255,6 @@ def analyse(s: Schedule, scratch: dict[int, list[tuple[str, int]]], align: int =
                 assert last[buf] == st.index, "an in-place kernel's input must die at its step"
                 alias[yr] = buf
                 last[buf] = max(last[buf], last[yr])
-                size[buf] = max(size[buf], size[yr])
                 inplace_steps[st.index] = (xr, yr)
                 continue
             outs = [o for o in st.node.outputs if o]
@@ -236,12 +278,14 @@ def analyse(s: Schedule, scratch: dict[int, list[tuple[str, int]]], align: int =
                 last[buf] = max(last[buf], last[out_root])
                 inplace_steps[st.index] = (r, out_root)
                 break
-    reqs: list[BufferReq] = []
-    for r in sorted(first, key=lambda r: (first[r], r)):
-        if r in alias:
-            continue
-        # An empty tensor (e.g. a Slice that selects nothing) still gets one placeholder byte.
-        reqs.append(BufferReq(r, size[r], align, first[r], last[r]))
+    # One request per buffer: its members (the roots written over each other in place) with
+    # their own sizes and lifetimes, so the bytes above the live ones stay free for others.
+    # An empty tensor (e.g. a Slice that selects nothing) still gets one placeholder byte.
+    members: dict[str, list[BufferReq]] = {}
+    for r in own:
+        members.setdefault(alias.get(r.name, r.name), []).append(r)
+    reqs = [merged_req(b, members[b]) for b in sorted(first, key=lambda r: (first[r], r))
+            if b not in alias]
     for idx in sorted(scratch):
         for name, nbytes in scratch[idx]:
             reqs.append(BufferReq(name, nbytes, align, idx, idx))

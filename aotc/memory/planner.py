@@ -140,13 +140,19 @@ class _Solver:
         named = {r.name: off for r, off in zip(self.reqs, offsets)}
         return Plan(offsets=named, size=self.size_of(offsets), algorithm=algorithm)
 
+    def held(self, k: int, i: int) -> int:
+        """Bytes from buffer k's offset that hold live data at some step where i lives: its
+        size, or less for a merged in-place buffer whose profile is narrower then."""
+        a, b = self.reqs[k], self.reqs[i]
+        return a.bytes_during(b.first, b.last) if a.profile else a.size
+
     def obstacles(self, i: int, placed: Sequence[int | None]) -> list[Interval]:
         """Byte ranges of placed buffers whose lifetimes meet buffer i, sorted by offset."""
         out = []
         for k in self.conflicts[i]:
             off = placed[k]
             if off is not None:
-                out.append((off, off + self.reqs[k].size))
+                out.append((off, off + self.held(k, i)))
         out.sort()
         return out
 
@@ -183,7 +189,7 @@ class _Solver:
             off = placed[k]
             if off is None:
                 continue
-            end = off + self.reqs[k].size
+            end = off + self.held(k, i)
             last = self.reqs[k].last
             obstacles.append((off, end))
             freed_below[end] = max(freed_below.get(end, last), last)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 
 from aotc.memory.buffers import BufferReq, Plan, lower_bound
 
@@ -51,7 +52,8 @@ def ascii_timeline(reqs: Iterable[BufferReq], plan: Plan, width: int = 64) -> st
     (one picture per pool for a plan over several pools).
 
     Each column covers plan.size / width bytes and shows the letter of the live buffer covering
-    most of it, '.' if free, '!' if two live buffers overlap there (an invalid plan).
+    most of it, '.' if free, '!' if two live buffers overlap there (an invalid plan). A buffer
+    with a profile covers, at each step, only the bytes its profile gives.
     """
     if plan.pool_of:
         return "\n".join(f"pool {pool}: " + ascii_timeline(mine, sub, width)
@@ -70,7 +72,9 @@ def ascii_timeline(reqs: Iterable[BufferReq], plan: Plan, width: int = 64) -> st
     label_w = max(len(str(step_lo)), len(str(step_hi)))
     lines = [f"{header}, {plan.size / cols:.4g} B per column"]
     for step in range(step_lo, step_hi + 1):
-        live = [r for r in ordered if r.first <= step <= r.last]
+        # A merged in-place buffer with a profile holds fewer bytes at some steps.
+        live = [replace(r, size=r.bytes_during(step, step), profile=())
+                for r in ordered if r.first <= step <= r.last]
         row = [
             _column_glyph(live, plan, glyph, c * plan.size // cols, (c + 1) * plan.size // cols)
             for c in range(cols)
@@ -111,6 +115,7 @@ def plan_to_json(reqs: Iterable[BufferReq], plan: Plan) -> dict:
                 "align": r.align,
                 "first": r.first,
                 "last": r.last,
+                **({"profile": [list(seg) for seg in r.profile]} if r.profile else {}),
                 **({"pool": plan.pool_of[r.name]} if plan.pool_of else {}),
             }
             for r in ordered

@@ -240,6 +240,7 @@ class Conv(OpDef):
         out_sp = list(Y.shape[2:])
         # In place by channel (depthwise): output channel m depends only on input channel m, so
         # it is computed into a one-channel temporary and copied over the dead input channel.
+        # By element: each output is stored at once; no later output reads what it overwrites.
         slab = (kb.scratch_buffer("channel", Y.dtype, out_sp) if inplace == "channel"
                 else None)
         with kb.loops(Y.shape[:2], ["n", "m"]) as (n, m):

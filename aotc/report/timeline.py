@@ -52,12 +52,14 @@ def timeline(memory: dict[str, Any], kernels: list[str]) -> dict[str, Any]:
     rects = []
     for b in memory["buffers"]:
         low = base.get(b.get("pool", ""), 0) + b["offset"]
-        rects.append({
-            "x": LEFT + b["first"] * step_w, "w": (b["last"] - b["first"] + 1) * step_w,
-            "y": y(low + b["size"]), "h": max(PLOT_H * b["size"] / top_bytes, 1.0),
-            "fill": SCRATCH_FILL if b["kind"] == "scratch" else buffer_fill(b["first"]),
-            "kind": b["kind"], "name": b["name"], "title": _hover(b),
-        })
+        # A merged in-place buffer: one rectangle per profile segment (the bytes live then).
+        for first, last, size in b.get("profile") or [(b["first"], b["last"], b["size"])]:
+            rects.append({
+                "x": LEFT + first * step_w, "w": (last - first + 1) * step_w,
+                "y": y(low + size), "h": max(PLOT_H * size / top_bytes, 1.0),
+                "fill": SCRATCH_FILL if b["kind"] == "scratch" else buffer_fill(b["first"]),
+                "kind": b["kind"], "name": b["name"], "title": _hover(b),
+            })
     every = math.ceil(len(kernels) / MAX_STEP_LABELS) or 1
     x_ticks = [{"x": LEFT + (i + 0.5) * step_w, "label": str(i), "title": k}
                for i, k in enumerate(kernels) if i % every == 0]
