@@ -65,6 +65,8 @@ INT_CASES = [
       for t in ("cortex-m4f", "cortex-m55")],
     *[(("gemm.tile", v), "matmul", None, {}) for v in (4, 16)],
     (("gemm.unroll", False), "matmul", None, {}),
+    *[(("gemm.unroll_k", v), "matmul", None, {}) for v in (2, 4)],  # K = 21: a rest of 1
+    (("gemm.unroll_k", 4), "matmul", "cortex-m4f", {"gemm.path": "scalar"}),
     # Pixel tiles: 3x3 with padding (border pixels and the remainder one at a time), a
     # pointwise conv (pixels flattened), depthwise with stride 2 (tiled along rows); rows of a
     # matmul (M=3: a tile and a narrower rest, or only the rest).
@@ -157,6 +159,9 @@ FLOAT_CASES = [("conv", "conv.tile", 2, None), ("conv", "conv.tile", 8, "host"),
                *[("depthwise", "conv.float_depthwise", v, "cortex-m4f")
                  for v in ("plane1", "plane4")],
                ("depthwise1", "conv.float_depthwise", "plane2", None),
+               # k steps per iteration (K = 21: the rest one at a time).
+               *[(k, "gemm.unroll_k", v, t) for k in ("matmul", "gemm")
+                 for v, t in ((4, None), (1, "cortex-m4f"), (2, "cortex-m4f"))],
                *[(k, "gemm.tile_rows", v, t) for k in ("matmul", "gemm")
                  for v, t in ((2, None), (4, None), (2, "host"), (1, "cortex-m4f"),
                               (4, "cortex-m4f"))]]
