@@ -67,6 +67,12 @@ const char *aotc_status_str(int status);
  * return the other operand: see docs/floating-point.md. */
 static inline float aotc_minf(float a, float b) { return (a < b || a != a) ? a : b; }
 static inline float aotc_maxf(float a, float b) { return (a > b || a != a) ? a : b; }
+/* The same against a bound k that is not NaN (Relu, Clip with constant bounds), as C++'s
+ * std::max(a, k) and std::min(a, k) (onnxruntime's Relu and Clip): one compare instead of two,
+ * a NaN a stays NaN, and of two equal zeros a is kept (Relu(-0.0) is -0.0, as in onnxruntime;
+ * aotc_maxf(-0.0, 0.0) gives +0.0). */
+static inline float aotc_minfk(float a, float k) { return (k < a) ? k : a; }
+static inline float aotc_maxfk(float a, float k) { return (a < k) ? k : a; }
 
 /* BitCast: a float's bits and back (a union is C99's defined way to reinterpret them). */
 static inline uint32_t aotc_f32_bits(float f)

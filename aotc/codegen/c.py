@@ -64,6 +64,8 @@ BINARY = {
 }
 # min/max differ by type: fminf/fmaxf on float (no double evaluation), a macro on integers.
 FLOAT_BINARY = {"min": "aotc_minf({a}, {b})", "max": "aotc_maxf({a}, {b})",
+                # against a constant bound that is not NaN: one unordered compare
+                "kmin": "aotc_minfk({a}, {b})", "kmax": "aotc_maxfk({a}, {b})",
                 "pow": "powf({a}, {b})",
                 "fmod": "fmodf({a}, {b})"}
 INT_BINARY = {"min": "AOTC_MIN({a}, {b})", "max": "AOTC_MAX({a}, {b})"}
@@ -342,6 +344,9 @@ class CPrinter:
             if e.op in self.binary:
                 return self.binary[e.op].format(a=a, b=b)
             table = self.float_binary if e.a.dtype.is_float else self.int_binary
+            if (e.a.dtype.is_float and e.op in ("min", "max") and isinstance(e.b, Const)
+                    and not math.isnan(float(e.b.value)) and "k" + e.op in table):
+                return table["k" + e.op].format(a=_strip(a), b=_strip(b))
             if e.op not in table:
                 raise KeyError(f"no C spelling for {e.op} on {e.a.dtype}")
             return table[e.op].format(a=_strip(a), b=_strip(b))

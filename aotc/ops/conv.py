@@ -16,6 +16,7 @@ from aotc.ir.graph import Node, TensorType, Value
 from aotc.lower.loop_ir import Const, Expr, cmp, land, select
 from aotc.ops import OpDef, register
 from aotc.ops.conv_depthwise import depthwise_ok, lower_depthwise
+from aotc.ops.conv_depthwise_float import float_depthwise_ok, lower_float_depthwise
 from aotc.ops.conv_tiled import lower_tiled
 from aotc.schedules import conv as CONV
 
@@ -220,6 +221,10 @@ class Conv(OpDef):
                 and kb.knob(CONV.PATH) == "simd"):  # writes Y directly
             s, d = _spatial_attrs(node, len(X.shape) - 2)
             lower_depthwise(node, kb, X, B, arith, pads, s, d)
+            return
+        if inplace is None and float_depthwise_ok(node, kb, arith, pads):  # writes Y directly
+            s, d = _spatial_attrs(node, len(X.shape) - 2)
+            lower_float_depthwise(node, kb, X, B, arith, pads, s, d)
             return
         if kb.input_const(1) is not None and (
                 m_per_g >= 2 or inplace == "pixel"

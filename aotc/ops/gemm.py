@@ -40,7 +40,7 @@ def _tiled_dot(kb: Any, rows: int, n_total: int, K: int, a_at: Callable[[int, Ex
         for acc in accs:
             with kb.loop(width, "j", unroll=unroll) as j:
                 kb.store(acc, [j], init(n0 + j))
-        with kb.loop(K, "k") as k:
+        def step(k: Expr) -> None:
             avs = [kb.local(a_at(r, k), "a", dtype) for r in range(rows)]
             with kb.loop(width, "j", unroll=unroll) as j:
                 if rows == 1:
@@ -49,6 +49,14 @@ def _tiled_dot(kb: Any, rows: int, n_total: int, K: int, a_at: Callable[[int, Ex
                     bv = kb.local(b_at(k, n0 + j), "bv", dtype)
                     for acc, av in zip(accs, avs):
                         kb.store(acc, [j], acc[[j]] + av * bv)
+
+        # k unrolled by gemm.unroll_k (k still in order: the same sums), the rest one at a time.
+        ku = min(kb.knob(GEMM.UNROLL_K, integer=not dtype.is_float) if unroll else 1, K)
+        with kb.loop(K // ku, "k") as k:
+            for u in range(ku):
+                step(k * ku + u if ku > 1 else k)
+        for u in range(K // ku * ku, K):
+            step(Const(u))
         if unroll and not dtype.is_float:
             # Requantisation in a function of its own: its 64-bit constants, which gcc -Os
             # would otherwise hoist out of the tile loop, then never compete with the k loop's

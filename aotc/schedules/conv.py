@@ -78,3 +78,20 @@ OUTLINE = knob("conv.outline", (True, False), True,
 
 def outline_default(column_words: int) -> bool:
     return column_words >= 8
+
+
+def _float_depthwise(ctx: Context) -> str:
+    # Measured on cortex-m4f (aotc bench, -Os), KWS's 3x3 depthwise convs on 25x5 maps, 4 of
+    # them: tiled 1.01 M instructions, plane1 1.12 M, plane2 0.97 M, plane4 0.77 M (plane8:
+    # the same code after gcc's CSE). Strided convs keep the generic schedule by default
+    # (ops/conv_depthwise_float.py). Without an FPU and on the host: not measured, tiled.
+    return "plane4" if "fpu" in ctx.features and "autovec" not in ctx.features else "tiled"
+
+
+FLOAT_DEPTHWISE = knob("conv.float_depthwise", ("plane1", "plane2", "plane4", "plane8", "tiled"),
+                       _float_depthwise,
+                       "float depthwise convs: the channel's plane copied into scratch with a 0 "
+                       "border (no bounds check per tap), its weights in locals (FPU "
+                       "registers), 1, 2, 4 or 8 outputs along a row per step sharing the row's "
+                       "input loads; or the generic tiled schedule; default plane4 with an FPU "
+                       "for stride 1, tiled otherwise")

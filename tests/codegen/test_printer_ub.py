@@ -80,4 +80,4 @@ def test_float_to_int_cast_saturates_unless_clamped():
         Store(z, i, Cast(clamped, dtypes.int8)))),)
     c = _print(body, x, y, z)
     assert "y[i] = aotc_sat_i8(x[i]);" in c, c
-    assert "z[i] = (int8_t)aotc_minf(" in c, c
+    assert "z[i] = (int8_t)aotc_minfk(" in c, c

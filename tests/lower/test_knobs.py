@@ -65,6 +65,8 @@ INT_CASES = [
       for t in ("cortex-m4f", "cortex-m55")],
     *[(("gemm.tile", v), "matmul", None, {}) for v in (4, 16)],
     (("gemm.unroll", False), "matmul", None, {}),
+    *[(("gemm.unroll_k", v), "matmul", None, {}) for v in (2, 4)],  # K = 21: a rest of 1
+    (("gemm.unroll_k", 4), "matmul", "cortex-m4f", {"gemm.path": "scalar"}),
     # Pixel tiles: 3x3 with padding (border pixels and the remainder one at a time), a
     # pointwise conv (pixels flattened), depthwise with stride 2 (tiled along rows); rows of a
     # matmul (M=3: a tile and a narrower rest, or only the rest).
@@ -126,6 +128,11 @@ def _float_models():
     dw = make_model([helper.make_node("Conv", ["x", "w", "b"], ["y"], pads=[1, 0, 0, 1],
                                       group=5, strides=[2, 1])],
                     {"x": x}, {"y": (np.float32, None)}, {"w": wd, "b": b[:5]})
+    # Depthwise with stride 1 (the plane schedules), dilated rows, uneven pads, a fused Relu.
+    dw1 = make_model([helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[2, 1, 1, 1],
+                                       group=5, dilations=[2, 1]),
+                      helper.make_node("Relu", ["c"], ["y"])],
+                     {"x": x}, {"y": (np.float32, None)}, {"w": wd, "b": b[:5]})
     wp = rng.standard_normal((7, 5, 1, 1)).astype(np.float32)
     pw = make_model([helper.make_node("Conv", ["x", "w"], ["y"])],
                     {"x": x}, {"y": (np.float32, None)}, {"w": wp})
@@ -134,7 +141,7 @@ def _float_models():
     gemm = make_model([helper.make_node("Gemm", ["x", "b", "c"], ["y"], transA=1, alpha=0.5)],
                       {"x": at}, {"y": (np.float32, None)}, {"b": bm, "c": c})
     return {"conv": (conv, x), "matmul": (mm, a), "depthwise": (dw, x), "pointwise": (pw, x),
-            "gemm": (gemm, at)}
+            "gemm": (gemm, at), "depthwise1": (dw1, x)}
 
 
 # (model, knob, value, target): values other than the target's default.
@@ -146,6 +153,15 @@ FLOAT_CASES = [("conv", "conv.tile", 2, None), ("conv", "conv.tile", 8, "host"),
                  for v, t in ((2, None), (4, None), (1, "host"), (2, "host"),
                               (1, "cortex-m4f"), (2, "cortex-m4f"))],
                ("conv", "conv.tile", 8, "cortex-m4f"),
+               # Float depthwise: the padded plane (default with an FPU for stride 1) or not.
+               *[("depthwise1", "conv.float_depthwise", v, "cortex-m4f")
+                 for v in ("plane1", "plane2", "plane8", "tiled")],
+               *[("depthwise", "conv.float_depthwise", v, "cortex-m4f")
+                 for v in ("plane1", "plane4")],
+               ("depthwise1", "conv.float_depthwise", "plane2", None),
+               # k steps per iteration (K = 21: the rest one at a time).
+               *[(k, "gemm.unroll_k", v, t) for k in ("matmul", "gemm")
+                 for v, t in ((4, None), (1, "cortex-m4f"), (2, "cortex-m4f"))],
                *[(k, "gemm.tile_rows", v, t) for k in ("matmul", "gemm")
                  for v, t in ((2, None), (4, None), (2, "host"), (1, "cortex-m4f"),
                               (4, "cortex-m4f"))]]
@@ -161,6 +177,30 @@ def test_float_knob_matches_onnxruntime(case, tmp_path):
     np.testing.assert_allclose(tuned.load().run({"x": x})["y"], want, rtol=1e-5, atol=1e-5)
     if target not in (None, "host"):
         np.testing.assert_allclose(tuned.load(target).run({"x": x})["y"], want, rtol=1e-5,
+                                   atol=1e-5)
+
+
+@pytest.mark.parametrize("value", ["plane4", "tiled"])
+def test_float_depthwise_inf_weight_in_the_padding_is_nan_as_onnxruntime(value, tmp_path):
+    # A padded tap adds 0 * w: NaN for an inf weight in the definition and in onnxruntime;
+    # the plane schedule computes it, the tiled one reads a compile-time table.
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((1, 3, 4, 5)).astype(np.float32)
+    w = rng.standard_normal((3, 1, 3, 3)).astype(np.float32)
+    w[1, 0, 0, 0] = np.inf
+    w[2, 0, 2, 1] = -np.inf
+    model = make_model([helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1],
+                                         group=3)],
+                       {"x": x}, {"y": (np.float32, None)}, {"w": w})
+    want = ort_run(model, {"x": x})["y"]
+    assert np.isnan(want).any()
+    keys = {w["key"] for w in _workloads(aotc.compile(model, tmp_path / "d", name="m",
+                                                      target="cortex-m4f")).values()}
+    bundle = _compile(model, tmp_path / "t", "cortex-m4f", {"conv.float_depthwise": value},
+                      keys)
+    assert ("plane" in _c(bundle)) == (value != "tiled")
+    for where in (None, "cortex-m4f"):
+        np.testing.assert_allclose(bundle.load(where).run({"x": x})["y"], want, rtol=1e-5,
                                    atol=1e-5)
 
 

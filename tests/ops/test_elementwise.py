@@ -442,3 +442,30 @@ def test_pow_integer_exact_beyond_float_precision():
 def test_clip_opset6_attributes(attrs):
     # Older exports (opset < 11) carry the bounds as attributes, e.g. ReLU6.
     check_node("Clip", {"x": rand(3, 4, seed=48, lo=-8, hi=8)}, attrs, opset=10, **F32)
+
+
+@pytest.mark.parametrize("where", [None, "cortex-m4f"])
+def test_relu_and_clip_keep_nan_signed_zero_and_inf_bits(where, tmp_path):
+    # A max/min against a constant bound prints as one compare (aotc_maxfk, std::max's
+    # form): bit for bit onnxruntime's Relu and Clip (Relu(-0.0) is -0.0, NaN stays NaN).
+    from opcheck import ort_run
+
+    x = np.array([np.nan, -np.nan, -0.0, 0.0, np.inf, -np.inf, -1.5, 2.5, 1e-45, -1e-45, 7.0,
+                  -7.0], np.float32)
+    lo = helper.make_tensor("lo", TensorProto.FLOAT, [], [-0.0])
+    hi = helper.make_tensor("hi", TensorProto.FLOAT, [], [6.0])
+    nodes = [helper.make_node("Relu", ["x"], ["r"]),
+             helper.make_node("Constant", [], ["lo"], value=lo),
+             helper.make_node("Constant", [], ["hi"], value=hi),
+             helper.make_node("Clip", ["x", "lo", "hi"], ["c"])]
+    model = make_model(nodes, {"x": x}, {"r": (np.float32, [12]), "c": (np.float32, [12])},
+                       opset=13)
+    want = ort_run(model, {"x": x})
+    bundle = aotc.compile(model, tmp_path, name="m", target="cortex-m4f")
+    assert "aotc_maxfk(" in (tmp_path / "m.c").read_text()
+    got = bundle.load(where).run({"x": x})
+    for k in ("r", "c"):
+        w, g = np.asarray(want[k]), np.asarray(got[k]).reshape(-1)
+        np.testing.assert_array_equal(np.isnan(g), np.isnan(w), err_msg=k)
+        ok = ~np.isnan(w)
+        np.testing.assert_array_equal(g[ok].view(np.uint32), w[ok].view(np.uint32), err_msg=k)
