@@ -78,40 +78,37 @@ def _pads(in_hw: tuple[int, ...], k_hw: tuple[int, ...], strides: tuple[int, ...
 # ---------------------------------------------------------------------- convolutions, pools
 def conv_2d(b: Builder, op: Any) -> None:
     o = _opts(op, "Conv2DOptions")
-    ins, (y,) = _ins(op), _outs(op)
-    x, w = ins[0], ins[1]
-    wc = _need_const(b, w, "filter")
-    _, kh, kw, ci = wc.shape
-    c = b.shape(x)[3]
+    ins = _ins(op)
+    wc = _need_const(b, ins[1], "filter")
+    ci, c = wc.shape[3], b.shape(ins[0])[3]
     if ci == 0 or c % ci:
         raise AotcError(f"input channels {c} are not a multiple of the filter's {ci}")
-    s, d = (o.StrideH(), o.StrideW()), (o.DilationHFactor(), o.DilationWFactor())
-    perm = (0, 3, 1, 2)
-    inputs = [b.fin(x, "nchw"), b.fin(w, arr=wc.transpose(perm), perm=perm)]
-    if len(ins) > 2 and ins[2] >= 0:
-        inputs.append(b.fin(ins[2]))
-    out = b.add("Conv", inputs, "conv", kernel_shape=[kh, kw], strides=list(s),
-                dilations=list(d), group=c // ci,
-                pads=_pads(b.shape(x)[1:3], (kh, kw), s, d, o.Padding()))[0]
-    b.fout(y, out, "nchw", o.FusedActivationFunction())
+    _conv(b, op, o, wc, (0, 3, 1, 2), c // ci, "conv")
 
 
 def depthwise_conv_2d(b: Builder, op: Any) -> None:
     o = _opts(op, "DepthwiseConv2DOptions")
-    ins, (y,) = _ins(op), _outs(op)
-    x, w = ins[0], ins[1]
-    wc = _need_const(b, w, "filter")
-    _, kh, kw, cm = wc.shape
-    c = b.shape(x)[3]
+    ins = _ins(op)
+    wc = _need_const(b, ins[1], "filter")
+    cm, c = wc.shape[3], b.shape(ins[0])[3]
     if cm % c:
         raise AotcError(f"filter channels {cm} are not a multiple of the input's {c}")
+    _conv(b, op, o, wc, (3, 0, 1, 2), c, "depthwise")
+
+
+def _conv(b: Builder, op: Any, o: Any, wc: Any, perm: tuple[int, ...], group: int,
+          name: str) -> None:
+    """An ONNX Conv of the TFLite conv ``op`` (options ``o``, constant filter ``wc``, whose
+    axes ``perm`` takes to ONNX's [M, C/group, kH, kW])."""
+    ins, (y,) = _ins(op), _outs(op)
+    x, w = ins[0], ins[1]
+    kh, kw = wc.shape[1:3]
     s, d = (o.StrideH(), o.StrideW()), (o.DilationHFactor(), o.DilationWFactor())
-    perm = (3, 0, 1, 2)
     inputs = [b.fin(x, "nchw"), b.fin(w, arr=wc.transpose(perm), perm=perm)]
     if len(ins) > 2 and ins[2] >= 0:
         inputs.append(b.fin(ins[2]))
-    out = b.add("Conv", inputs, "depthwise", kernel_shape=[kh, kw], strides=list(s),
-                dilations=list(d), group=c,
+    out = b.add("Conv", inputs, name, kernel_shape=[kh, kw], strides=list(s),
+                dilations=list(d), group=group,
                 pads=_pads(b.shape(x)[1:3], (kh, kw), s, d, o.Padding()))[0]
     b.fout(y, out, "nchw", o.FusedActivationFunction())
 
