@@ -23,6 +23,8 @@ from aotc.ops.conv_pixels import (
     flat_tap,
     over_pixel_groups,
     pixel_coords,
+    pixel_tiles,
+    requantise_group,
     store_sums,
     strides,
     zero_accumulators,
@@ -52,9 +54,7 @@ def lower_conv_dsp(conv: Any, node: Node, kb: Any, X: Any, B: Any, arith: Any,
     flat = kb.knob(CONV.COLUMN, default=CONV.column_default(cg)) == "flat"
     length = cg * kprod
     q_len = -(-length // 2) if flat else -(-cg // 2) * kprod  # words per column
-    group_px, tw = kb.knob(CONV.PIXELS), kb.knob(CONV.SIMD_TILE)  # aotc/schedules/conv.py
-    px = group_px if npix >= group_px else 1
-    full, rest = divmod(mg, tw)
+    px, tw, full, rest = pixel_tiles(kb, npix, mg)
     # Per group, tile after tile: pack_words of the tile's [cg, K, width] weights, so word
     # (cp * kprod + k) * half + jp of a tile pairs with column word cp * kprod + k.
     parts = []
@@ -141,13 +141,6 @@ def lower_conv_dsp(conv: Any, node: Node, kb: Any, X: Any, B: Any, arith: Any,
         if rest:
             with kb.outline() if outline else kb.block():
                 tile(gi, Const(full * tw), gbase + full * tile_words, rest, count)
-        # The bias, then requantisation, after the sums and in a loop of their own: the
-        # tiles keep just their accumulators and pointers in registers (the int32 sum wraps
-        # alike in any order). The pixels of the group share each channel's multipliers.
-        with kb.loop(mg, "j") as j:
-            m = gi * mg + j
-            for p, o in enumerate(coords):
-                acc = sums[[p * mg + j]] + arith.init(B, m)
-                kb.store_output([n, m, *o], arith.finish(kb, acc, m, B))
+        requantise_group(kb, sums, coords, n, gi, mg, arith, B)
 
     over_pixel_groups(kb, Y.shape[0], group, npix, px, pixels)

@@ -23,6 +23,8 @@ from aotc.ops.conv_pixels import (
     flat_tap,
     over_pixel_groups,
     pixel_coords,
+    pixel_tiles,
+    requantise_group,
     store_sums,
     strides,
     zero_accumulators,
@@ -57,9 +59,7 @@ def lower_conv_mve(conv: Any, node: Node, kb: Any, X: Any, B: Any, arith: Any,
     npix = int(np.prod(out_sp, dtype=np.int64))
     length = cg * kprod  # a column, and a weight row before padding
     row = mve.padded(length)
-    group_px, tw = kb.knob(CONV.PIXELS), kb.knob(CONV.SIMD_TILE)  # aotc/schedules/conv.py
-    px = group_px if npix >= group_px else 1
-    full, rest = divmod(mg, tw)
+    px, tw, full, rest = pixel_tiles(kb, npix, mg)
     words = kb.const("wq", mve.pack_rows(w.reshape(w.shape[0], length)).reshape(-1), I8)
     col = kb.scratch_buffer("col", I8, (px * length,))
     sums = kb.scratch_buffer("sum", I32, (px * mg,))  # the int32 sums of a group of pixels
@@ -101,14 +101,8 @@ def lower_conv_mve(conv: Any, node: Node, kb: Any, X: Any, B: Any, arith: Any,
                     tile(gi, mt * tw, tw, count)
             if rest:
                 tile(gi, Const(full * tw), rest, count)
-        # The bias, then requantisation, in a loop of their own (as in conv_dsp.py); the
-        # pixels of the group share each channel's constants. Outlined: the kernel's other
-        # live values would push its pointers to the stack.
+        # Outlined: the kernel's other live values would push its pointers to the stack.
         with kb.outline():
-            with kb.loop(mg, "j") as j:
-                m = gi * mg + j
-                for p, o in enumerate(coords):
-                    acc = sums[[p * mg + j]] + arith.init(B, m)
-                    kb.store_output([n, m, *o], arith.finish(kb, acc, m, B))
+            requantise_group(kb, sums, coords, n, gi, mg, arith, B)
 
     over_pixel_groups(kb, Y.shape[0], group, npix, px, pixels)

@@ -12,6 +12,7 @@ import numpy as np
 
 from aotc import dtypes
 from aotc.lower.loop_ir import Const, Expr
+from aotc.schedules import conv as CONV
 
 
 def strides(shape: Sequence[int]) -> list[int]:
@@ -45,6 +46,26 @@ def zero_accumulators(kb: Any, pixels: int, width: int) -> list[Any]:
             kb.store(acc, [j], Const(0, dtypes.int32))
         accs.append(acc)
     return accs
+
+
+def pixel_tiles(kb: Any, npix: int, mg: int) -> tuple[int, int, int, int]:
+    """(pixels per group, channels per tile, full tiles, channels left) from the knobs
+    conv.pixels and conv.simd_tile: one pixel per group when there are fewer pixels."""
+    group_px, tw = kb.knob(CONV.PIXELS), kb.knob(CONV.SIMD_TILE)
+    full, rest = divmod(mg, tw)
+    return (group_px if npix >= group_px else 1), tw, full, rest
+
+
+def requantise_group(kb: Any, sums: Any, coords: Sequence[list[Expr]], n: Expr, gi: Expr,
+                     mg: int, arith: Any, B: Any) -> None:
+    """The bias, then requantisation, of a group's sums, after them and in a loop of their
+    own: the tiles keep just their accumulators and pointers in registers (the int32 sum
+    wraps alike in any order). The pixels of the group share each channel's constants."""
+    with kb.loop(mg, "j") as j:
+        m = gi * mg + j
+        for p, o in enumerate(coords):
+            acc = sums[[p * mg + j]] + arith.init(B, m)
+            kb.store_output([n, m, *o], arith.finish(kb, acc, m, B))
 
 
 def store_sums(kb: Any, sums: Any, accs: Sequence[Any], mg: int, ml: Expr, width: int) -> None:
