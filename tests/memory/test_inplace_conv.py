@@ -164,6 +164,16 @@ def test_inplace_conv_mlperf_bit_exact_with_tflm(stem, io_in_arena, mlperf_dir, 
         assert c.plan.size <= INT8[stem], c.plan.size
 
 
+def _bit_exact_on_m4f(bundle, mlperf_dir, stem):  # type: ignore[no-untyped-def]
+    """The bundle's firmware on cortex-m4f in QEMU equals output_tflm on 2 vectors."""
+    vec = np.load(mlperf_dir / "vectors" / f"{stem}.npz")
+    fw = bundle.load("cortex-m4f")
+    i, o = fw.meta["inputs"][0]["name"], fw.meta["outputs"][0]["name"]
+    got = np.stack([fw.run({i: x})[o] for x in vec["input"][:2]])
+    np.testing.assert_array_equal(got.reshape(vec["output_tflm"][:2].shape),
+                                  vec["output_tflm"][:2])
+
+
 @pytest.mark.parametrize("target", [None, "cortex-m4f"])  # generic and DSP schedules
 def test_inplace_conv_kws_on_board(target, mlperf_dir, tmp_path):
     stem = "kws_ref_model_int8_qdq"
@@ -172,12 +182,7 @@ def test_inplace_conv_kws_on_board(target, mlperf_dir, tmp_path):
     # the 490 B input is live with the first output; the DSP schedule adds its scratch column
     scratch = max([sum(n for _, n in ls.scratch) for ls in bundle.compilation.lowered] + [0])
     assert bundle.arena_bytes <= 8_200 + 490 + (scratch if target else 0), bundle.arena_bytes
-    vec = np.load(mlperf_dir / "vectors" / f"{stem}.npz")
-    fw = bundle.load("cortex-m4f")
-    i, o = fw.meta["inputs"][0]["name"], fw.meta["outputs"][0]["name"]
-    got = np.stack([fw.run({i: x})[o] for x in vec["input"][:2]])
-    np.testing.assert_array_equal(got.reshape(vec["output_tflm"][:2].shape),
-                                  vec["output_tflm"][:2])
+    _bit_exact_on_m4f(bundle, mlperf_dir, stem)
 
 
 def test_inplace_conv_vww_on_board(mlperf_dir, tmp_path):
@@ -190,12 +195,7 @@ def test_inplace_conv_vww_on_board(mlperf_dir, tmp_path):
     assert any(r.profile for r in c.liveness.reqs), "no merged buffer with a free tail"
     scratch = max([sum(n for _, n in ls.scratch) for ls in c.lowered] + [0])
     assert bundle.arena_bytes <= INT8[stem] + scratch, bundle.arena_bytes
-    vec = np.load(mlperf_dir / "vectors" / f"{stem}.npz")
-    fw = bundle.load("cortex-m4f")
-    i, o = fw.meta["inputs"][0]["name"], fw.meta["outputs"][0]["name"]
-    got = np.stack([fw.run({i: x})[o] for x in vec["input"][:2]])
-    np.testing.assert_array_equal(got.reshape(vec["output_tflm"][:2].shape),
-                                  vec["output_tflm"][:2])
+    _bit_exact_on_m4f(bundle, mlperf_dir, stem)
 
 
 def test_inplace_conv_never_worse(mlperf_dir):
