@@ -301,6 +301,10 @@ def _fmt_inspect(rep: dict[str, Any]) -> str:
         lines.append("")
         lines += [f"in place (by {i['by']}): step {i['step']} writes {i['output']} over "
                   f"{i['input']}" for i in m["inplace"]]
+    if m.get("stack_temporaries"):
+        lines.append("")
+        lines += [f"on the C stack, not in the arena: {t['kernel']} {t['name']} {t['bytes']} B"
+                  for t in m["stack_temporaries"]]
     lines += ["", m["timeline"]]
     if rep.get("partition"):
         lines += ["", *format_partition(rep["partition"])]

@@ -118,6 +118,14 @@ class Compilation:
     pools: list[Pool] = field(default_factory=list)  # memory pools; empty: one arena
 
     @property
+    def stack_temporaries(self) -> list[dict[str, Any]]:
+        """The temporaries kernels keep on the C stack instead of the arena (an in-place 1x1
+        conv's output pixel, KernelBuilder.stack_temp): in neither the arena nor its bounds.
+        The kernels run one at a time: the stack needs the largest kernel's, not the sum."""
+        return [{"kernel": ls.kernel.name, "name": name, "bytes": nbytes}
+                for ls in self.lowered for name, nbytes in ls.stack]
+
+    @property
     def lower_bound(self) -> int:
         """The liveness bound of what the arena holds: activations + scratch (+ graph I/O when
         it is in the arena)."""
@@ -387,6 +395,7 @@ def memory_report(c: Compilation) -> dict[str, Any]:
     rep["inplace"] = [{"step": k, "input": a, "output": b,
                        "by": c.liveness.modes.get(k, "element")}
                       for k, (a, b) in sorted(c.liveness.inplace.items())]
+    rep["stack_temporaries"] = c.stack_temporaries
     rep["timeline"] = ascii_timeline(c.liveness.reqs, c.plan)
     for entry, pool in zip(rep.get("pools", []), c.pools):
         entry.update(capacity=pool.size, section=pool.section)

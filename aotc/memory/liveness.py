@@ -167,12 +167,18 @@ def _writes_behind_reads(channels: int, in_sp: Sequence[int], out_sp: Sequence[i
 
 
 def inplace_temp_bytes(s: Schedule, step: int, mode: str) -> int:
-    """The temporary an in-place conv needs: one output channel, one output pixel, or none
-    ("element": each output stored at once)."""
+    """The arena temporary an in-place conv needs: one output channel, one output pixel, or
+    none ("element": each output stored at once; a pixel of at most STACK_TEMP_MAX bytes,
+    which the kernel keeps on the C stack)."""
+    from aotc.lower.builder import STACK_TEMP_MAX
+
     if mode == "element":
         return 0
     t = s.graph.type(s.steps[step].node.outputs[0])
-    return (_prod(t.shape[2:]) if mode == "channel" else t.shape[1]) * t.dtype.itemsize
+    if mode == "pixel":
+        nbytes = t.shape[1] * t.dtype.itemsize
+        return 0 if nbytes <= STACK_TEMP_MAX else nbytes
+    return _prod(t.shape[2:]) * t.dtype.itemsize
 
 
 def choose_inplace(s: Schedule, scratch: dict[int, list[tuple[str, int]]],

@@ -13,6 +13,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import aotc
 from aotc.compiler import CompileOptions, compile_model
+from aotc.lower.builder import STACK_TEMP_MAX
 from aotc.memory.liveness import _writes_behind_reads
 
 
@@ -140,12 +141,11 @@ def test_inplace_conv_with_io_in_arena(tmp_path):
     assert 0 in b.compilation.liveness.inplace
 
 
-# Arena bounds with inplace_conv. VWW: its widest map (48x48x16, 36,864 B) plus the widening
-# 1x1's one-pixel temporary (16 B) at the step where it fills the whole map; the strided
-# depthwise after it stores each output at once (no temporary), and the other temporaries sit
-# in free tails of merged buffers.
+# Arena bounds with inplace_conv. VWW: its widest map (48x48x16, 36,864 B): the widening 1x1's
+# one-pixel temporary (16 B) is on the C stack, the strided depthwise after it stores each
+# output at once (no temporary), and the other temporaries sit in free tails of merged buffers.
 INT8 = {"kws_ref_model_int8_qdq": 8_200, "str_ww_ref_model_int8_qdq": 6_656,
-        "vww_96_int8_qdq": 36_880}
+        "vww_96_int8_qdq": 36_864}
 
 
 @pytest.mark.parametrize("stem", sorted(INT8))
@@ -162,6 +162,12 @@ def test_inplace_conv_mlperf_bit_exact_with_tflm(stem, io_in_arena, mlperf_dir, 
     assert c.liveness.inplace
     if not io_in_arena:
         assert c.plan.size <= INT8[stem], c.plan.size
+    # The temporaries outside the arena are stated, each at most STACK_TEMP_MAX bytes.
+    stack = runner.meta["stack_temporaries"]
+    assert stack == c.stack_temporaries
+    assert all(0 < t["bytes"] <= STACK_TEMP_MAX for t in stack)
+    if stem == "vww_96_int8_qdq":
+        assert stack, "the widening 1x1's pixel is not on the stack"
 
 
 def _bit_exact_on_m4f(bundle, mlperf_dir, stem):  # type: ignore[no-untyped-def]
