@@ -97,7 +97,7 @@ class BufRef:
 EpilogueFn = Callable[[Expr, Sequence[Expr], "Expr | None", tuple[int, ...]], Expr]
 
 
-# The most bytes a kernel's temporary may take on the C stack (stack_temp): small enough for
+# The most bytes a kernel's temporary may take on the C stack (temporary()): small enough for
 # any MCU's stack, like a spilled accumulator tile; larger ones are arena scratch.
 STACK_TEMP_MAX = 64
 
@@ -127,7 +127,7 @@ class KernelBuilder:
         # Target features (board.toml) that steer lowering choices, e.g. "autovec".
         self.features = features
         self.scratch: list[Buffer] = []
-        self.stack_temps: list[Buffer] = []  # stack_temp: local arrays in place of scratch
+        self.stack_temps: list[Buffer] = []  # temporary(): local arrays in place of scratch
         # The schedule chosen for this kernel's workload ({knob: value}, aotc/schedules), and
         # the knobs the lowering asked for: name -> (choices, default), the kernel's space.
         self.schedule = dict(schedule or {})
@@ -215,13 +215,13 @@ class KernelBuilder:
         self.emit(DeclArray(buf))
         return BufRef(buf, (size,))
 
-    def stack_temp(self, name: str, dtype: DType, shape: Sequence[int]) -> BufRef | None:
-        """A small temporary (at most STACK_TEMP_MAX bytes) as a local array on the C stack
-        instead of arena scratch, or None when it is larger (then use scratch_buffer). The
-        kernel reports it (LoweredStep.stack): the arena does not hold it."""
+    def temporary(self, name: str, dtype: DType, shape: Sequence[int]) -> BufRef:
+        """An in-place kernel's temporary: a local array on the C stack when it takes at most
+        STACK_TEMP_MAX bytes, else arena scratch. The kernel reports the stack ones
+        (LoweredStep.stack): the arena does not hold them."""
         size = int(np.prod(shape, dtype=np.int64))
         if size * dtype.itemsize > STACK_TEMP_MAX:
-            return None
+            return self.scratch_buffer(name, dtype, shape)
         ref = self.local_array(size, name, dtype)
         self.stack_temps.append(ref.buf)
         return BufRef(ref.buf, tuple(shape))

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -29,7 +30,8 @@ class Liveness:
     reqs: list[BufferReq]
     alias: dict[str, str] = field(default_factory=dict)  # arena root -> buffer it lives in
     inplace: dict[int, tuple[str, str]] = field(default_factory=dict)  # step -> (in, out root)
-    # step -> "channel" | "element" | "pixel" for the in-place convs (conv_inplace_modes)
+    # step -> "channel" | "element" | "pixel" | "line" for the in-place convs
+    # (conv_inplace_modes)
     modes: dict[int, str] = field(default_factory=dict)
     # One request per arena root and scratch, with its own size and lifetime (not merged).
     roots: list[BufferReq] = field(default_factory=list)
@@ -121,17 +123,37 @@ def conv_inplace_modes(s: Schedule, io_in_arena: bool = False) -> dict[int, str]
         in_sp, out_sp, k_sp = xt.shape[2:], yt.shape[2:], wt.shape[2:]
         pb, pe = conv_pads(n, in_sp, k_sp)
         strides = n.attrs.get("strides") or [1] * len(k_sp)
+        dil = n.attrs.get("dilations") or [1] * len(k_sp)
+        line = _line_bytes(xt, yt, wt, group, pb, strides, dil) if xt.shape[0] == 1 else None
         if group == c_in == m and _prod(out_sp) <= _prod(in_sp):
-            dil = n.attrs.get("dilations") or [1] * len(k_sp)
             direct = xt.shape[0] == 1 and _writes_behind_reads(
                 m, in_sp, out_sp, k_sp, pb, strides, dil)
-            modes[st.index] = "element" if direct else "channel"
+            channel = _prod(out_sp) * yt.dtype.itemsize
+            modes[st.index] = ("element" if direct else "line" if line is not None
+                               and line < channel else "channel")
             continue
         if (group == 1 and xt.shape[0] == 1 and all(k == 1 for k in k_sp)
                 and all(v == 1 for v in strides) and not any(pb) and not any(pe)
                 and in_sp == out_sp and g.values[w].is_const):
             modes[st.index] = "pixel"
+        elif (group == 1 or group == c_in == m) and line is not None:
+            modes[st.index] = "line"
     return modes
+
+
+def _line_bytes(xt: Any, yt: Any, wt: Any, group: int, pb: Sequence[int],
+                strides: Sequence[int], dil: Sequence[int]) -> int | None:
+    """The ring an in-place conv by line needs (aotc/ops/conv_line.py), or None."""
+    from aotc.ops.conv_line import line_delay, line_temp_elems
+
+    depthwise = group == xt.shape[1] == yt.shape[1] and group > 1
+    if not depthwise and group != 1:
+        return None
+    delay = line_delay(depthwise, xt.shape[1], yt.shape[1], xt.shape[2:], yt.shape[2:],
+                       wt.shape[2:], pb, strides, dil)
+    if delay is None:
+        return None
+    return line_temp_elems(depthwise, yt.shape[1], yt.shape[2:], delay) * yt.dtype.itemsize
 
 
 def _writes_behind_reads(channels: int, in_sp: Sequence[int], out_sp: Sequence[int],
@@ -167,18 +189,29 @@ def _writes_behind_reads(channels: int, in_sp: Sequence[int], out_sp: Sequence[i
 
 
 def inplace_temp_bytes(s: Schedule, step: int, mode: str) -> int:
-    """The arena temporary an in-place conv needs: one output channel, one output pixel, or
-    none ("element": each output stored at once; a pixel of at most STACK_TEMP_MAX bytes,
-    which the kernel keeps on the C stack)."""
+    """The arena temporary an in-place conv needs: one output channel, one output pixel, a
+    ring of output rows ("line"), or none ("element": each output stored at once). One of at
+    most STACK_TEMP_MAX bytes is on the C stack instead (KernelBuilder.temporary): 0 here."""
     from aotc.lower.builder import STACK_TEMP_MAX
 
     if mode == "element":
         return 0
-    t = s.graph.type(s.steps[step].node.outputs[0])
-    if mode == "pixel":
-        nbytes = t.shape[1] * t.dtype.itemsize
-        return 0 if nbytes <= STACK_TEMP_MAX else nbytes
-    return _prod(t.shape[2:]) * t.dtype.itemsize
+    n, g = s.steps[step].node, s.graph
+    t = g.type(n.outputs[0])
+    if mode == "line":
+        from aotc.ops.conv import conv_pads
+
+        xt, wt = g.type(n.inputs[0]), g.type(n.inputs[_CONV_WEIGHTS[n.op]])
+        pb, _ = conv_pads(n, xt.shape[2:], wt.shape[2:])
+        nd = len(wt.shape) - 2
+        line = _line_bytes(xt, t, wt, n.attrs.get("group", 1), pb,
+                           n.attrs.get("strides") or [1] * nd,
+                           n.attrs.get("dilations") or [1] * nd)
+        assert line is not None
+        nbytes = line
+    else:
+        nbytes = (_prod(t.shape[2:]) if mode == "channel" else t.shape[1]) * t.dtype.itemsize
+    return 0 if nbytes <= STACK_TEMP_MAX else nbytes
 
 
 def choose_inplace(s: Schedule, scratch: dict[int, list[tuple[str, int]]],

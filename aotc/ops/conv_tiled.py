@@ -79,10 +79,8 @@ def lower_tiled(conv: Any, node: Any, kb: Any, X: Any, W: Any, B: Any, arith: An
     nan_at = conv._padded_nan(node, kb, out_sp, pb, s, d)
     kstrides = strides(k_sp)
     acc_t = arith.acc
-    pixel = None
-    if by_pixel:  # on the C stack when small (the last output pixel leaves no room in place)
-        pixel = (kb.stack_temp("pixel", Y.dtype, [Y.shape[1]])
-                 or kb.scratch_buffer("pixel", Y.dtype, [Y.shape[1]]))
+    # On the C stack when small (the last output pixel leaves no room in place).
+    pixel = kb.temporary("pixel", Y.dtype, [Y.shape[1]]) if by_pixel else None
 
     # The geometry the loops see: the real one, or for a pointwise conv the spatial axes as one.
     Xv, Yv = X, None
