@@ -65,9 +65,9 @@ def _common(p: argparse.ArgumentParser) -> None:
                         "run function then takes only the arena (total RAM is one number)")
     p.add_argument("--inplace-conv", action="store_true",
                    help="let depthwise convs write over their dead input channel by channel "
-                        "(strided ones element by element) and 1x1 convs pixel by pixel (a "
-                        "one-channel / one-pixel temporary, none element by element), when "
-                        "that makes the arena smaller")
+                        "(strided ones element by element), 2-D convs row by row through a "
+                        "ring of output rows, and 1x1 convs pixel by pixel (temporaries of at "
+                        "most 64 B on the C stack), when that makes the arena smaller")
     p.add_argument("--keep-order", action="store_true",
                    help="run the kernels in the model's order (default: the order with the "
                         "smallest liveness bound, where the graph branches)")

@@ -68,7 +68,8 @@ class CompileOptions:
     # the arena, and the header says where each input and output is.
     io_in_arena: bool = False
     # Convolutions that can write over their dying input do so (depthwise channel by channel,
-    # 1x1 pixel by pixel) with a one-channel / one-pixel temporary; needs inplace.
+    # 2-D convs by line through a ring of output rows, 1x1 pixel by pixel) with a temporary,
+    # on the C stack when at most 64 B (docs/memory.md); needs inplace.
     inplace_conv: bool = False
     unroll_max: int = 8
     # Board whose features steer lowering choices (boards/<name>/board.toml); None: a generic

@@ -6,9 +6,10 @@ kernel reads that input only at the output element's own index (a standalone ele
 an epilogue operand such as a residual). The output then shares the input's buffer.
 
 In-place convolutions (conv_inplace_modes) go further, with a stated temporary (the kernel's
-scratch): a depthwise conv writes each output channel over its dead input channel, a 1x1
-stride-1 conv each output pixel over its dead input pixel. The buffer then has the size of the
-larger of the two tensors.
+scratch, or a local array on the C stack when at most STACK_TEMP_MAX bytes): a depthwise conv
+writes each output channel over its dead input channel, a 2-D conv its output rows through a
+ring of rows (aotc/ops/conv_line.py), a 1x1 stride-1 conv each output pixel over its dead
+input pixel. The buffer then has the size of the larger of the two tensors.
 """
 
 from __future__ import annotations
@@ -92,10 +93,12 @@ def conv_inplace_modes(s: Schedule, io_in_arena: bool = False) -> dict[int, str]
     "channel" for a depthwise conv (group = input = output channels, an output channel no
     larger than an input channel): output channel c needs input channel c only, and lands on
     input channels <= c; "element" for such a depthwise conv whose outputs can be stored one
-    by one at their own index with no temporary (_writes_behind_reads); "pixel" for a 1x1
-    stride-1 unpadded conv with batch 1 and constant weights: output pixel p needs input
-    pixel p only, and in NCHW lands on input pixel p (or past the input when there are more
-    output channels). All need equal element sizes."""
+    by one at their own index with no temporary (_writes_behind_reads); "line" instead of
+    "channel" where its ring of output rows (conv_line.line_delay) is smaller, and for a
+    plain 2-D conv (group 1, batch 1) that is not a 1x1; "pixel" for a 1x1 stride-1 unpadded
+    conv with batch 1 and constant weights: output pixel p needs input pixel p only, and in
+    NCHW lands on input pixel p (or past the input when there are more output channels). All
+    need equal element sizes."""
     from aotc.ops.conv import conv_pads
 
     g = s.graph
