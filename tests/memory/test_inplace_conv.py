@@ -175,10 +175,11 @@ def test_inplace_conv_mlperf_bit_exact_with_tflm(stem, io_in_arena, mlperf_dir, 
         assert "line" in c.liveness.modes.values()
 
 
-def _bit_exact_on_m4f(bundle, mlperf_dir, stem):  # type: ignore[no-untyped-def]
-    """The bundle's firmware on cortex-m4f in QEMU equals output_tflm on 2 vectors."""
+def _bit_exact_on_board(bundle, mlperf_dir, stem,  # type: ignore[no-untyped-def]
+                       board="cortex-m4f"):
+    """The bundle's firmware on the board in QEMU equals output_tflm on 2 vectors."""
     vec = np.load(mlperf_dir / "vectors" / f"{stem}.npz")
-    fw = bundle.load("cortex-m4f")
+    fw = bundle.load(board)
     i, o = fw.meta["inputs"][0]["name"], fw.meta["outputs"][0]["name"]
     got = np.stack([fw.run({i: x})[o] for x in vec["input"][:2]])
     np.testing.assert_array_equal(got.reshape(vec["output_tflm"][:2].shape),
@@ -194,21 +195,23 @@ def test_inplace_conv_kws_on_board(target, mlperf_dir, tmp_path):
     scratch = max([sum(n for _, n in ls.scratch) for ls in bundle.compilation.lowered] + [0])
     assert bundle.arena_bytes <= 8_064 + 490 + (scratch if target else 0), bundle.arena_bytes
     assert "line" in bundle.compilation.liveness.modes.values()
-    _bit_exact_on_m4f(bundle, mlperf_dir, stem)
+    _bit_exact_on_board(bundle, mlperf_dir, stem)
 
 
-def test_inplace_conv_vww_on_board(mlperf_dir, tmp_path):
-    """VWW in place on cortex-m4f in QEMU (DSP schedules and their scratch for the convs not
-    in place, temporaries in the free tails of merged buffers): bit-exact with TFLM."""
+@pytest.mark.parametrize("target", ["cortex-m4f", "cortex-m55"])  # DSP / MVE schedules
+def test_inplace_conv_vww_on_board(target, mlperf_dir, tmp_path):
+    """VWW in place on the board in QEMU (DSP or MVE schedules and their scratch for the convs
+    not in place, temporaries in the free tails of merged buffers or on the stack): bit-exact
+    with TFLM."""
     stem = "vww_96_int8_qdq"
     bundle = aotc.compile(mlperf_dir / f"{stem}.onnx", tmp_path, name="m", inplace_conv=True,
-                          target="cortex-m4f")
+                          target=target)
     c = bundle.compilation
     assert any(r.profile for r in c.liveness.reqs), "no merged buffer with a free tail"
     assert {"line", "pixel", "element"} <= set(c.liveness.modes.values())
     scratch = max([sum(n for _, n in ls.scratch) for ls in c.lowered] + [0])
     assert bundle.arena_bytes <= INT8[stem] + scratch, bundle.arena_bytes
-    _bit_exact_on_m4f(bundle, mlperf_dir, stem)
+    _bit_exact_on_board(bundle, mlperf_dir, stem, target)
 
 
 def test_inplace_conv_never_worse(mlperf_dir):
