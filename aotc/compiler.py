@@ -35,6 +35,7 @@ from aotc.frontend.torch import (
     weight_check,
 )
 from aotc.ir.graph import Graph
+from aotc.lower.builder import STACK_TEMP_MAX
 from aotc.lower.lowering import LoweredStep, lower_step
 from aotc.memory.buffers import Plan, check_no_overlap
 from aotc.memory.liveness import (
@@ -274,6 +275,13 @@ def compile_model(model: str | os.PathLike[str] | onnx.ModelProto, options: Comp
             alt_live, alt_plan = _plan(sched, _scratch(alt), options, modes, pools, label)
             if misfit is not None or alt_plan.size < the_plan.size:
                 lowered, live, the_plan, misfit = alt, alt_live, alt_plan, None
+                stack = _stack_temporaries(sched, lowered, options, modes, pools, the_plan.size)
+                if stack:
+                    lowered = [lower_step(sched, _with_attr(ls.step, "_stack_temp", True),
+                                          options.unroll_max, features, options.schedules)
+                               if ls.step.index in stack else ls for ls in lowered]
+                    live, the_plan = _plan(sched, _scratch(lowered), options, modes, pools,
+                                           label)
         except PoolsDoNotFit:
             pass
     if misfit is not None:
@@ -327,7 +335,42 @@ def _scratch(lowered: list[LoweredStep]) -> dict[int, list[tuple[str, int]]]:
 
 
 def _with_mode(step: Step, mode: str) -> Step:
-    return Step(step.index, step.node.with_(attrs={**step.node.attrs, "_inplace": mode}))
+    return _with_attr(step, "_inplace", mode)
+
+
+def _with_attr(step: Step, key: str, value: Any) -> Step:
+    return Step(step.index, step.node.with_(attrs={**step.node.attrs, key: value}))
+
+
+def _stack_temporaries(sched: Schedule, lowered: list[LoweredStep], options: CompileOptions,
+                       modes: dict[int, str], pools: Sequence[Pool], arena: int) -> set[int]:
+    """The in-place steps whose temporary (their one scratch buffer, at most STACK_TEMP_MAX
+    bytes) goes on the C stack instead (KernelBuilder.temporary): only where that makes the
+    arena smaller, since the stack then grows by it. All of them on the stack gives the
+    smallest arena; then, largest first, each goes back to the arena if it stays that small."""
+    small = {ls.step.index: ls.scratch[0][1] for ls in lowered if ls.step.index in modes
+             and len(ls.scratch) == 1 and ls.scratch[0][1] <= STACK_TEMP_MAX}
+    scratch = _scratch(lowered)
+
+    def size(on_stack: set[int]) -> int | None:
+        rest = {i: e for i, e in scratch.items() if i not in on_stack}
+        reqs = analyse(sched, rest, options.align, options.inplace, options.io_in_arena,
+                       modes).reqs
+        try:
+            return (plan_pools(reqs, pools, options.planner) if pools
+                    else plan(reqs, options.planner)).size
+        except (PoolsDoNotFit, ValueError):
+            return None
+
+    stack = set(small)
+    best = size(stack)
+    if not small or best is None or best >= arena:
+        return set()
+    for i in sorted(small, key=lambda i: (-small[i], i)):
+        smaller = size(stack - {i})
+        if smaller is not None and smaller <= best:
+            stack.discard(i)
+    return stack
 
 
 def _plan(sched: Schedule, scratch: dict[int, list[tuple[str, int]]], options: CompileOptions,

@@ -109,7 +109,7 @@ class KernelBuilder:
                  input_consts: Sequence[np.ndarray | None] = (),
                  features: frozenset[str] = frozenset(),
                  dead_outputs: frozenset[int] = frozenset(),
-                 schedule: Schedule | None = None) -> None:
+                 schedule: Schedule | None = None, stack_temps: bool = False) -> None:
         self.name = name
         self.comment = comment
         self.inputs = list(inputs)
@@ -127,7 +127,9 @@ class KernelBuilder:
         # Target features (board.toml) that steer lowering choices, e.g. "autovec".
         self.features = features
         self.scratch: list[Buffer] = []
-        self.stack_temps: list[Buffer] = []  # temporary(): local arrays in place of scratch
+        # temporary(): small temporaries as local arrays instead of scratch (when allowed).
+        self.stack_temps_ok = stack_temps
+        self.stack_temps: list[Buffer] = []
         # The schedule chosen for this kernel's workload ({knob: value}, aotc/schedules), and
         # the knobs the lowering asked for: name -> (choices, default), the kernel's space.
         self.schedule = dict(schedule or {})
@@ -216,11 +218,12 @@ class KernelBuilder:
         return BufRef(buf, (size,))
 
     def temporary(self, name: str, dtype: DType, shape: Sequence[int]) -> BufRef:
-        """An in-place kernel's temporary: a local array on the C stack when it takes at most
-        STACK_TEMP_MAX bytes, else arena scratch. The kernel reports the stack ones
-        (LoweredStep.stack): the arena does not hold them."""
+        """An in-place kernel's temporary: arena scratch, or a local array on the C stack when
+        the compiler allows it for this step (the arena is then smaller, aotc/compiler.py
+        _stack_temporaries) and it takes at most STACK_TEMP_MAX bytes. The kernel reports the
+        stack ones (LoweredStep.stack): the arena does not hold them."""
         size = int(np.prod(shape, dtype=np.int64))
-        if size * dtype.itemsize > STACK_TEMP_MAX:
+        if not self.stack_temps_ok or size * dtype.itemsize > STACK_TEMP_MAX:
             return self.scratch_buffer(name, dtype, shape)
         ref = self.local_array(size, name, dtype)
         self.stack_temps.append(ref.buf)

@@ -106,7 +106,7 @@ def lower_step(s: Schedule, step: Step, unroll_max: int = 8,
         input_consts=[g.values[i].const if i else None for i in node.inputs],
         features=features,
         dead_outputs=frozenset(k for k, o in enumerate(n.outputs) if o in s.dead),
-        schedule=(schedules or {}).get(key))
+        schedule=(schedules or {}).get(key), stack_temps=bool(n.attrs.get("_stack_temp")))
     try:
         opdef.lower(node, kb)
     except AotcError:

@@ -194,7 +194,8 @@ def _writes_behind_reads(channels: int, in_sp: Sequence[int], out_sp: Sequence[i
 def inplace_temp_bytes(s: Schedule, step: int, mode: str) -> int:
     """The arena temporary an in-place conv needs: one output channel, one output pixel, a
     ring of output rows ("line"), or none ("element": each output stored at once). One of at
-    most STACK_TEMP_MAX bytes is on the C stack instead (KernelBuilder.temporary): 0 here."""
+    most STACK_TEMP_MAX bytes counts 0: the compiler puts it on the C stack where it would
+    make the arena larger (aotc/compiler.py _stack_temporaries)."""
     from aotc.lower.builder import STACK_TEMP_MAX
 
     if mode == "element":

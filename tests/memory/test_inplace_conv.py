@@ -165,12 +165,13 @@ def test_inplace_conv_mlperf_bit_exact_with_tflm(stem, io_in_arena, mlperf_dir, 
     assert c.liveness.inplace
     if not io_in_arena:
         assert c.plan.size <= INT8[stem], c.plan.size
-    # The temporaries outside the arena are stated, each at most STACK_TEMP_MAX bytes.
+    # The temporaries outside the arena are stated, each at most STACK_TEMP_MAX bytes; only
+    # VWW's widening 1x1 (at the widest step, without the I/O in the arena) needs one.
     stack = runner.meta["stack_temporaries"]
     assert stack == c.stack_temporaries
     assert all(0 < t["bytes"] <= STACK_TEMP_MAX for t in stack)
-    if stem == "vww_96_int8_qdq":
-        assert stack, "the widening 1x1's pixel is not on the stack"
+    if stem == "vww_96_int8_qdq" and not io_in_arena:
+        assert [t["bytes"] for t in stack] == [16], stack
     if stem != "str_ww_ref_model_int8_qdq":  # KWS, VWW: stride-1 3x3 depthwise by line
         assert "line" in c.liveness.modes.values()
 

@@ -252,8 +252,8 @@ def test_line_conv_int8_on_m4f(tmp_path):
 
 
 def test_inspect_states_the_stack_temporaries():
-    """A ring of at most STACK_TEMP_MAX bytes is on the C stack: not arena scratch, and
-    listed by inspect."""
+    """A ring of at most STACK_TEMP_MAX bytes that would raise the arena is on the C stack
+    (here the 480 B map is the arena): not arena scratch, and listed by inspect."""
     from aotc.api import inspect
     from aotc.cli import _fmt_inspect
 
