@@ -70,7 +70,8 @@ class CompileOptions:
     io_in_arena: bool = False
     # Convolutions that can write over their dying input do so (depthwise channel by channel,
     # 2-D convs by line through a ring of output rows, 1x1 pixel by pixel) with a temporary,
-    # on the C stack when at most 64 B (docs/memory.md); needs inplace.
+    # on the C stack when at most 64 B and that shrinks the arena (docs/memory.md); needs
+    # inplace.
     inplace_conv: bool = False
     unroll_max: int = 8
     # Board whose features steer lowering choices (boards/<name>/board.toml); None: a generic

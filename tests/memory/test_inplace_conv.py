@@ -146,7 +146,7 @@ def test_inplace_conv_with_io_in_arena(tmp_path):
 # one-pixel temporary (16 B) is on the C stack, the strided depthwise after it stores each
 # output at once (no temporary), and the other temporaries sit in free tails of merged buffers.
 # KWS: its 8,000 B map and the 64 B average-pool output read from it (the depthwise convs run
-# by line with a 10 B ring on the stack).
+# by line, their 10 B rings in free tails).
 INT8 = {"kws_ref_model_int8_qdq": 8_064, "str_ww_ref_model_int8_qdq": 6_656,
         "vww_96_int8_qdq": 36_864}
 
