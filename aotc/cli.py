@@ -66,9 +66,9 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--inplace-conv", action="store_true",
                    help="let depthwise convs write over their dead input channel by channel "
                         "(strided ones element by element), 2-D convs row by row through a "
-                        "ring of output rows, and 1x1 convs pixel by pixel (a temporary of at "
-                        "most 64 B on the C stack where that makes the arena smaller), when "
-                        "that makes the arena smaller")
+                        "ring of output rows, and 1x1 convs pixel by pixel, when that makes the "
+                        "arena smaller (a temporary of at most 64 B goes on the C stack if "
+                        "that saves arena bytes)")
     p.add_argument("--keep-order", action="store_true",
                    help="run the kernels in the model's order (default: the order with the "
                         "smallest liveness bound, where the graph branches)")

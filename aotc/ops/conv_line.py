@@ -91,14 +91,14 @@ def lower_line(conv: Any, node: Any, kb: Any, X: Any, B: Any, arith: Any,
     def slot(u: Expr) -> Expr:
         return (u % delay) * width if delay > 1 else Const(0)
 
-    def flush(u: Expr) -> None:
-        """Unit u from its ring slot to its place in Y."""
+    def flush(u: Expr, at: Expr) -> None:
+        """Unit u from its ring slot (from element ``at``) to its place in Y."""
         if depthwise:
             with kb.loop(ow, "t") as t:
-                kb.store(yflat, [u * ow + t], ring[[slot(u) + t]])
+                kb.store(yflat, [u * ow + t], ring[[at + t]])
             return
         with kb.loops([mout, ow], ["mm", "t"]) as (mm, t):
-            kb.store(yflat, [mm * (oh * ow) + u * ow + t], ring[[slot(u) + mm * ow + t]])
+            kb.store(yflat, [mm * (oh * ow) + u * ow + t], ring[[at + mm * ow + t]])
 
     def row(m: Expr, oy: Expr, at: Expr) -> None:
         """Output row oy of channel m into the ring from element ``at``."""
@@ -111,17 +111,20 @@ def lower_line(conv: Any, node: Any, kb: Any, X: Any, B: Any, arith: Any,
             value = arith.finish(kb, nan_at(acc, m, [oy, ox]), m, B)
             kb.store_output([Const(0), m, oy, ox], value, into=(ring, [at + ox]))
 
+    # Unit u and unit u - D share a slot: computed once per unit, not per element.
     if depthwise:
         with kb.loops([mout, oh], ["m", "o0"]) as (m, oy):
             u = m * oh + oy
+            at = kb.local(slot(u), "slot")
             with kb.if_(cmp("ge", u, delay)):
-                flush(u - delay)
-            row(m, oy, slot(u))
+                flush(u - delay, at)
+            row(m, oy, at)
     else:
         with kb.loop(oh, "o0") as oy:
+            at = kb.local(slot(oy), "slot")
             with kb.if_(cmp("ge", oy, delay)):
-                flush(oy - delay)
+                flush(oy - delay, at)
             with kb.loop(mout, "m") as m:
-                row(m, oy, slot(oy) + m * ow)
+                row(m, oy, at + m * ow)
     with kb.loop(delay, "r") as r:
-        flush(units - delay + r)
+        flush(units - delay + r, kb.local(slot(units - delay + r), "slot"))
