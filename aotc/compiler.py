@@ -122,9 +122,9 @@ class Compilation:
 
     @property
     def stack_temporaries(self) -> list[dict[str, Any]]:
-        """The temporaries kernels keep on the C stack instead of the arena (an in-place 1x1
-        conv's output pixel, KernelBuilder.stack_temp): in neither the arena nor its bounds.
-        The kernels run one at a time: the stack needs the largest kernel's, not the sum."""
+        """The temporaries kernels keep on the C stack instead of the arena (an in-place
+        conv's, KernelBuilder.temporary): in neither the arena nor its bounds. The kernels
+        run one at a time: the stack needs the largest kernel's, not the sum."""
         return [{"kernel": ls.kernel.name, "name": name, "bytes": nbytes}
                 for ls in self.lowered for name, nbytes in ls.stack]
 

@@ -6,7 +6,7 @@ kernel reads that input only at the output element's own index (a standalone ele
 an epilogue operand such as a residual). The output then shares the input's buffer.
 
 In-place convolutions (conv_inplace_modes) go further, with a stated temporary (the kernel's
-scratch, or a local array on the C stack when at most STACK_TEMP_MAX bytes): a depthwise conv
+scratch, or a local array on the C stack when small and that saves arena): a depthwise conv
 writes each output channel over its dead input channel, a 2-D conv its output rows through a
 ring of rows (aotc/ops/conv_line.py), a 1x1 stride-1 conv each output pixel over its dead
 input pixel. The buffer then has the size of the larger of the two tensors.

@@ -41,8 +41,8 @@ def lower_tiled(conv: Any, node: Any, kb: Any, X: Any, W: Any, B: Any, arith: An
 
     by_pixel (in place, a 1x1 stride-1 conv): output pixels outermost, one at a time; all
     channels of a pixel go to a one-pixel temporary, copied over the pixel's (then dead)
-    input. The temporary is a local array (the C stack) up to STACK_TEMP_MAX bytes, else
-    arena scratch."""
+    input. The temporary is arena scratch, or a local array on the C stack where the compiler
+    allows it (KernelBuilder.temporary)."""
     Y = kb.outputs[0]
     nd = len(X.shape) - 2
     in_sp, k_sp, out_sp = list(X.shape[2:]), list(W.shape[2:]), list(Y.shape[2:])
@@ -79,7 +79,7 @@ def lower_tiled(conv: Any, node: Any, kb: Any, X: Any, W: Any, B: Any, arith: An
     nan_at = conv._padded_nan(node, kb, out_sp, pb, s, d)
     kstrides = strides(k_sp)
     acc_t = arith.acc
-    # On the C stack when small (the last output pixel leaves no room in place).
+    # On the C stack where that shrinks the arena (the last pixel leaves no room in place).
     pixel = kb.temporary("pixel", Y.dtype, [Y.shape[1]]) if by_pixel else None
 
     # The geometry the loops see: the real one, or for a pointwise conv the spatial axes as one.

@@ -1,9 +1,9 @@
 """In-place convs by line (aotc/ops/conv_line.py): a 2-D conv writes its output over its dead
 input through a ring of D output rows. line_delay against a run that overwrites its input,
-the generated C against onnxruntime (float: rtol 1e-5, atol 1e-5; int8: equal to the conv not
-in place and within 1 LSB of onnxruntime), and the plans as the kernels touch them, byte by
-byte (the MLPerf Tiny models that use the mode, KWS and VWW, are checked against TFLM on the
-host and on cortex-m4f in test_inplace_conv.py)."""
+the generated C against onnxruntime (float: rtol 1e-5, atol 1e-5; int8: equal to the conv
+not in place, and to onnxruntime with its requantisation), and the plans as the kernels touch
+them, byte by byte (the MLPerf Tiny models that use the mode, KWS and VWW, are checked
+against TFLM on the host and on cortex-m4f / cortex-m55 in test_inplace_conv.py)."""
 
 from __future__ import annotations
 
@@ -185,20 +185,24 @@ def qlinear_chain(c: int, m: int, hw: tuple[int, int], k: tuple[int, int], pads:
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
 
 
+@pytest.mark.parametrize("requant", ["onnx", "tflite"])
 @pytest.mark.parametrize("c,m,hw,k,pads,depthwise", CHAINS)
-def test_line_conv_int8_bit_identical(c, m, hw, k, pads, depthwise, tmp_path):
-    """Integer sums are exact in any order: the line kernel's bytes are the plain kernel's
-    (whose requantisation test_quant.py checks against onnxruntime and TFLite's formulas),
-    and within 1 LSB of onnxruntime."""
+def test_line_conv_int8_bit_exact(c, m, hw, k, pads, depthwise, requant, tmp_path):
+    """Integer sums are exact in any order: the line kernel's bytes are the plain kernel's.
+    With onnxruntime's requantisation (requant="onnx") they are onnxruntime's; with TFLite's
+    fixed-point multiplier (the default) within 1 LSB of it (a tie rounds differently)."""
     model = qlinear_chain(c, m, hw, k, pads, depthwise)
     x = np.random.default_rng(2).integers(-128, 128, (1, 3, *hw)).astype(np.int8)
-    b = aotc.compile(model, tmp_path / "line", name="m", inplace_conv=True)
+    b = aotc.compile(model, tmp_path / "line", name="m", inplace_conv=True, requant=requant)
     got = b.load().run({"x": x})["y"]
     assert b.compilation.liveness.modes == {1: "line"}
-    plain = aotc.compile(model, tmp_path / "plain", name="m").load().run({"x": x})["y"]
-    np.testing.assert_array_equal(got, plain)
+    plain = aotc.compile(model, tmp_path / "plain", name="m", requant=requant)
+    np.testing.assert_array_equal(got, plain.load().run({"x": x})["y"])
     want = ort_run(model, {"x": x})["y"]
-    assert np.abs(got.astype(np.int64) - want.astype(np.int64)).max() <= 1
+    if requant == "onnx":
+        np.testing.assert_array_equal(got, want)
+    else:
+        assert np.abs(got.astype(np.int64) - want.astype(np.int64)).max() <= 1
 
 
 def _root_replay(c) -> None:  # type: ignore[no-untyped-def]
