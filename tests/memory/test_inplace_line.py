@@ -257,12 +257,16 @@ def test_line_conv_int8_on_m4f(tmp_path):
 
 def test_inspect_states_the_stack_temporaries():
     """A ring of at most STACK_TEMP_MAX bytes that would raise the arena is on the C stack
-    (here the 480 B map is the arena): not arena scratch, and listed by inspect."""
+    (here the 480 B map is the arena): not arena scratch, and listed by inspect and in the
+    HTML report's summary."""
     from aotc.api import inspect
     from aotc.cli import _fmt_inspect
+    from aotc.report.html import _summary
 
     model = conv_chain(4, 4, (6, 5), (3, 3), [1, 1, 1, 1], True)  # 2 rows of 5 floats: 40 B
     rep = inspect(model, inplace_conv=True)
     assert rep["memory"]["stack_temporaries"] == [
         {"kernel": "k1_conv_relu", "name": "line", "bytes": 40}]
     assert "on the C stack, not in the arena: k1_conv_relu line 40 B" in _fmt_inspect(rep)
+    row = [r for r in _summary({**rep, "bench": None}) if r["key"] == "stack_temporaries"]
+    assert [r["value"] for r in row] == [40]
