@@ -118,7 +118,7 @@ def test_stride_1_3x3_needs_two_rows():
 
 
 def conv_chain(c: int, m: int, hw: tuple[int, int], k: tuple[int, int], pads: list[int],
-               depthwise: bool, seed: int = 0):  # type: ignore[no-untyped-def]
+               depthwise: bool, dil: int = 1, seed: int = 0):  # type: ignore[no-untyped-def]
     """x -> 3x3 stem (3 -> c) -> the conv under test (c -> m; depthwise: group c) -> Relu ->
     1x1 conv to 2 channels: the conv under test reads an arena buffer that dies there."""
     rng = np.random.default_rng(seed)
@@ -127,7 +127,7 @@ def conv_chain(c: int, m: int, hw: tuple[int, int], k: tuple[int, int], pads: li
              "b": rng.standard_normal(m) * 0.1, "wz": rng.standard_normal((2, m, 1, 1)) * 0.3}
     nodes = [helper.make_node("Conv", ["x", "w0"], ["a"], pads=[1, 1, 1, 1]),
              helper.make_node("Conv", ["a", "w", "b"], ["y0"], pads=pads,
-                              group=c if depthwise else 1),
+                              group=c if depthwise else 1, dilations=[dil, dil]),
              helper.make_node("Relu", ["y0"], ["r"]),
              helper.make_node("Conv", ["r", "wz"], ["y"])]
     g = helper.make_graph(
@@ -137,19 +137,20 @@ def conv_chain(c: int, m: int, hw: tuple[int, int], k: tuple[int, int], pads: li
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
 
 
-CHAINS = [  # (c, m, (h, w), kernel, pads, depthwise)
+CHAINS = [  # (c, m, (h, w), kernel, pads, depthwise, dilation)
     (8, 8, (9, 11), (3, 3), [1, 1, 1, 1], True),      # odd sizes, same padding
     (4, 4, (12, 13), (5, 5), [2, 2, 2, 2], True),     # 5x5: three rows
     (5, 5, (8, 7), (3, 2), [0, 1, 2, 0], True),       # asymmetric kernel and pads
     (6, 4, (7, 10), (3, 3), [1, 1, 1, 1], False),     # plain conv, fewer outputs
     (5, 5, (9, 6), (3, 3), [0, 0, 0, 0], False),      # plain conv, no padding (smaller map)
     (3, 5, (6, 9), (2, 3), [1, 0, 0, 2], False),      # plain conv, more outputs than inputs
+    (4, 4, (11, 10), (3, 3), [2, 2, 2, 2], False, 2),  # plain conv, dilation 2: three rows
 ]
 
 
-@pytest.mark.parametrize("c,m,hw,k,pads,depthwise", CHAINS)
-def test_line_conv_float_against_onnxruntime(c, m, hw, k, pads, depthwise, tmp_path):
-    model = conv_chain(c, m, hw, k, pads, depthwise)
+@pytest.mark.parametrize("case", CHAINS)
+def test_line_conv_float_against_onnxruntime(case, tmp_path):
+    model, hw = conv_chain(*case), case[2]
     x = np.random.default_rng(1).standard_normal((1, 3, *hw)).astype(np.float32)
     want = ort_run(model, {"x": x})["y"]
     b = aotc.compile(model, tmp_path / "line", name="m", inplace_conv=True)
@@ -160,7 +161,8 @@ def test_line_conv_float_against_onnxruntime(c, m, hw, k, pads, depthwise, tmp_p
 
 
 def qlinear_chain(c: int, m: int, hw: tuple[int, int], k: tuple[int, int], pads: list[int],
-                  depthwise: bool, seed: int = 0):  # type: ignore[no-untyped-def]
+                  depthwise: bool, dil: int = 1,
+                  seed: int = 0):  # type: ignore[no-untyped-def]
     """conv_chain as int8 QLinearConv nodes (per-channel weight scales, zero point -3)."""
     rng = np.random.default_rng(seed)
     inits: dict[str, np.ndarray] = {"s": np.float32(0.05), "z": np.int8(-3),
@@ -169,7 +171,7 @@ def qlinear_chain(c: int, m: int, hw: tuple[int, int], k: tuple[int, int], pads:
     for name, x, y, wshape, attrs in [
             ("stem", "x", "a", (c, 3, 3, 3), {"pads": [1, 1, 1, 1]}),
             ("conv", "a", "r", (m, 1 if depthwise else c, *k),
-             {"pads": pads, "group": c if depthwise else 1}),
+             {"pads": pads, "group": c if depthwise else 1, "dilations": [dil, dil]}),
             ("head", "r", "y", (2, m, 1, 1), {})]:
         inits[f"{name}_w"] = rng.integers(-90, 90, wshape).astype(np.int8)
         inits[f"{name}_ws"] = rng.uniform(0.002, 0.01, wshape[0]).astype(np.float32)
@@ -186,12 +188,12 @@ def qlinear_chain(c: int, m: int, hw: tuple[int, int], k: tuple[int, int], pads:
 
 
 @pytest.mark.parametrize("requant", ["onnx", "tflite"])
-@pytest.mark.parametrize("c,m,hw,k,pads,depthwise", CHAINS)
-def test_line_conv_int8_bit_exact(c, m, hw, k, pads, depthwise, requant, tmp_path):
+@pytest.mark.parametrize("case", CHAINS)
+def test_line_conv_int8_bit_exact(case, requant, tmp_path):
     """Integer sums are exact in any order: the line kernel's bytes are the plain kernel's.
     With onnxruntime's requantisation (requant="onnx") they are onnxruntime's; with TFLite's
     fixed-point multiplier (the default) within 1 LSB of it (a tie rounds differently)."""
-    model = qlinear_chain(c, m, hw, k, pads, depthwise)
+    model, hw = qlinear_chain(*case), case[2]
     x = np.random.default_rng(2).integers(-128, 128, (1, 3, *hw)).astype(np.int8)
     b = aotc.compile(model, tmp_path / "line", name="m", inplace_conv=True, requant=requant)
     got = b.load().run({"x": x})["y"]
