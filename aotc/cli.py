@@ -65,9 +65,10 @@ def _common(p: argparse.ArgumentParser) -> None:
                         "run function then takes only the arena (total RAM is one number)")
     p.add_argument("--inplace-conv", action="store_true",
                    help="let depthwise convs write over their dead input channel by channel "
-                        "(strided ones element by element) and 1x1 convs pixel by pixel (a "
-                        "one-channel / one-pixel temporary, none element by element), when "
-                        "that makes the arena smaller")
+                        "(strided ones element by element), 2-D convs row by row through a "
+                        "ring of output rows, and 1x1 convs pixel by pixel, when that makes the "
+                        "arena smaller (a temporary of at most 64 B goes on the C stack if "
+                        "that saves arena bytes)")
     p.add_argument("--keep-order", action="store_true",
                    help="run the kernels in the model's order (default: the order with the "
                         "smallest liveness bound, where the graph branches)")
@@ -301,6 +302,10 @@ def _fmt_inspect(rep: dict[str, Any]) -> str:
         lines.append("")
         lines += [f"in place (by {i['by']}): step {i['step']} writes {i['output']} over "
                   f"{i['input']}" for i in m["inplace"]]
+    if m.get("stack_temporaries"):
+        lines.append("")
+        lines += [f"on the C stack, not in the arena: {t['kernel']} {t['name']} {t['bytes']} B"
+                  for t in m["stack_temporaries"]]
     lines += ["", m["timeline"]]
     if rep.get("partition"):
         lines += ["", *format_partition(rep["partition"])]

@@ -35,6 +35,7 @@ from aotc.frontend.torch import (
     weight_check,
 )
 from aotc.ir.graph import Graph
+from aotc.lower.builder import STACK_TEMP_MAX
 from aotc.lower.lowering import LoweredStep, lower_step
 from aotc.memory.buffers import Plan, check_no_overlap
 from aotc.memory.liveness import (
@@ -68,7 +69,9 @@ class CompileOptions:
     # the arena, and the header says where each input and output is.
     io_in_arena: bool = False
     # Convolutions that can write over their dying input do so (depthwise channel by channel,
-    # 1x1 pixel by pixel) with a one-channel / one-pixel temporary; needs inplace.
+    # 2-D convs by line through a ring of output rows, 1x1 pixel by pixel) with a temporary,
+    # on the C stack when at most 64 B and that shrinks the arena (docs/memory.md); needs
+    # inplace.
     inplace_conv: bool = False
     unroll_max: int = 8
     # Board whose features steer lowering choices (boards/<name>/board.toml); None: a generic
@@ -116,6 +119,14 @@ class Compilation:
     # A model from PyTorch: the weight-size guard's line (bundle vs module weight bytes).
     weight_check: str | None = None
     pools: list[Pool] = field(default_factory=list)  # memory pools; empty: one arena
+
+    @property
+    def stack_temporaries(self) -> list[dict[str, Any]]:
+        """The temporaries kernels keep on the C stack instead of the arena (an in-place
+        conv's, KernelBuilder.temporary): in neither the arena nor its bounds. The kernels
+        run one at a time: the stack needs the largest kernel's, not the sum."""
+        return [{"kernel": ls.kernel.name, "name": name, "bytes": nbytes}
+                for ls in self.lowered for name, nbytes in ls.stack]
 
     @property
     def lower_bound(self) -> int:
@@ -265,6 +276,13 @@ def compile_model(model: str | os.PathLike[str] | onnx.ModelProto, options: Comp
             alt_live, alt_plan = _plan(sched, _scratch(alt), options, modes, pools, label)
             if misfit is not None or alt_plan.size < the_plan.size:
                 lowered, live, the_plan, misfit = alt, alt_live, alt_plan, None
+                stack = _stack_temporaries(sched, lowered, options, modes, pools, the_plan.size)
+                if stack:
+                    lowered = [lower_step(sched, _with_attr(ls.step, "_stack_temp", True),
+                                          options.unroll_max, features, options.schedules)
+                               if ls.step.index in stack else ls for ls in lowered]
+                    live, the_plan = _plan(sched, _scratch(lowered), options, modes, pools,
+                                           label)
         except PoolsDoNotFit:
             pass
     if misfit is not None:
@@ -318,7 +336,42 @@ def _scratch(lowered: list[LoweredStep]) -> dict[int, list[tuple[str, int]]]:
 
 
 def _with_mode(step: Step, mode: str) -> Step:
-    return Step(step.index, step.node.with_(attrs={**step.node.attrs, "_inplace": mode}))
+    return _with_attr(step, "_inplace", mode)
+
+
+def _with_attr(step: Step, key: str, value: Any) -> Step:
+    return Step(step.index, step.node.with_(attrs={**step.node.attrs, key: value}))
+
+
+def _stack_temporaries(sched: Schedule, lowered: list[LoweredStep], options: CompileOptions,
+                       modes: dict[int, str], pools: Sequence[Pool], arena: int) -> set[int]:
+    """The in-place steps whose temporary (their one scratch buffer, at most STACK_TEMP_MAX
+    bytes) goes on the C stack instead (KernelBuilder.temporary): only where that makes the
+    arena smaller, since the stack then grows by it. All of them on the stack gives the
+    smallest arena; then, largest first, each goes back to the arena if it stays that small."""
+    small = {ls.step.index: ls.scratch[0][1] for ls in lowered if ls.step.index in modes
+             and len(ls.scratch) == 1 and ls.scratch[0][1] <= STACK_TEMP_MAX}
+    scratch = _scratch(lowered)
+
+    def size(on_stack: set[int]) -> int | None:
+        rest = {i: e for i, e in scratch.items() if i not in on_stack}
+        reqs = analyse(sched, rest, options.align, options.inplace, options.io_in_arena,
+                       modes).reqs
+        try:
+            return (plan_pools(reqs, pools, options.planner) if pools
+                    else plan(reqs, options.planner)).size
+        except (PoolsDoNotFit, ValueError):
+            return None
+
+    stack = set(small)
+    best = size(stack)
+    if not small or best is None or best >= arena:
+        return set()
+    for i in sorted(small, key=lambda i: (-small[i], i)):
+        smaller = size(stack - {i})
+        if smaller is not None and smaller <= best:
+            stack.discard(i)
+    return stack
 
 
 def _plan(sched: Schedule, scratch: dict[int, list[tuple[str, int]]], options: CompileOptions,
@@ -387,6 +440,7 @@ def memory_report(c: Compilation) -> dict[str, Any]:
     rep["inplace"] = [{"step": k, "input": a, "output": b,
                        "by": c.liveness.modes.get(k, "element")}
                       for k, (a, b) in sorted(c.liveness.inplace.items())]
+    rep["stack_temporaries"] = c.stack_temporaries
     rep["timeline"] = ascii_timeline(c.liveness.reqs, c.plan)
     for entry, pool in zip(rep.get("pools", []), c.pools):
         entry.update(capacity=pool.size, section=pool.section)

@@ -11,8 +11,9 @@ Columns (bytes):
   kept       --keep-order: the arena with the kernels in the model's order
   default    aotc's arena with the default options (graph I/O in caller buffers; kernels in
              the order of smallest liveness bound, aotc/reorder.py)
-  inplace    --inplace-conv (depthwise by channel or, strided, by element; 1x1 by pixel;
-             one-channel/pixel temporary, none by element; docs/memory.md)
+  inplace    --inplace-conv (depthwise by channel, by line or, strided, by element; plain
+             convs by line; 1x1 by pixel; a temporary of at most 64 B on the C stack where
+             that shrinks the arena, not counted; docs/memory.md)
   io         --io-in-arena: the arena holds the graph I/O too, so it is the total RAM
   io+inpl    --io-in-arena --inplace-conv: total RAM with both
   TFLM hd    TFLM's arena head (activations + scratch, I/O included; targets.md 3.3)

@@ -145,6 +145,8 @@ def render_context(c: Compilation) -> dict[str, Any]:
                      **_io_place(c, t.value)} for t in outs],
         **({"pools": pools} if pools else {}),
         "kernels": [ls.kernel.name for ls in c.lowered],
+        # Temporaries kernels keep on the C stack, outside the arena (compiler.py).
+        "stack_temporaries": c.stack_temporaries,
         # Per kernel aotc lowered: its workload key, the schedule it used and its space
         # ({knob: [choices, default]}): what `aotc tune` searches.
         "workloads": {ls.kernel.name: {"key": ls.workload, "schedule": ls.knobs,

@@ -97,6 +97,11 @@ class BufRef:
 EpilogueFn = Callable[[Expr, Sequence[Expr], "Expr | None", tuple[int, ...]], Expr]
 
 
+# The most bytes a kernel's temporary may take on the C stack (temporary()): small enough for
+# any MCU's stack, like a spilled accumulator tile; larger ones are arena scratch.
+STACK_TEMP_MAX = 64
+
+
 class KernelBuilder:
     def __init__(self, name: str, comment: str, inputs: Sequence[BufRef | None],
                  outputs: Sequence[BufRef], epilogue: Sequence[EpilogueFn] = (),
@@ -104,7 +109,7 @@ class KernelBuilder:
                  input_consts: Sequence[np.ndarray | None] = (),
                  features: frozenset[str] = frozenset(),
                  dead_outputs: frozenset[int] = frozenset(),
-                 schedule: Schedule | None = None) -> None:
+                 schedule: Schedule | None = None, stack_temps: bool = False) -> None:
         self.name = name
         self.comment = comment
         self.inputs = list(inputs)
@@ -122,6 +127,9 @@ class KernelBuilder:
         # Target features (board.toml) that steer lowering choices, e.g. "autovec".
         self.features = features
         self.scratch: list[Buffer] = []
+        # temporary(): small temporaries as local arrays instead of scratch (when allowed).
+        self.stack_temps_ok = stack_temps
+        self.stack_temps: list[Buffer] = []
         # The schedule chosen for this kernel's workload ({knob: value}, aotc/schedules), and
         # the knobs the lowering asked for: name -> (choices, default), the kernel's space.
         self.schedule = dict(schedule or {})
@@ -208,6 +216,18 @@ class KernelBuilder:
         buf = Buffer(self.fresh(name), dtype, size, "local")
         self.emit(DeclArray(buf))
         return BufRef(buf, (size,))
+
+    def temporary(self, name: str, dtype: DType, shape: Sequence[int]) -> BufRef:
+        """An in-place kernel's temporary: arena scratch, or a local array on the C stack when
+        the compiler allows it for this step (the arena is then smaller, aotc/compiler.py
+        _stack_temporaries) and it takes at most STACK_TEMP_MAX bytes. The kernel reports the
+        stack ones (LoweredStep.stack): the arena does not hold them."""
+        size = int(np.prod(shape, dtype=np.int64))
+        if not self.stack_temps_ok or size * dtype.itemsize > STACK_TEMP_MAX:
+            return self.scratch_buffer(name, dtype, shape)
+        ref = self.local_array(size, name, dtype)
+        self.stack_temps.append(ref.buf)
+        return BufRef(ref.buf, tuple(shape))
 
     def assign(self, var: Var, value: Expr) -> None:
         self.emit(Assign(var.name, value))

@@ -32,6 +32,9 @@ class LoweredStep:
     args: list[tuple[str, str]]  # per kernel param: ("value"|"const"|"scratch", name)
     consts: dict[str, np.ndarray] = field(default_factory=dict)
     scratch: list[tuple[str, int]] = field(default_factory=list)  # (name, bytes)
+    # Temporaries the kernel keeps on the C stack instead of the arena (KernelBuilder.
+    # stack_temp): (name, bytes).
+    stack: list[tuple[str, int]] = field(default_factory=list)
     # A kernel a BYOC backend emitted (aotc/byoc/lowering.py): its C source replaces the
     # printed loop nest (``kernel`` then has the parameters and an empty body), and the call
     # returns a status.
@@ -103,7 +106,7 @@ def lower_step(s: Schedule, step: Step, unroll_max: int = 8,
         input_consts=[g.values[i].const if i else None for i in node.inputs],
         features=features,
         dead_outputs=frozenset(k for k, o in enumerate(n.outputs) if o in s.dead),
-        schedule=(schedules or {}).get(key))
+        schedule=(schedules or {}).get(key), stack_temps=bool(n.attrs.get("_stack_temp")))
     try:
         opdef.lower(node, kb)
     except AotcError:
@@ -136,7 +139,8 @@ def lower_step(s: Schedule, step: Step, unroll_max: int = 8,
             args.append(by_pname[b.name])
     scratch = [(b.name, b.size * b.dtype.itemsize) for b in kb.scratch]
     knobs = {k: kb.schedule.get(k, default) for k, (_, default) in kb.space.items()}
-    return LoweredStep(step, kernel, args, dict(kb.consts), scratch, workload=key,
+    stack = [(b.name, b.size * b.dtype.itemsize) for b in kb.stack_temps]
+    return LoweredStep(step, kernel, args, dict(kb.consts), scratch, stack, workload=key,
                        space=dict(kb.space), knobs=knobs)
 
 

@@ -6,15 +6,17 @@ kernel reads that input only at the output element's own index (a standalone ele
 an epilogue operand such as a residual). The output then shares the input's buffer.
 
 In-place convolutions (conv_inplace_modes) go further, with a stated temporary (the kernel's
-scratch): a depthwise conv writes each output channel over its dead input channel, a 1x1
-stride-1 conv each output pixel over its dead input pixel. The buffer then has the size of the
-larger of the two tensors.
+scratch, or a local array on the C stack when small and that saves arena): a depthwise conv
+writes each output channel over its dead input channel, a 2-D conv its output rows through a
+ring of rows (aotc/ops/conv_line.py), a 1x1 stride-1 conv each output pixel over its dead
+input pixel. The buffer then has the size of the larger of the two tensors.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -29,7 +31,8 @@ class Liveness:
     reqs: list[BufferReq]
     alias: dict[str, str] = field(default_factory=dict)  # arena root -> buffer it lives in
     inplace: dict[int, tuple[str, str]] = field(default_factory=dict)  # step -> (in, out root)
-    # step -> "channel" | "element" | "pixel" for the in-place convs (conv_inplace_modes)
+    # step -> "channel" | "element" | "pixel" | "line" for the in-place convs
+    # (conv_inplace_modes)
     modes: dict[int, str] = field(default_factory=dict)
     # One request per arena root and scratch, with its own size and lifetime (not merged).
     roots: list[BufferReq] = field(default_factory=list)
@@ -90,10 +93,12 @@ def conv_inplace_modes(s: Schedule, io_in_arena: bool = False) -> dict[int, str]
     "channel" for a depthwise conv (group = input = output channels, an output channel no
     larger than an input channel): output channel c needs input channel c only, and lands on
     input channels <= c; "element" for such a depthwise conv whose outputs can be stored one
-    by one at their own index with no temporary (_writes_behind_reads); "pixel" for a 1x1
-    stride-1 unpadded conv with batch 1 and constant weights: output pixel p needs input
-    pixel p only, and in NCHW lands on input pixel p (or past the input when there are more
-    output channels). All need equal element sizes."""
+    by one at their own index with no temporary (_writes_behind_reads); "line" instead of
+    "channel" where its ring of output rows (conv_line.line_delay) is smaller, and for a 2-D
+    conv (group 1, batch 1) that "pixel" does not take; "pixel" for a 1x1 stride-1 unpadded
+    conv with batch 1 and constant weights: output pixel p needs input pixel p only, and in
+    NCHW lands on input pixel p (or past the input when there are more output channels). All
+    need equal element sizes."""
     from aotc.ops.conv import conv_pads
 
     g = s.graph
@@ -121,17 +126,37 @@ def conv_inplace_modes(s: Schedule, io_in_arena: bool = False) -> dict[int, str]
         in_sp, out_sp, k_sp = xt.shape[2:], yt.shape[2:], wt.shape[2:]
         pb, pe = conv_pads(n, in_sp, k_sp)
         strides = n.attrs.get("strides") or [1] * len(k_sp)
+        dil = n.attrs.get("dilations") or [1] * len(k_sp)
+        line = _line_bytes(xt, yt, wt, group, pb, strides, dil) if xt.shape[0] == 1 else None
         if group == c_in == m and _prod(out_sp) <= _prod(in_sp):
-            dil = n.attrs.get("dilations") or [1] * len(k_sp)
             direct = xt.shape[0] == 1 and _writes_behind_reads(
                 m, in_sp, out_sp, k_sp, pb, strides, dil)
-            modes[st.index] = "element" if direct else "channel"
+            channel = _prod(out_sp) * yt.dtype.itemsize
+            modes[st.index] = ("element" if direct else "line" if line is not None
+                               and line < channel else "channel")
             continue
         if (group == 1 and xt.shape[0] == 1 and all(k == 1 for k in k_sp)
                 and all(v == 1 for v in strides) and not any(pb) and not any(pe)
                 and in_sp == out_sp and g.values[w].is_const):
             modes[st.index] = "pixel"
+        elif (group == 1 or group == c_in == m) and line is not None:
+            modes[st.index] = "line"
     return modes
+
+
+def _line_bytes(xt: Any, yt: Any, wt: Any, group: int, pb: Sequence[int],
+                strides: Sequence[int], dil: Sequence[int]) -> int | None:
+    """The ring an in-place conv by line needs (aotc/ops/conv_line.py), or None."""
+    from aotc.ops.conv_line import line_delay, line_temp_elems
+
+    depthwise = group == xt.shape[1] == yt.shape[1] and group > 1
+    if not depthwise and group != 1:
+        return None
+    delay = line_delay(depthwise, xt.shape[1], yt.shape[1], xt.shape[2:], yt.shape[2:],
+                       wt.shape[2:], pb, strides, dil)
+    if delay is None:
+        return None
+    return line_temp_elems(depthwise, yt.shape[1], yt.shape[2:], delay) * yt.dtype.itemsize
 
 
 def _writes_behind_reads(channels: int, in_sp: Sequence[int], out_sp: Sequence[int],
@@ -167,12 +192,30 @@ def _writes_behind_reads(channels: int, in_sp: Sequence[int], out_sp: Sequence[i
 
 
 def inplace_temp_bytes(s: Schedule, step: int, mode: str) -> int:
-    """The temporary an in-place conv needs: one output channel, one output pixel, or none
-    ("element": each output stored at once)."""
+    """The arena temporary an in-place conv needs: one output channel, one output pixel, a
+    ring of output rows ("line"), or none ("element": each output stored at once). One of at
+    most STACK_TEMP_MAX bytes counts 0: the compiler puts it on the C stack where it would
+    make the arena larger (aotc/compiler.py _stack_temporaries)."""
+    from aotc.lower.builder import STACK_TEMP_MAX
+
     if mode == "element":
         return 0
-    t = s.graph.type(s.steps[step].node.outputs[0])
-    return (_prod(t.shape[2:]) if mode == "channel" else t.shape[1]) * t.dtype.itemsize
+    n, g = s.steps[step].node, s.graph
+    t = g.type(n.outputs[0])
+    if mode == "line":
+        from aotc.ops.conv import conv_pads
+
+        xt, wt = g.type(n.inputs[0]), g.type(n.inputs[_CONV_WEIGHTS[n.op]])
+        pb, _ = conv_pads(n, xt.shape[2:], wt.shape[2:])
+        nd = len(wt.shape) - 2
+        line = _line_bytes(xt, t, wt, n.attrs.get("group", 1), pb,
+                           n.attrs.get("strides") or [1] * nd,
+                           n.attrs.get("dilations") or [1] * nd)
+        assert line is not None
+        nbytes = line
+    else:
+        nbytes = (_prod(t.shape[2:]) if mode == "channel" else t.shape[1]) * t.dtype.itemsize
+    return 0 if nbytes <= STACK_TEMP_MAX else nbytes
 
 
 def choose_inplace(s: Schedule, scratch: dict[int, list[tuple[str, int]]],

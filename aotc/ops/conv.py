@@ -17,6 +17,7 @@ from aotc.lower.loop_ir import Const, Expr, cmp, land, select
 from aotc.ops import OpDef, register
 from aotc.ops.conv_depthwise import depthwise_ok, lower_depthwise
 from aotc.ops.conv_depthwise_float import float_depthwise_ok, lower_float_depthwise
+from aotc.ops.conv_line import lower_line
 from aotc.ops.conv_tiled import lower_tiled
 from aotc.schedules import conv as CONV
 
@@ -217,6 +218,10 @@ class Conv(OpDef):
         m_per_g = kb.outputs[0].shape[1] // node.attrs["group"]
         inplace = node.attrs.get("_inplace")  # aotc/memory/liveness.py conv_inplace_modes
         pads = conv_pads(node, X.shape[2:], W.shape[2:])
+        if inplace == "line":  # in place through a ring of output rows (conv_line.py)
+            s, d = _spatial_attrs(node, len(X.shape) - 2)
+            lower_line(self, node, kb, X, B, arith, pads, s, d)
+            return
         if (inplace is None and depthwise_ok(node, kb, arith, pads)
                 and kb.knob(CONV.PATH) == "simd"):  # writes Y directly
             s, d = _spatial_attrs(node, len(X.shape) - 2)
@@ -246,7 +251,7 @@ class Conv(OpDef):
         # In place by channel (depthwise): output channel m depends only on input channel m, so
         # it is computed into a one-channel temporary and copied over the dead input channel.
         # By element: each output is stored at once; no later output reads what it overwrites.
-        slab = (kb.scratch_buffer("channel", Y.dtype, out_sp) if inplace == "channel"
+        slab = (kb.temporary("channel", Y.dtype, out_sp) if inplace == "channel"
                 else None)
         with kb.loops(Y.shape[:2], ["n", "m"]) as (n, m):
             with kb.loops(out_sp, [f"o{k}" for k in range(nd)]) as o:

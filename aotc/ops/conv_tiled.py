@@ -41,7 +41,8 @@ def lower_tiled(conv: Any, node: Any, kb: Any, X: Any, W: Any, B: Any, arith: An
 
     by_pixel (in place, a 1x1 stride-1 conv): output pixels outermost, one at a time; all
     channels of a pixel go to a one-pixel temporary, copied over the pixel's (then dead)
-    input."""
+    input. The temporary is arena scratch, or a local array on the C stack where the compiler
+    allows it (KernelBuilder.temporary)."""
     Y = kb.outputs[0]
     nd = len(X.shape) - 2
     in_sp, k_sp, out_sp = list(X.shape[2:]), list(W.shape[2:]), list(Y.shape[2:])
@@ -78,7 +79,8 @@ def lower_tiled(conv: Any, node: Any, kb: Any, X: Any, W: Any, B: Any, arith: An
     nan_at = conv._padded_nan(node, kb, out_sp, pb, s, d)
     kstrides = strides(k_sp)
     acc_t = arith.acc
-    pixel = kb.scratch_buffer("pixel", Y.dtype, [Y.shape[1]]) if by_pixel else None
+    # On the C stack where that shrinks the arena (the last pixel leaves no room in place).
+    pixel = kb.temporary("pixel", Y.dtype, [Y.shape[1]]) if by_pixel else None
 
     # The geometry the loops see: the real one, or for a pointwise conv the spatial axes as one.
     Xv, Yv = X, None

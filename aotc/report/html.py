@@ -55,6 +55,13 @@ def _summary(data: dict[str, Any]) -> list[dict[str, Any]]:
         ("Bound with inputs and outputs", f"{m['io_lower_bound']:,} B (activations + scratch + "
          "graph I/O)", "io_lower_bound", m["io_lower_bound"]),
     ]
+    stack = m.get("stack_temporaries") or []
+    if stack:  # in-place temporaries on the C stack (docs/memory.md): outside arena and bounds
+        largest = max(t["bytes"] for t in stack)
+        rows.append(("Stack temporaries", f"{largest:,} B in the largest kernel, outside the "
+                     "arena and its bounds (" + ", ".join(f"{t['kernel']} {t['name']} "
+                                                           f"{t['bytes']} B" for t in stack)
+                     + ")", "stack_temporaries", largest))
     b = data["bench"]
     if b is not None:
         per_mac = (f" ({b['instructions'] / data['total_macs']:.2f} per MAC)"
