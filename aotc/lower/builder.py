@@ -262,6 +262,11 @@ class KernelBuilder:
         else:
             self.store(ref, idx, value)
 
+    @property
+    def plain_output(self) -> bool:
+        """Whether output 0 is stored as computed: no fused epilogue, not dead."""
+        return not self._epilogue and 0 not in self.dead_outputs
+
     def input_const(self, i: int) -> np.ndarray | None:
         """The compile-time value of input ``i`` if it is a constant."""
         return self._input_consts[i] if i < len(self._input_consts) else None

@@ -18,7 +18,7 @@ import numpy as np
 from aotc import dtypes
 from aotc.ir.graph import Node
 from aotc.lower import mve
-from aotc.lower.loop_ir import Const, Expr
+from aotc.lower.loop_ir import Const, Expr, Store
 from aotc.ops.conv_pixels import (
     flat_tap,
     over_pixel_groups,
@@ -65,6 +65,7 @@ def lower_conv_mve(conv: Any, node: Node, kb: Any, X: Any, B: Any, arith: Any,
     sums = kb.scratch_buffer("sum", I32, (px * mg,))  # the int32 sums of a group of pixels
     kstrides = strides(k_sp)
     padded = any(pb) or any(pe)
+    vq = vector_requant(kb, arith, B, mg)
 
     def column(n: Expr, gi: Expr, pix: Expr, slot: int) -> list[Expr]:
         """Fill column ``slot`` for output pixel ``pix`` (flat); returns its coordinates."""
@@ -103,6 +104,44 @@ def lower_conv_mve(conv: Any, node: Node, kb: Any, X: Any, B: Any, arith: Any,
                 tile(gi, Const(full * tw), rest, count)
         # Outlined: the kernel's other live values would push its pointers to the stack.
         with kb.outline():
-            requantise_group(kb, sums, coords, n, gi, mg, arith, B)
+            first = 0
+            if vq is not None:
+                first = requantise_vectors(kb, vq, sums, coords, n, gi, mg, arith, B)
+            if first < mg:
+                requantise_group(kb, sums, coords, n, gi, mg, arith, B, first)
 
     over_pixel_groups(kb, Y.shape[0], group, npix, px, pixels)
+
+
+def vector_requant(kb: Any, arith: Any, B: Any, channels: int) -> mve.Requant4 | None:
+    """The int32x4_t requantisation (knob conv.requant), where it applies: tflite-mode int8
+    outputs stored as computed (no fused epilogue), an int32 bias, 4 channels or more."""
+    if (channels < mve.WORDS or not kb.plain_output or kb.outputs[0].dtype != I8
+            or mve.requant_params(getattr(arith, "requant", None)) is None
+            or (B is not None and B.dtype != I32 and arith.folded_bias is None)):
+        return None
+    return mve.Requant4(kb, arith.requant) if kb.knob(CONV.REQUANT) == "vector" else None
+
+
+def requantise_vectors(kb: Any, vq: mve.Requant4, sums: Any, coords: list[list[Expr]],
+                       n: Expr, gi: Expr, mg: int, arith: Any, B: Any) -> int:
+    """Requantise a group's sums 4 channels per vector (each channel vector's constants
+    loaded once for the group's pixels), each vector's bytes scattered to its 4 channel
+    planes; returns the first channel left to the scalar loop."""
+    Y = kb.outputs[0]
+    offsets = kb.local(mve.lane_offsets(int(np.prod(Y.shape[2:], dtype=np.int64))), "offs",
+                       mve.UINT32X4)
+    bias = arith.folded_bias if arith.folded_bias is not None else B
+    with kb.loop(mg // mve.WORDS, "jv") as jv:
+        j = jv * mve.WORDS
+        m = gi * mg + j
+        c = vq.consts(kb, m, mve.WORDS)
+        bv = kb.local(mve.load_words(bias.flat(m)), "bv", mve.INT32X4) if bias is not None \
+            else None
+        for p, o in enumerate(coords):
+            acc = mve.load_words(sums.flat(p * mg + j))
+            if bv is not None:
+                acc = mve.vec("vaddq_s32", acc, bv)
+            kb.emit(Store(Y.buf, Y.index([n, m, *o]),
+                          mve.scatter_bytes(offsets, vq(kb, acc, c))))
+    return mg - mg % mve.WORDS

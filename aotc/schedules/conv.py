@@ -55,6 +55,10 @@ PIXELS = knob("conv.pixels", (1, 2, 4), 2,
               "load (SIMD schedules)")
 SIMD_TILE = knob("conv.simd_tile", (2, 4), 2,
                  "output channels per tile of the SIMD schedules")
+REQUANT = knob("conv.requant", ("vector", "scalar"), "vector",
+               "Helium: requantise the int32 sums 4 per vector (VQRDMULH, VRSHL; channels of a "
+               "pixel, or a depthwise channel's outputs through int32 scratch) or one at a "
+               "time; int8 outputs of the tflite requantisation without a fused epilogue")
 DEPTHWISE = knob("conv.depthwise", ("pairs", "bytes"), "pairs",
                  "depthwise convs on cores with the DSP extension: the padded input plane in "
                  "int16 and two taps of a kernel row per SMLAD, or int8 taps one per multiply")
