@@ -22,6 +22,8 @@ from aotc import dtypes
 from aotc.ir.graph import Node
 from aotc.lower import mve
 from aotc.lower.loop_ir import Cast, Const, Expr, call
+from aotc.ops.conv_mve import requantise_plane, vector_requant
+from aotc.ops.conv_pixels import flat_tap, strides
 from aotc.schedules import conv as CONV
 
 I8 = dtypes.int8
@@ -144,6 +146,18 @@ def lower_depthwise(node: Node, kb: Any, X: Any, B: Any, arith: Any,
         shifted[:, s[a]:] = w.reshape(-1, k_sp[a])
         wshift = kb.const("wshift", shifted.reshape(-1), I8)
 
+    # Helium's int32x4_t requantisation (knob conv.requant): the sums of a block of outputs
+    # (the trailing output axes from ``va`` on, va <= a) to int32 scratch, then 4 per vector,
+    # each vector's bytes contiguous in the output plane.
+    vq, vsums, va = None, None, a
+    if helium:
+        va = min(sa, a)
+        vblock = int(np.prod(out_sp[va:], dtype=np.int64))
+        if vblock <= 1024:
+            vq = vector_requant(kb, arith, None, vblock)
+        vsums = kb.scratch_buffer("vsum", I32, (vblock,)) if vq is not None else None
+    vstr = strides(out_sp[va:]) if vq is not None else []
+
     def channel_mve(n: Expr, m: Expr) -> None:
         """One kernel row of taps per VMLADAVA (the folded bias holds the zero point's share);
         the C compiler keeps a channel's weight vectors in registers."""
@@ -166,19 +180,29 @@ def lower_depthwise(node: Node, kb: Any, X: Any, B: Any, arith: Any,
                     kb.assign(acc, mve.dot(acc, xv, wv))
             for q, acc in enumerate(accs):
                 oq = [ov + q if k == a else ov for k, ov in enumerate(o)]
-                kb.store_output([n, m, *oq], arith.finish(kb, acc, m, B))
+                if vsums is not None:
+                    kb.store(vsums, [flat_tap(oq[va:], vstr)], acc)
+                else:
+                    kb.store_output([n, m, *oq], arith.finish(kb, acc, m, B))
 
         # The axes after a have one output each (plane and kernel of size 1 there).
         after = [Const(0)] * (nd - a - 1)
-        with kb.loops(out_sp[:a], [f"o{k}" for k in range(a)]) as pre:
-            if paired:
-                with kb.loop(out_sp[a] // 2, "oa") as oa:
-                    outputs([*pre, oa * 2, *after], 2)
-                if out_sp[a] % 2:
-                    outputs([*pre, Const(out_sp[a] - 1), *after], 1)
-            else:
-                with kb.loop(out_sp[a], "oa") as oa:
-                    outputs([*pre, oa, *after], 1)
+        lead = va if vq is not None else a
+        with kb.loops(out_sp[:lead], [f"o{k}" for k in range(lead)]) as outer:
+            with kb.loops(out_sp[lead:a], [f"o{k}" for k in range(lead, a)]) as inner:
+                pre = [*outer, *inner]
+                if paired:
+                    with kb.loop(out_sp[a] // 2, "oa") as oa:
+                        outputs([*pre, oa * 2, *after], 2)
+                    if out_sp[a] % 2:
+                        outputs([*pre, Const(out_sp[a] - 1), *after], 1)
+                else:
+                    with kb.loop(out_sp[a], "oa") as oa:
+                        outputs([*pre, oa, *after], 1)
+            if vq is not None:
+                assert vsums is not None
+                requantise_plane(kb, vq, vsums, kb.outputs[0].index(
+                    [n, m, *outer, *[0] * (nd - lead)]), m, arith, B)
 
     with kb.loop(Y.shape[0], "n") as n:
         if any(p != i for p, i in zip(plane, in_sp)):  # the border: the zero point

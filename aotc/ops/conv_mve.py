@@ -145,3 +145,16 @@ def requantise_vectors(kb: Any, vq: mve.Requant4, sums: Any, coords: list[list[E
             kb.emit(Store(Y.buf, Y.index([n, m, *o]),
                           mve.scatter_bytes(offsets, vq(kb, acc, c))))
     return mg - mg % mve.WORDS
+
+
+def requantise_plane(kb: Any, vq: mve.Requant4, sums: Any, base: Expr, m: Expr, arith: Any,
+                     B: Any) -> None:
+    """Requantise channel m's block of sums (bias included) 4 outputs per vector, stored
+    contiguously from output index ``base`` on; the last len % 4 one at a time."""
+    Y, size = kb.outputs[0], sums.shape[0]
+    c = vq.consts(kb, m, 1)
+    with kb.loop(size // mve.WORDS, "q") as q:
+        v = vq(kb, mve.load_words(sums.flat(q * mve.WORDS)), c)
+        kb.emit(Store(Y.buf, base + q * mve.WORDS, mve.store_bytes(v)))
+    for t in range(size - size % mve.WORDS, size):
+        kb.store_output([], arith.finish(kb, sums.flat(t), m, B), flat=base + t)
