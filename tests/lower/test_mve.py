@@ -11,6 +11,7 @@ import subprocess
 
 import numpy as np
 import pytest
+from onnx import numpy_helper
 from test_dsp import INT8_MODELS, check_target_build, qconv, qmatmul
 
 import aotc
@@ -66,6 +67,47 @@ def test_mve_depthwise_equals_generic_build(case, tmp_path):
     one-column plane: the column), two outputs per input load where they fit a vector."""
     model, x = qconv(**DEPTHWISE[case])
     check_target_build(model, x, tmp_path, "cortex-m55", present=("vmladavaq_s8(",))
+
+
+def _scaled(model, ws, ys=0.05):
+    """The model with per-channel weight scales ``ws`` and output scale ``ys`` (input scale
+    0.05): requantisation multipliers 0.05 * ws / ys."""
+    for t in model.graph.initializer:
+        if t.name == "ws":
+            t.CopyFrom(numpy_helper.from_array(np.asarray(ws, np.float32), "ws"))
+        elif t.name == "ys":
+            t.CopyFrom(numpy_helper.from_array(np.float32(ys), "ys"))
+    return model
+
+
+# Multipliers with left shifts (>= 1), a zero shift ([0.5, 1)), right shifts up to 26, ties
+# (powers of two), a zero multiplier (2^-40); 9 channels (a scalar tail after two vectors), or one
+# multiplier for all (immediates).
+MIXED = [2.0 ** -26, 0.3, 0.5, 0.75, 1.0, 1.5, 3.0, 40.0, 2.0 ** -3]
+TIES = [0.5, 0.25, 0.125, 2.0 ** -4, 2.0 ** -7, 2.0 ** -40, 2.0 ** -1, 1.0, 2.0 ** -2]
+REQUANT = {
+    "conv_mixed_shifts": (dict(cin=5, m=9, hw=(4, 5)), MIXED),
+    "conv_ties": (dict(cin=5, m=9, hw=(4, 5), xz=-128), TIES),
+    "conv1x1_per_tensor_left": (dict(kernel=(1, 1), pads=(0, 0, 0, 0), cin=16, m=8), [3.0] * 8),
+    "conv1x1_per_tensor_right": (dict(kernel=(1, 1), pads=(0, 0, 0, 0), cin=16, m=8),
+                                 [0.01] * 8),
+    "conv1x1_per_tensor_zero_shift": (dict(kernel=(1, 1), pads=(0, 0, 0, 0), cin=16, m=8),
+                                      [0.75] * 8),
+    "dw_mixed_shifts": (dict(cin=9, m=9, group=9, hw=(5, 6)), MIXED),
+    "dw_ties_stride2": (dict(cin=9, m=9, group=9, hw=(7, 6), strides=(2, 2)), TIES),
+}
+
+
+@pytest.mark.parametrize("case", sorted(REQUANT))
+def test_vector_requantisation_equals_generic_build(case, tmp_path):
+    """The int32x4_t requantisation (VQRDMULH, the sign fixup and VRSHL) against the generic
+    build's scalar MultiplyByQuantizedMultiplier (tests/lower/test_fixedpoint.py checks that
+    one against qmath on edge values): left, zero and right shifts, ties, a zero multiplier,
+    saturating outputs, per-channel and per-tensor constants."""
+    kw, ws = REQUANT[case]
+    model, x = qconv(**kw)
+    check_target_build(_scaled(model, ws), x, tmp_path, "cortex-m55",
+                       present=("vqrdmulhq_",), absent=("vqrdmulhq",))
 
 
 def test_mve_depthwise_one_tap_rows_stay_scalar(tmp_path):
