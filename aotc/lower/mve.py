@@ -20,7 +20,7 @@ import numpy as np
 
 from aotc import dtypes
 from aotc.dtypes import DType
-from aotc.lower.loop_ir import Cast, Const, Expr, call
+from aotc.lower.loop_ir import Cast, Const, Expr, Load, Store, call
 
 I8 = dtypes.BY_NAME["int8"]
 I32 = dtypes.BY_NAME["int32"]
@@ -202,3 +202,23 @@ class Requant4:
 
     def __call__(self, kb: Any, acc: Expr, c: tuple[Expr, Expr | None, Expr]) -> Expr:
         return requant4(kb, acc, c[0], c[1], c[2], self.any_zero, self.zp, self.lo, self.hi)
+
+
+# ----------------------------------------------------------------------------- gathers
+# Eight int16 lanes: the bytes a gather load widens, and its 16-bit offsets.
+INT16X8 = DType("int16x8", 16, "int16x8_t", 0, False, True)
+UINT16X8 = DType("uint16x8", 16, "uint16x8_t", 0, False, False)
+HALVES = 8  # int16 lanes of a vector
+GATHER_REACH = 1 << 16  # a gather's 16-bit byte offsets
+
+
+def gather_copy(kb: Any, dst: Any, at: Expr, src: Load, offsets: Any, count: int) -> None:
+    """dst[at + i] = src[offsets[i]] (byte offsets from the Load ``src``'s address) for
+    i < padded count: VLDRB gathers of 8 bytes at the 16-bit offsets of the constant table
+    ``offsets`` (uint16, padded to whole vectors: the extra lanes read src itself), each
+    stored as 8 bytes (VSTRB narrowing): the last vector writes up to 7 bytes past
+    at + count, which ``dst`` must have room for."""
+    with kb.loop(-(-count // HALVES), "g") as g:
+        offs = call("vldrhq_u16", offsets.flat(g * HALVES), dtype=UINT16X8)
+        v = call("vldrbq_gather_offset_s16", src, offs, dtype=INT16X8)
+        kb.emit(Store(dst.buf, at + g * HALVES, call("vstrbq_s16", v, dtype=INT16X8)))

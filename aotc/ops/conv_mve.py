@@ -18,7 +18,7 @@ import numpy as np
 from aotc import dtypes
 from aotc.ir.graph import Node
 from aotc.lower import mve
-from aotc.lower.loop_ir import Const, Expr, Store
+from aotc.lower.loop_ir import BOOL, Const, Expr, Store, Un, cmp, land
 from aotc.ops.conv_pixels import (
     flat_tap,
     over_pixel_groups,
@@ -61,7 +61,10 @@ def lower_conv_mve(conv: Any, node: Node, kb: Any, X: Any, B: Any, arith: Any,
     row = mve.padded(length)
     px, tw, full, rest = pixel_tiles(kb, npix, mg)
     words = kb.const("wq", mve.pack_rows(w.reshape(w.shape[0], length)).reshape(-1), I8)
-    col = kb.scratch_buffer("col", I8, (px * length,))
+    offsets = gather_offsets(kb, X, w.shape[1], k_sp, d)
+    # A gathered column writes whole vectors: up to 7 bytes past the last one.
+    col = kb.scratch_buffer("col", I8, (px * length + (mve.HALVES - 1
+                                                       if offsets is not None else 0),))
     sums = kb.scratch_buffer("sum", I32, (px * mg,))  # the int32 sums of a group of pixels
     kstrides = strides(k_sp)
     padded = any(pb) or any(pe)
@@ -70,6 +73,29 @@ def lower_conv_mve(conv: Any, node: Node, kb: Any, X: Any, B: Any, arith: Any,
     def column(n: Expr, gi: Expr, pix: Expr, slot: int) -> list[Expr]:
         """Fill column ``slot`` for output pixel ``pix`` (flat); returns its coordinates."""
         o = pixel_coords(kb, pix, out_sp)
+        if offsets is not None:
+            top = [ov * ss - b for ov, ss, b in zip(o, s, pb)]
+
+            def gathered() -> None:
+                src = X[[n, gi * cg if group > 1 else 0, *top]]
+                mve.gather_copy(kb, col, Const(slot * length), src, offsets, length)
+
+            if not padded:
+                gathered()
+                return o
+            inside = land(*[cmp(op, t + (k - 1) * dd if op == "lt" else t, lim)
+                            for t, k, dd, i in zip(top, k_sp, d, in_sp)
+                            for op, lim in (("ge", 0), ("lt", i))])
+            with kb.if_(inside):
+                gathered()
+            with kb.if_(Un("lnot", inside, BOOL)):
+                byte_column(n, gi, o, slot)
+            return o
+        byte_column(n, gi, o, slot)
+        return o
+
+    def byte_column(n: Expr, gi: Expr, o: list[Expr], slot: int) -> None:
+        """Column ``slot`` byte by byte, the zero point where taps fall into the padding."""
         if padded:  # taps in the padding read the zero point: (x_zp - x_zp) * w = 0
             with kb.loop(length, "q") as q:
                 kb.store(col, [slot * length + q], Const(arith.x_zp_input, I8))
@@ -85,7 +111,6 @@ def lower_conv_mve(conv: Any, node: Node, kb: Any, X: Any, B: Any, arith: Any,
 
         with kb.loop(cg, "c") as c:
             tap(c)
-        return o
 
     def tile(gi: Expr, ml: Expr, width: int, pixels: int) -> None:
         """Channels ml .. ml + width of group gi for the pixels' columns: sums to ``sums``."""
@@ -158,3 +183,21 @@ def requantise_plane(kb: Any, vq: mve.Requant4, sums: Any, base: Expr, m: Expr, 
         kb.emit(Store(Y.buf, base + q * mve.WORDS, mve.store_bytes(v)))
     for t in range(size - size % mve.WORDS, size):
         kb.store_output([], arith.finish(kb, sums.flat(t), m, B), flat=base + t)
+
+
+def gather_offsets(kb: Any, X: Any, cg: int, k_sp: Any, d: list[int]) -> Any:
+    """The byte offsets, from a pixel's first tap of its group's first channel, of its column's
+    taps in (channel, tap) order (knob conv.gather): a uint16 table padded to whole vectors,
+    or None where they do not fit 16 bits."""
+    st = X.strides or strides(X.shape)
+    rel = np.zeros((cg, *k_sp), np.int64)
+    rel += np.arange(cg).reshape(-1, *[1] * len(k_sp)) * st[1]
+    for i, (k, dd) in enumerate(zip(k_sp, d)):
+        shape = [1] * (1 + len(k_sp))
+        shape[1 + i] = k
+        rel += np.arange(k).reshape(shape) * dd * st[2 + i]
+    if rel.max() >= mve.GATHER_REACH or not kb.knob(CONV.GATHER):
+        return None
+    flat = np.zeros(-(-rel.size // mve.HALVES) * mve.HALVES, np.uint16)
+    flat[:rel.size] = rel.reshape(-1)
+    return kb.const("goff", flat, dtypes.BY_NAME["uint16"])

@@ -59,6 +59,10 @@ REQUANT = knob("conv.requant", ("vector", "scalar"), "vector",
                "Helium: requantise the int32 sums 4 per vector (VQRDMULH, VRSHL; channels of a "
                "pixel, or a depthwise channel's outputs through int32 scratch) or one at a "
                "time; int8 outputs of the tflite requantisation without a fused epilogue")
+GATHER = knob("conv.gather", (True, False), True,
+              "Helium: an output pixel's im2col column gathered 8 bytes per VLDRB at "
+              "compile-time 16-bit offsets (pixels whose taps all fall inside the input) or "
+              "copied byte by byte")
 DEPTHWISE = knob("conv.depthwise", ("pairs", "bytes"), "pairs",
                  "depthwise convs on cores with the DSP extension: the padded input plane in "
                  "int16 and two taps of a kernel row per SMLAD, or int8 taps one per multiply")
