@@ -118,6 +118,12 @@ def scatter_bytes(offsets: Expr, v: Expr) -> Expr:
     return vec("vstrbq_scatter_offset_s32", offsets, v)
 
 
+def gather_bytes(x: Load, offsets: Expr) -> Expr:
+    """Lane i: the int8 at byte offsets[i] from the Load ``x``, widened
+    (vldrbq_gather_offset_s32)."""
+    return vec("vldrbq_gather_offset_s32", x, offsets)
+
+
 def lane_offsets(stride: int) -> Expr:
     """uint32x4_t {0, stride, 2 stride, 3 stride}."""
     return call("vmulq_n_u32", call("vidupq_n_u32", Const(0), Const(1), dtype=UINT32X4),
@@ -138,9 +144,29 @@ def requant_params(requant: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray] | 
 
 def requant4(kb: Any, acc: Expr, mul: Expr, left: Expr | None, nright: Expr, any_zero: bool,
              zp: int, lo: int, hi: int) -> Expr:
-    """TFLite's MultiplyByQuantizedMultiplier of 4 int32 lanes, + zp, clamped to [lo, hi]:
-    bit-exact with qmath.mbqm. ``mul``, ``left`` (None: 0) and ``nright`` (minus the right
-    shift) are int32x4_t per lane or int32 for all lanes. x << left wraps (VSHL); VQRDMULH is
+    """mbqm4, + zp, clamped to [lo, hi]."""
+    v = mbqm4(kb, acc, mul, left, nright, any_zero)
+    if zp:
+        v = vec("vaddq_n_s32", v, Const(zp, I32))
+    return clamp4(v, lo, hi)
+
+
+def clamp4(v: Expr, lo: int, hi: int) -> Expr:
+    v = vec("vmaxq_s32", v, vec("vdupq_n_s32", Const(lo, I32)))
+    return vec("vminq_s32", v, vec("vdupq_n_s32", Const(hi, I32)))
+
+
+def mbqm4_const(kb: Any, acc: Expr, multiplier: int, shift: int) -> Expr:
+    """mbqm4 with one (significand, shift) of qmath.quantize_multiplier for all lanes."""
+    left = Const(shift, I32) if shift > 0 else None
+    return mbqm4(kb, acc, Const(multiplier, I32), left, Const(min(shift, 0), I32), shift >= 0)
+
+
+def mbqm4(kb: Any, acc: Expr, mul: Expr, left: Expr | None, nright: Expr,
+          any_zero: bool) -> Expr:
+    """TFLite's MultiplyByQuantizedMultiplier of 4 int32 lanes: bit-exact with qmath.mbqm.
+    ``mul``, ``left`` (None: 0) and ``nright`` (minus the right shift) are int32x4_t per lane
+    or int32 for all lanes. x << left wraps (VSHL); VQRDMULH is
     gemmlowp's SaturatingRoundingDoublingHighMul, saturating case included; VRSHL by -right
     rounds half up, so 1 is taken off negative values first (CMSIS-NN's
     arm_divide_by_power_of_two_mve): half away from zero, RoundingDivideByPOT. That fixup
@@ -159,10 +185,7 @@ def requant4(kb: Any, acc: Expr, mul: Expr, left: Expr | None, nright: Expr, any
             sign = vec("vandq_s32", v, nr)
         v = vec("vqaddq_s32", v, vec("vshrq_n_s32", sign, Const(31)))
         v = vec("vrshlq_s32" if nright.dtype == INT32X4 else "vrshlq_n_s32", v, nright)
-    if zp:
-        v = vec("vaddq_n_s32", v, Const(zp, I32))
-    v = vec("vmaxq_s32", v, vec("vdupq_n_s32", Const(lo, I32)))
-    return vec("vminq_s32", v, vec("vdupq_n_s32", Const(hi, I32)))
+    return v
 
 
 class Requant4:

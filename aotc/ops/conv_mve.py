@@ -138,18 +138,54 @@ def lower_conv_mve(conv: Any, node: Node, kb: Any, X: Any, B: Any, arith: Any,
     over_pixel_groups(kb, Y.shape[0], group, npix, px, pixels)
 
 
-def vector_requant(kb: Any, arith: Any, B: Any, channels: int) -> mve.Requant4 | None:
+Epilogue4 = tuple  # () or (op, node, position of the conv's value, the other operand)
+
+
+def vector_requant(kb: Any, arith: Any, B: Any, channels: int
+                   ) -> tuple[mve.Requant4, Epilogue4] | None:
     """The int32x4_t requantisation (knob conv.requant), where it applies: tflite-mode int8
-    outputs stored as computed (no fused epilogue), an int32 bias, 4 channels or more."""
-    if (channels < mve.WORDS or not kb.plain_output or kb.outputs[0].dtype != I8
+    outputs, an int32 bias, 4 channels or more, and no fused epilogue or a residual add with
+    a vector form (qlinear.QLinearAdd.vector_expr) of an operand shaped like the output."""
+    ep = epilogue4(kb)
+    if (channels < mve.WORDS or ep is None or kb.outputs[0].dtype != I8
             or mve.requant_params(getattr(arith, "requant", None)) is None
             or (B is not None and B.dtype != I32 and arith.folded_bias is None)):
         return None
-    return mve.Requant4(kb, arith.requant) if kb.knob(CONV.REQUANT) == "vector" else None
+    if kb.knob(CONV.REQUANT) != "vector":
+        return None
+    return mve.Requant4(kb, arith.requant), ep
 
 
-def requantise_vectors(kb: Any, vq: mve.Requant4, sums: Any, coords: list[list[Expr]],
-                       n: Expr, gi: Expr, mg: int, arith: Any, B: Any) -> int:
+def epilogue4(kb: Any) -> Epilogue4 | None:
+    steps = kb.epilogue_steps
+    if steps is None or len(steps) > 1:
+        return None
+    if not steps:
+        return ()
+    op, node, pos, refs = steps[0]
+    other = [r for k, r in enumerate(refs) if k != pos]
+    Y = kb.outputs[0]
+    if (not hasattr(op, "vector_expr") or node.attrs.get("_requant", "tflite") != "tflite"
+            or len(other) != 1 or other[0] is None or other[0].shape != Y.shape
+            or other[0].dtype != I8 or other[0].strides is not None):
+        return None
+    return op, node, pos, other[0]
+
+
+def finish4(kb: Any, ep: Epilogue4, v: Expr, other: Any) -> Expr:
+    """The fused epilogue ``ep`` of the int32x4_t ``v``; other(ref) loads the lanes of the
+    epilogue's other operand."""
+    if not ep:
+        return v
+    op, node, pos, ref = ep
+    v = kb.local(v, "v", mve.INT32X4)
+    b = other(ref)
+    return op.vector_expr(kb, *((v, b) if pos == 0 else (b, v)), node)
+
+
+def requantise_vectors(kb: Any, vq: tuple[mve.Requant4, Epilogue4], sums: Any,
+                       coords: list[list[Expr]], n: Expr, gi: Expr, mg: int, arith: Any,
+                       B: Any) -> int:
     """Requantise a group's sums 4 channels per vector (each channel vector's constants
     loaded once for the group's pixels), each vector's bytes scattered to its 4 channel
     planes; returns the first channel left to the scalar loop."""
@@ -160,27 +196,33 @@ def requantise_vectors(kb: Any, vq: mve.Requant4, sums: Any, coords: list[list[E
     with kb.loop(mg // mve.WORDS, "jv") as jv:
         j = jv * mve.WORDS
         m = gi * mg + j
-        c = vq.consts(kb, m, mve.WORDS)
+        rq, ep = vq
+        c = rq.consts(kb, m, mve.WORDS)
         bv = kb.local(mve.load_words(bias.flat(m)), "bv", mve.INT32X4) if bias is not None \
             else None
         for p, o in enumerate(coords):
             acc = mve.load_words(sums.flat(p * mg + j))
             if bv is not None:
                 acc = mve.vec("vaddq_s32", acc, bv)
-            kb.emit(Store(Y.buf, Y.index([n, m, *o]),
-                          mve.scatter_bytes(offsets, vq(kb, acc, c))))
+            at = Y.index([n, m, *o])
+            v = finish4(kb, ep, rq(kb, acc, c),
+                        lambda r, at=at: mve.gather_bytes(r.flat(at), offsets))
+            kb.emit(Store(Y.buf, at, mve.scatter_bytes(offsets, v)))
     return mg - mg % mve.WORDS
 
 
-def requantise_plane(kb: Any, vq: mve.Requant4, sums: Any, base: Expr, m: Expr, arith: Any,
-                     B: Any) -> None:
+def requantise_plane(kb: Any, vq: tuple[mve.Requant4, Epilogue4], sums: Any, base: Expr,
+                     m: Expr, arith: Any, B: Any) -> None:
     """Requantise channel m's block of sums (bias included) 4 outputs per vector, stored
     contiguously from output index ``base`` on; the last len % 4 one at a time."""
     Y, size = kb.outputs[0], sums.shape[0]
-    c = vq.consts(kb, m, 1)
+    rq, ep = vq
+    c = rq.consts(kb, m, 1)
     with kb.loop(size // mve.WORDS, "q") as q:
-        v = vq(kb, mve.load_words(sums.flat(q * mve.WORDS)), c)
-        kb.emit(Store(Y.buf, base + q * mve.WORDS, mve.store_bytes(v)))
+        at = base + q * mve.WORDS
+        v = finish4(kb, ep, rq(kb, mve.load_words(sums.flat(q * mve.WORDS)), c),
+                    lambda r: mve.load_words(r.flat(at)))
+        kb.emit(Store(Y.buf, at, mve.store_bytes(v)))
     for t in range(size - size % mve.WORDS, size):
         kb.store_output([], arith.finish(kb, sums.flat(t), m, B), flat=base + t)
 

@@ -11,7 +11,7 @@ import subprocess
 
 import numpy as np
 import pytest
-from onnx import numpy_helper
+from onnx import helper, numpy_helper
 from test_dsp import INT8_MODELS, check_target_build, qconv, qmatmul
 
 import aotc
@@ -108,6 +108,34 @@ def test_vector_requantisation_equals_generic_build(case, tmp_path):
     model, x = qconv(**kw)
     check_target_build(_scaled(model, ws), x, tmp_path, "cortex-m55",
                        present=("vqrdmulhq_",), absent=("vqrdmulhq",))
+
+
+def _conv_add(chain_first: bool, group: int, za: int = -3):
+    """QLinearConv (8 channels, 3x3 padded, ``group``) then a residual QLinearAdd of its
+    input (the conv's value first or second), fused into the conv's kernel."""
+    model, x = qconv(cin=8, m=8, hw=(6, 5), group=group)
+    g = model.graph
+    g.node[0].output[0] = "c"
+    adds = {"as": np.float32(0.1), "az": np.int8(za), "rs": np.float32(0.05),
+            "rz": np.int8(3), "os": np.float32(0.07), "oz": np.int8(-5)}
+    g.initializer.extend(numpy_helper.from_array(np.asarray(v), k) for k, v in adds.items())
+    a, b = (["c", "as", "az"], ["x", "rs", "rz"])
+    ins = a + b if chain_first else b + a
+    g.node.append(helper.make_node("QLinearAdd", ins + ["os", "oz"], ["y"],
+                                   domain="com.microsoft"))
+    model.opset_import.append(helper.make_opsetid("com.microsoft", 1))
+    return model, x
+
+
+@pytest.mark.parametrize("group", [1, 8])
+@pytest.mark.parametrize("chain_first", [True, False])
+def test_vector_residual_add_equals_generic_build(chain_first, group, tmp_path):
+    """A residual QLinearAdd fused into the conv computed on int32x4_t lanes
+    (qlinear.QLinearAdd.vector_expr: gathered operand lanes for the conv's channel vectors,
+    contiguous ones for the depthwise conv's): the generic build's bytes."""
+    model, x = _conv_add(chain_first, group)
+    check_target_build(model, x, tmp_path, "cortex-m55",
+                       present=("vshlq_r_s32(", "_qlinearadd_part"), absent=("vqrdmulhq",))
 
 
 def test_mve_depthwise_one_tap_rows_stay_scalar(tmp_path):
