@@ -111,11 +111,12 @@ MVE_CALLS = {f: f for f in (
     "vshlq_s32", "vshlq_r_s32", "vqrdmulhq_s32", "vqrdmulhq_n_s32", "vandq_s32", "vshrq_n_s32",
     "vqaddq_s32", "vrshlq_s32", "vrshlq_n_s32", "vaddq_n_s32", "vaddq_s32", "vmaxq_s32",
     "vminq_s32", "vldrhq_u16", "vldrbq_gather_offset_s16", "vstrbq_s16",
-    "vldrbq_gather_offset_s32")}
+    "vldrbq_gather_offset_s32", "vmlaq_n_s32", "vstrwq_s32")}
 ADDRESS_ARG_CALLS = frozenset({"vldrbq_s8", "vldrbq_z_s8", "ld_pair16", "vldrwq_s32",
                                "vldrbq_s32", "vldrhq_u16", "vldrbq_gather_offset_s16",
                                "vldrbq_gather_offset_s32"})
-VECTOR_STORES = frozenset({"vstrbq_s32", "vstrbq_scatter_offset_s32", "vstrbq_s16"})
+VECTOR_STORES = frozenset({"vstrbq_s32", "vstrbq_scatter_offset_s32", "vstrbq_s16",
+                           "vstrwq_s32"})
 
 
 # Integer spellings without undefined behaviour (runtime_c/aotc_runtime.h).

@@ -211,11 +211,11 @@ def requantise_vectors(kb: Any, vq: tuple[mve.Requant4, Epilogue4], sums: Any,
     return mg - mg % mve.WORDS
 
 
-def requantise_plane(kb: Any, vq: tuple[mve.Requant4, Epilogue4], sums: Any, base: Expr,
-                     m: Expr, arith: Any, B: Any) -> None:
-    """Requantise channel m's block of sums (bias included) 4 outputs per vector, stored
-    contiguously from output index ``base`` on; the last len % 4 one at a time."""
-    Y, size = kb.outputs[0], sums.shape[0]
+def requantise_plane(kb: Any, vq: tuple[mve.Requant4, Epilogue4], sums: Any, size: int,
+                     base: Expr, m: Expr, arith: Any, B: Any) -> None:
+    """Requantise channel m's block of ``size`` sums (bias included) 4 outputs per vector,
+    stored contiguously from output index ``base`` on; the last size % 4 one at a time."""
+    Y = kb.outputs[0]
     rq, ep = vq
     c = rq.consts(kb, m, 1)
     with kb.loop(size // mve.WORDS, "q") as q:

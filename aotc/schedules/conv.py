@@ -59,6 +59,11 @@ REQUANT = knob("conv.requant", ("vector", "scalar"), "vector",
                "Helium: requantise the int32 sums 4 per vector (VQRDMULH, VRSHL; channels of a "
                "pixel, or a depthwise channel's outputs through int32 scratch) or one at a "
                "time; int8 outputs of the tflite requantisation without a fused epilogue")
+MVE_DEPTHWISE = knob("conv.mve_depthwise", ("pixels", "rows"), "pixels",
+                     "Helium depthwise convs with stride 1 along rows: 4 outputs of a row per "
+                     "int32x4_t, one VMLA of 4 widened inputs by each tap's weight (pixels; "
+                     "with conv.requant=vector), or one VMLADAV per kernel row and output "
+                     "(rows)")
 GATHER = knob("conv.gather", (True, False), True,
               "Helium: an output pixel's im2col column gathered 8 bytes per VLDRB at "
               "compile-time 16-bit offsets (pixels whose taps all fall inside the input) or "

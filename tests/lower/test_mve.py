@@ -6,6 +6,7 @@ Micro."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 
@@ -61,12 +62,26 @@ DEPTHWISE = {
 }
 
 
+@pytest.mark.parametrize("mode", ["rows", "pixels"])
 @pytest.mark.parametrize("case", sorted(DEPTHWISE))
-def test_mve_depthwise_equals_generic_build(case, tmp_path):
+def test_mve_depthwise_equals_generic_build(case, mode, tmp_path):
     """conv_depthwise.py with Helium: a kernel row per VMLADAVA (a (k, 1) kernel on a
-    one-column plane: the column), two outputs per input load where they fit a vector."""
+    one-column plane: the column), two outputs per input load where they fit a vector; or
+    (conv.mve_depthwise=pixels, stride 1 along rows) 4 outputs of a row per int32x4_t VMLA."""
     model, x = qconv(**DEPTHWISE[case])
-    check_target_build(model, x, tmp_path, "cortex-m55", present=("vmladavaq_s8(",))
+    generic = aotc.compile(model, tmp_path / "generic", name="m")
+    keys = json.loads(aotc.compile(model, tmp_path / "d", name="m", target="cortex-m55")
+                      .directory.joinpath("bundle.json").read_text())["workloads"]
+    fast = aotc.compile(model, tmp_path / "target", name="m", target="cortex-m55",
+                        schedules={w["key"]: {"conv.mve_depthwise": mode}
+                                   for w in keys.values()})
+    c = (tmp_path / "target" / "m.c").read_text()
+    lanes = mode == "pixels" and DEPTHWISE[case].get("strides", (1, 1))[1] == 1 \
+        and DEPTHWISE[case].get("kernel", (3, 3))[1] > 1
+    assert ("vmlaq_n_s32(" if lanes else "vmladavaq_s8(") in c
+    want = generic.load().run({"x": x})["y"]
+    np.testing.assert_array_equal(fast.load().run({"x": x})["y"], want)
+    np.testing.assert_array_equal(fast.load("cortex-m55").run({"x": x})["y"], want)
 
 
 def _scaled(model, ws, ys=0.05):
