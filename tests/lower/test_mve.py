@@ -153,6 +153,20 @@ def test_vector_residual_add_equals_generic_build(chain_first, group, tmp_path):
                        present=("vshlq_r_s32(", "_qlinearadd_part"), absent=("vqrdmulhq",))
 
 
+@pytest.mark.parametrize("group", [1, 8])
+def test_onnx_requantisation_stays_scalar(group, tmp_path):
+    """--requant onnx (float scaling) keeps the scalar requantisation: the generic build's
+    bytes on the host and in QEMU."""
+    model, x = _conv_add(True, group)
+    generic = aotc.compile(model, tmp_path / "generic", name="m", requant="onnx")
+    fast = aotc.compile(model, tmp_path / "target", name="m", requant="onnx",
+                        target="cortex-m55")
+    assert "vqrdmulhq" not in (tmp_path / "target" / "m.c").read_text()
+    want = generic.load().run({"x": x})["y"]
+    np.testing.assert_array_equal(fast.load().run({"x": x})["y"], want)
+    np.testing.assert_array_equal(fast.load("cortex-m55").run({"x": x})["y"], want)
+
+
 def test_mve_depthwise_one_tap_rows_stay_scalar(tmp_path):
     model, _ = qconv(cin=3, m=3, group=3, kernel=(3, 1), pads=(1, 0, 1, 0), hw=(9, 2))
     aotc.compile(model, tmp_path, name="m", target="cortex-m55")
