@@ -103,9 +103,20 @@ ACLE_CALLS = {"sxtb16": "__sxtb16", "smlad": "__smlad", "sadd16": "__sadd16",
 # only for targets with the "mve" feature. A vldrbq call's first argument is a Load printed as
 # its address; its result has lower/mve.py's INT8X16 type (int8x16_t). model.c.j2 defines C
 # twins of the intrinsics and of int8x16_t where the compiler has no MVE.
-MVE_CALLS = {"vldrbq_s8": "vldrbq_s8", "vldrbq_z_s8": "vldrbq_z_s8", "vctp8q": "vctp8q",
-             "vmladavaq_s8": "vmladavaq_s8"}
-ADDRESS_ARG_CALLS = frozenset({"vldrbq_s8", "vldrbq_z_s8", "ld_pair16"})
+# Also the int32x4_t requantisation (lower/mve.py requant4); a Store whose value is a call of
+# a VECTOR_STORES intrinsic is printed as that call with the store's address first.
+MVE_CALLS = {f: f for f in (
+    "vldrbq_s8", "vldrbq_z_s8", "vctp8q", "vmladavaq_s8", "vldrwq_s32", "vldrbq_s32",
+    "vstrbq_s32", "vstrbq_scatter_offset_s32", "vidupq_n_u32", "vmulq_n_u32", "vdupq_n_s32",
+    "vshlq_s32", "vshlq_r_s32", "vqrdmulhq_s32", "vqrdmulhq_n_s32", "vandq_s32", "vshrq_n_s32",
+    "vqaddq_s32", "vrshlq_s32", "vrshlq_n_s32", "vaddq_n_s32", "vaddq_s32", "vmaxq_s32",
+    "vminq_s32", "vldrhq_u16", "vldrbq_gather_offset_s16", "vstrbq_s16",
+    "vldrbq_gather_offset_s32", "vmlaq_n_s32", "vstrwq_s32")}
+ADDRESS_ARG_CALLS = frozenset({"vldrbq_s8", "vldrbq_z_s8", "ld_pair16", "vldrwq_s32",
+                               "vldrbq_s32", "vldrhq_u16", "vldrbq_gather_offset_s16",
+                               "vldrbq_gather_offset_s32"})
+VECTOR_STORES = frozenset({"vstrbq_s32", "vstrbq_scatter_offset_s32", "vstrbq_s16",
+                           "vstrwq_s32"})
 
 
 # Integer spellings without undefined behaviour (runtime_c/aotc_runtime.h).
@@ -384,6 +395,11 @@ class CPrinter:
                            f"{v} < {_strip(self.expr(s.stop))}; {step}) {{")
                 out += self.stmts(s.body, ind + 1)
                 out.append(pad + "}")
+            elif isinstance(s, Store) and isinstance(s.value, Call) \
+                    and s.value.fn in VECTOR_STORES:
+                args = [_strip(self.expr(a)) for a in s.value.args]
+                out.append(f"{pad}{s.value.fn}(&{s.buf.name}[{_strip(self.expr(s.index))}], "
+                           f"{', '.join(args)});")
             elif isinstance(s, Store):
                 out.append(f"{pad}{s.buf.name}[{_strip(self.expr(s.index))}] = "
                            f"{_strip(self.expr(s.value))};")

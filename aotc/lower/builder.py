@@ -262,6 +262,14 @@ class KernelBuilder:
         else:
             self.store(ref, idx, value)
 
+    @property
+    def epilogue_steps(self) -> list[tuple[Any, Any, int, Any]] | None:
+        """The fused epilogue as (op, prepared node, position of the running value, input
+        refs) per step, for schedules that compute it themselves (vectors); None when a step
+        does not say (or output 0 is dead)."""
+        steps = [getattr(f, "step", None) for f in self._epilogue]
+        return None if None in steps or 0 in self.dead_outputs else steps  # type: ignore
+
     def input_const(self, i: int) -> np.ndarray | None:
         """The compile-time value of input ``i`` if it is a constant."""
         return self._input_consts[i] if i < len(self._input_consts) else None

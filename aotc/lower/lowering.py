@@ -173,4 +173,5 @@ def _epilogue_fn(eop: OpDef, e: Node, pos: int, refs: Sequence[BufRef | None]): 
                     args.append(r.bcast(idx))
         return eop.scalar(args, e)
 
+    fn.step = (eop, e, pos, refs)  # type: ignore[attr-defined]  # KernelBuilder.epilogue_steps
     return fn

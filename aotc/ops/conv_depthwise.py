@@ -22,6 +22,8 @@ from aotc import dtypes
 from aotc.ir.graph import Node
 from aotc.lower import mve
 from aotc.lower.loop_ir import Cast, Const, Expr, call
+from aotc.ops.conv_mve import requantise_plane, vector_requant
+from aotc.ops.conv_pixels import flat_tap, strides
 from aotc.schedules import conv as CONV
 
 I8 = dtypes.int8
@@ -77,7 +79,9 @@ def lower_depthwise(node: Node, kb: Any, X: Any, B: Any, arith: Any,
     pairs = (not helium and folded is not None and d[a] == 1 and k_sp[a] >= 2
              and kb.knob(CONV.DEPTHWISE) == "pairs")
     npl = int(np.prod(plane, dtype=np.int64))
-    xpad = kb.scratch_buffer("plane", I16 if pairs else X.dtype, (npl + 1 if pairs else npl,))
+    # Helium's row vectors (channel_lanes) read up to 3 bytes past the plane.
+    xpad = kb.scratch_buffer("plane", I16 if pairs else X.dtype,
+                             (npl + 1 if pairs else npl + 4 if helium else npl,))
     half = -(-k_sp[a] // 2)
     if pairs:
         wp = np.zeros((w.shape[0], nrows, 2 * half), np.int16)
@@ -144,16 +148,61 @@ def lower_depthwise(node: Node, kb: Any, X: Any, B: Any, arith: Any,
         shifted[:, s[a]:] = w.reshape(-1, k_sp[a])
         wshift = kb.const("wshift", shifted.reshape(-1), I8)
 
+    # Helium's int32x4_t requantisation (knob conv.requant): the sums of a block of outputs
+    # (the trailing output axes from ``va`` on, va <= a) to int32 scratch, then 4 per vector,
+    # each vector's bytes contiguous in the output plane.
+    vq, vsums, va = None, None, a
+    if helium:
+        va = min(sa, a)
+        vblock = int(np.prod(out_sp[va:], dtype=np.int64))
+        if vblock <= 1024:
+            vq = vector_requant(kb, arith, None, vblock)
+    # conv.mve_depthwise=pixels (stride 1 along rows of the last axis, the sums in scratch):
+    # 4 outputs of a row per int32x4_t, each tap one VMLA of 4 widened inputs by its weight;
+    # a row's last vector spills up to 3 sums past it, which the next row overwrites.
+    lanes = (vq is not None and a == nd - 1 and s[a] == 1
+             and kb.knob(CONV.MVE_DEPTHWISE) == "pixels")
+    if vq is not None:
+        vsums = kb.scratch_buffer("vsum", I32, (vblock + (mve.WORDS - 1 if lanes else 0),))
+    vstr = strides(out_sp[va:]) if vq is not None else []
+
+    def row_vectors(m: Expr, pre: list[Expr], wk: list[Expr]) -> None:
+        """Sums of the row at ``pre`` (the axes before a), 4 outputs per vector, two vectors
+        per step sharing each weight."""
+        assert folded is not None and vsums is not None
+        nv = -(-out_sp[a] // mve.WORDS)
+
+        def step(first: Expr, count: int) -> None:
+            accs = [kb.local(mve.vec("vdupq_n_s32", folded[[m]]), "acc", mve.INT32X4)
+                    for _ in range(count)]
+            for t, wt in zip(taps, wk):
+                for k, acc in enumerate(accs):
+                    idx = _flat([pv * ss + kv * dd for pv, ss, kv, dd in zip(pre, s, t, d)]
+                                + [(first + k) * mve.WORDS + t[a] * d[a]], pstr)
+                    kb.assign(acc, mve.vec("vmlaq_n_s32", acc, mve.load_words(xpad.flat(idx)),
+                                           wt))
+            for k, acc in enumerate(accs):
+                kb.store(vsums, [flat_tap([*pre, (first + k) * mve.WORDS][va:], vstr)],
+                         mve.vec("vstrwq_s32", acc))
+
+        if nv >= 2:
+            with kb.loop(nv // 2, "ov") as ov:
+                step(ov * 2, 2)
+        if nv % 2:
+            step(Const(nv - 1), 1)
+
     def channel_mve(n: Expr, m: Expr) -> None:
         """One kernel row of taps per VMLADAVA (the folded bias holds the zero point's share);
         the C compiler keeps a channel's weight vectors in registers."""
         assert folded is not None
         kw = k_sp[a]
+        if lanes:
+            wk = [kb.local(Cast(kb.inputs[1][[m, 0, *t]], I32), "w") for t in taps]
         wvs = [kb.local(mve.load(wshift.flat((m * nrows + r) * span + s[a]) if paired else
                                  kb.inputs[1].flat((m * nrows + r) * kw), kw), "wv", mve.INT8X16)
-               for r in range(nrows)]
+               for r in range(nrows)] if not lanes else []
         wss = [kb.local(mve.load(wshift.flat((m * nrows + r) * span), span), "ws", mve.INT8X16)
-               for r in range(nrows)] if paired else []
+               for r in range(nrows)] if paired and not lanes else []
 
         def outputs(o: list[Expr], count: int) -> None:
             """``count`` (1 or 2) outputs from ``o`` on along axis a."""
@@ -166,19 +215,31 @@ def lower_depthwise(node: Node, kb: Any, X: Any, B: Any, arith: Any,
                     kb.assign(acc, mve.dot(acc, xv, wv))
             for q, acc in enumerate(accs):
                 oq = [ov + q if k == a else ov for k, ov in enumerate(o)]
-                kb.store_output([n, m, *oq], arith.finish(kb, acc, m, B))
+                if vsums is not None:
+                    kb.store(vsums, [flat_tap(oq[va:], vstr)], acc)
+                else:
+                    kb.store_output([n, m, *oq], arith.finish(kb, acc, m, B))
 
         # The axes after a have one output each (plane and kernel of size 1 there).
         after = [Const(0)] * (nd - a - 1)
-        with kb.loops(out_sp[:a], [f"o{k}" for k in range(a)]) as pre:
-            if paired:
-                with kb.loop(out_sp[a] // 2, "oa") as oa:
-                    outputs([*pre, oa * 2, *after], 2)
-                if out_sp[a] % 2:
-                    outputs([*pre, Const(out_sp[a] - 1), *after], 1)
-            else:
-                with kb.loop(out_sp[a], "oa") as oa:
-                    outputs([*pre, oa, *after], 1)
+        lead = va if vq is not None else a
+        with kb.loops(out_sp[:lead], [f"o{k}" for k in range(lead)]) as outer:
+            with kb.loops(out_sp[lead:a], [f"o{k}" for k in range(lead, a)]) as inner:
+                pre = [*outer, *inner]
+                if lanes:
+                    row_vectors(m, pre, wk)
+                elif paired:
+                    with kb.loop(out_sp[a] // 2, "oa") as oa:
+                        outputs([*pre, oa * 2, *after], 2)
+                    if out_sp[a] % 2:
+                        outputs([*pre, Const(out_sp[a] - 1), *after], 1)
+                else:
+                    with kb.loop(out_sp[a], "oa") as oa:
+                        outputs([*pre, oa, *after], 1)
+            if vq is not None:
+                assert vsums is not None
+                requantise_plane(kb, vq, vsums, vblock, kb.outputs[0].index(
+                    [n, m, *outer, *[0] * (nd - lead)]), m, arith, B)
 
     with kb.loop(Y.shape[0], "n") as n:
         if any(p != i for p, i in zip(plane, in_sp)):  # the border: the zero point

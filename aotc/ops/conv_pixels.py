@@ -57,11 +57,12 @@ def pixel_tiles(kb: Any, npix: int, mg: int) -> tuple[int, int, int, int]:
 
 
 def requantise_group(kb: Any, sums: Any, coords: Sequence[list[Expr]], n: Expr, gi: Expr,
-                     mg: int, arith: Any, B: Any) -> None:
-    """The bias, then requantisation, of a group's sums, after them and in a loop of their
-    own: the tiles keep just their accumulators and pointers in registers (the int32 sum
-    wraps alike in any order). The pixels of the group share each channel's constants."""
-    with kb.loop(mg, "j") as j:
+                     mg: int, arith: Any, B: Any, first: int = 0) -> None:
+    """The bias, then requantisation, of a group's sums (its channels from ``first`` on),
+    after them and in a loop of their own: the tiles keep just their accumulators and
+    pointers in registers (the int32 sum wraps alike in any order). The pixels of the group
+    share each channel's constants."""
+    with kb.loop(mg, "j", start=first) as j:
         m = gi * mg + j
         for p, o in enumerate(coords):
             acc = sums[[p * mg + j]] + arith.init(B, m)

@@ -22,6 +22,7 @@ from aotc import dtypes, qmath
 from aotc.dtypes import DType
 from aotc.errors import AotcError
 from aotc.ir.graph import Node, TensorType, Value
+from aotc.lower import mve
 from aotc.lower.loop_ir import Cast, Const, Expr, bmax, bmin, call, cmp, land
 from aotc.ops import register
 from aotc.ops.quant import F32, I32, QT, QuantOp, act_range, const_of, mode_of, qrange
@@ -188,6 +189,23 @@ class QLinearAdd(_Binary):
             return Cast(_clamp_i32(v + Const(p["zy"], I32), lo, hi), out)
         f = _deq(a, p["sa"], p["za"]) + _deq(b, p["sb"], p["zb"])
         return _quantize_f32(f, p["sy"], p["zy"], lo, hi, out)
+
+    def vector_expr(self, kb: Any, a: Expr, b: Expr, node: Node) -> Expr:
+        """scalar_expr's tflite arithmetic on 4 int32 lanes of int8 values (Helium's fused
+        residual add, lower/mve.py): the same bytes."""
+        assert mode_of(node) == "tflite"
+        p = node.attrs["_p"]
+        lo, hi = act_range(node, dtypes.int8)
+        (m1, s1), (m2, s2), (mo, so) = self._tfl(p)
+
+        def scaled(x: Expr, z: int, m: int, s: int) -> Expr:
+            v = mve.vec("vaddq_n_s32", x, Const(-z, I32)) if z else x
+            v = mve.vec("vshlq_r_s32", v, Const(self.LEFT_SHIFT, I32))
+            return mve.mbqm4_const(kb, v, m, s)
+
+        raw = mve.vec("vaddq_s32", scaled(a, p["za"], m1, s1), scaled(b, p["zb"], m2, s2))
+        v = mve.mbqm4_const(kb, kb.local(raw, "v", mve.INT32X4), mo, so)
+        return mve.clamp4(mve.vec("vaddq_n_s32", v, Const(p["zy"], I32)), lo, hi)
 
 
 @register

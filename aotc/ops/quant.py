@@ -91,14 +91,18 @@ class Requant:
         v = self._tables[key][0][[ch]]
         return Cast(v, I32) if dt == dtypes.int8 else v
 
+    def tflite_params(self) -> tuple[np.ndarray, np.ndarray]:
+        """(significand, shift) per channel (int64, shift > 0 a left shift) of the tflite
+        mode; a zero multiplier, which gives 0 whatever the shift, gets a right shift."""
+        qm = [qmath.quantize_multiplier(float(r)) for r in self.real]
+        mult = np.array([m for m, _ in qm], np.int64)
+        shift = np.array([s for _, s in qm], np.int64)
+        return mult, np.where(mult == 0, np.minimum(shift, -1), shift)
+
     def __call__(self, kb: Any, acc: Expr, ch: Expr | None) -> Expr:
         if self.mode == "tflite":
-            qm = [qmath.quantize_multiplier(float(r)) for r in self.real]
-            mult = np.array([m for m, _ in qm], np.int64)
-            shift = np.array([s for _, s in qm], np.int64)
+            mult, shift = self.tflite_params()
             mul = self._per(kb, "qmul", mult.astype(np.int32), I32, ch)
-            # A zero multiplier gives 0 whatever the shift: give it the usual right shift.
-            shift = np.where(mult == 0, np.minimum(shift, -1), shift)
             if (mult == qmath.INT32_MIN).any():  # SRDHM's saturating case: keep it
                 # Shifts fit int8: a quarter of the flash of int32 (TFLM keeps int32 in RAM).
                 sh = self._per(kb, "qshift", shift.astype(np.int8), dtypes.int8, ch)

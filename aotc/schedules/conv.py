@@ -55,6 +55,19 @@ PIXELS = knob("conv.pixels", (1, 2, 4), 2,
               "load (SIMD schedules)")
 SIMD_TILE = knob("conv.simd_tile", (2, 4), 2,
                  "output channels per tile of the SIMD schedules")
+REQUANT = knob("conv.requant", ("vector", "scalar"), "vector",
+               "Helium: requantise the int32 sums 4 per vector (VQRDMULH, VRSHL; channels of a "
+               "pixel, or a depthwise channel's outputs through int32 scratch) or one at a "
+               "time; int8 outputs of the tflite requantisation without a fused epilogue")
+MVE_DEPTHWISE = knob("conv.mve_depthwise", ("pixels", "rows"), "pixels",
+                     "Helium depthwise convs with stride 1 along rows: 4 outputs of a row per "
+                     "int32x4_t, one VMLA of 4 widened inputs by each tap's weight (pixels; "
+                     "with conv.requant=vector), or one VMLADAV per kernel row and output "
+                     "(rows)")
+GATHER = knob("conv.gather", (True, False), True,
+              "Helium: an output pixel's im2col column gathered 8 bytes per VLDRB at "
+              "compile-time 16-bit offsets (pixels whose taps all fall inside the input) or "
+              "copied byte by byte")
 DEPTHWISE = knob("conv.depthwise", ("pairs", "bytes"), "pairs",
                  "depthwise convs on cores with the DSP extension: the padded input plane in "
                  "int16 and two taps of a kernel row per SMLAD, or int8 taps one per multiply")

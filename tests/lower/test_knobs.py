@@ -52,6 +52,9 @@ INT_CASES = [
     *[(("conv.pixels", v), None, t, {}) for v in (1, 4) for t in ("cortex-m4f", "cortex-m55")],
     *[(("conv.simd_tile", 4), None, t, {}) for t in ("cortex-m4f", "cortex-m55")],
     *[(("conv.tile", v), None, None, {}) for v in (2, 8)],
+    *[(("conv.requant", "scalar"), k, "cortex-m55", {}) for k in (None, "depthwise")],
+    *[(("conv.gather", False), k, "cortex-m55", {}) for k in (None, "pointwise")],
+    (("conv.mve_depthwise", "rows"), "depthwise", "cortex-m55", {}),
     (("conv.depthwise", "bytes"), "depthwise", "cortex-m4f", {}),
     (("conv.split_requant", True), "depthwise", "cortex-m4f", {}),
     (("conv.column", "pairs"), None, "cortex-m4f", {}),  # 5 input channels: flat by default

@@ -6,11 +6,13 @@ Micro."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 
 import numpy as np
 import pytest
+from onnx import helper, numpy_helper
 from test_dsp import INT8_MODELS, check_target_build, qconv, qmatmul
 
 import aotc
@@ -60,12 +62,109 @@ DEPTHWISE = {
 }
 
 
+@pytest.mark.parametrize("mode", ["rows", "pixels"])
 @pytest.mark.parametrize("case", sorted(DEPTHWISE))
-def test_mve_depthwise_equals_generic_build(case, tmp_path):
+def test_mve_depthwise_equals_generic_build(case, mode, tmp_path):
     """conv_depthwise.py with Helium: a kernel row per VMLADAVA (a (k, 1) kernel on a
-    one-column plane: the column), two outputs per input load where they fit a vector."""
+    one-column plane: the column), two outputs per input load where they fit a vector; or
+    (conv.mve_depthwise=pixels, stride 1 along rows) 4 outputs of a row per int32x4_t VMLA."""
     model, x = qconv(**DEPTHWISE[case])
-    check_target_build(model, x, tmp_path, "cortex-m55", present=("vmladavaq_s8(",))
+    generic = aotc.compile(model, tmp_path / "generic", name="m")
+    keys = json.loads(aotc.compile(model, tmp_path / "d", name="m", target="cortex-m55")
+                      .directory.joinpath("bundle.json").read_text())["workloads"]
+    fast = aotc.compile(model, tmp_path / "target", name="m", target="cortex-m55",
+                        schedules={w["key"]: {"conv.mve_depthwise": mode}
+                                   for w in keys.values()})
+    c = (tmp_path / "target" / "m.c").read_text()
+    lanes = mode == "pixels" and DEPTHWISE[case].get("strides", (1, 1))[1] == 1 \
+        and DEPTHWISE[case].get("kernel", (3, 3))[1] > 1
+    assert ("vmlaq_n_s32(" if lanes else "vmladavaq_s8(") in c
+    want = generic.load().run({"x": x})["y"]
+    np.testing.assert_array_equal(fast.load().run({"x": x})["y"], want)
+    np.testing.assert_array_equal(fast.load("cortex-m55").run({"x": x})["y"], want)
+
+
+def _scaled(model, ws, ys=0.05):
+    """The model with per-channel weight scales ``ws`` and output scale ``ys`` (input scale
+    0.05): requantisation multipliers 0.05 * ws / ys."""
+    for t in model.graph.initializer:
+        if t.name == "ws":
+            t.CopyFrom(numpy_helper.from_array(np.asarray(ws, np.float32), "ws"))
+        elif t.name == "ys":
+            t.CopyFrom(numpy_helper.from_array(np.float32(ys), "ys"))
+    return model
+
+
+# Multipliers with left shifts (>= 1), a zero shift ([0.5, 1)), right shifts up to 26, ties
+# (powers of two), a zero multiplier (2^-40); 9 channels (a scalar tail after two vectors), or one
+# multiplier for all (immediates).
+MIXED = [2.0 ** -26, 0.3, 0.5, 0.75, 1.0, 1.5, 3.0, 40.0, 2.0 ** -3]
+TIES = [0.5, 0.25, 0.125, 2.0 ** -4, 2.0 ** -7, 2.0 ** -40, 2.0 ** -1, 1.0, 2.0 ** -2]
+REQUANT = {
+    "conv_mixed_shifts": (dict(cin=5, m=9, hw=(4, 5)), MIXED),
+    "conv_ties": (dict(cin=5, m=9, hw=(4, 5), xz=-128), TIES),
+    "conv1x1_per_tensor_left": (dict(kernel=(1, 1), pads=(0, 0, 0, 0), cin=16, m=8), [3.0] * 8),
+    "conv1x1_per_tensor_right": (dict(kernel=(1, 1), pads=(0, 0, 0, 0), cin=16, m=8),
+                                 [0.01] * 8),
+    "conv1x1_per_tensor_zero_shift": (dict(kernel=(1, 1), pads=(0, 0, 0, 0), cin=16, m=8),
+                                      [0.75] * 8),
+    "dw_mixed_shifts": (dict(cin=9, m=9, group=9, hw=(5, 6)), MIXED),
+    "dw_ties_stride2": (dict(cin=9, m=9, group=9, hw=(7, 6), strides=(2, 2)), TIES),
+}
+
+
+@pytest.mark.parametrize("case", sorted(REQUANT))
+def test_vector_requantisation_equals_generic_build(case, tmp_path):
+    """The int32x4_t requantisation (VQRDMULH, the sign fixup and VRSHL) against the generic
+    build's scalar MultiplyByQuantizedMultiplier (tests/lower/test_fixedpoint.py checks that
+    one against qmath on edge values): left, zero and right shifts, ties, a zero multiplier,
+    saturating outputs, per-channel and per-tensor constants."""
+    kw, ws = REQUANT[case]
+    model, x = qconv(**kw)
+    check_target_build(_scaled(model, ws), x, tmp_path, "cortex-m55",
+                       present=("vqrdmulhq_",), absent=("vqrdmulhq",))
+
+
+def _conv_add(chain_first: bool, group: int, za: int = -3):
+    """QLinearConv (8 channels, 3x3 padded, ``group``) then a residual QLinearAdd of its
+    input (the conv's value first or second), fused into the conv's kernel."""
+    model, x = qconv(cin=8, m=8, hw=(6, 5), group=group)
+    g = model.graph
+    g.node[0].output[0] = "c"
+    adds = {"as": np.float32(0.1), "az": np.int8(za), "rs": np.float32(0.05),
+            "rz": np.int8(3), "os": np.float32(0.07), "oz": np.int8(-5)}
+    g.initializer.extend(numpy_helper.from_array(np.asarray(v), k) for k, v in adds.items())
+    a, b = (["c", "as", "az"], ["x", "rs", "rz"])
+    ins = a + b if chain_first else b + a
+    g.node.append(helper.make_node("QLinearAdd", ins + ["os", "oz"], ["y"],
+                                   domain="com.microsoft"))
+    model.opset_import.append(helper.make_opsetid("com.microsoft", 1))
+    return model, x
+
+
+@pytest.mark.parametrize("group", [1, 8])
+@pytest.mark.parametrize("chain_first", [True, False])
+def test_vector_residual_add_equals_generic_build(chain_first, group, tmp_path):
+    """A residual QLinearAdd fused into the conv computed on int32x4_t lanes
+    (qlinear.QLinearAdd.vector_expr: gathered operand lanes for the conv's channel vectors,
+    contiguous ones for the depthwise conv's): the generic build's bytes."""
+    model, x = _conv_add(chain_first, group)
+    check_target_build(model, x, tmp_path, "cortex-m55",
+                       present=("vshlq_r_s32(", "_qlinearadd_part"), absent=("vqrdmulhq",))
+
+
+@pytest.mark.parametrize("group", [1, 8])
+def test_onnx_requantisation_stays_scalar(group, tmp_path):
+    """--requant onnx (float scaling) keeps the scalar requantisation: the generic build's
+    bytes on the host and in QEMU."""
+    model, x = _conv_add(True, group)
+    generic = aotc.compile(model, tmp_path / "generic", name="m", requant="onnx")
+    fast = aotc.compile(model, tmp_path / "target", name="m", requant="onnx",
+                        target="cortex-m55")
+    assert "vqrdmulhq" not in (tmp_path / "target" / "m.c").read_text()
+    want = generic.load().run({"x": x})["y"]
+    np.testing.assert_array_equal(fast.load().run({"x": x})["y"], want)
+    np.testing.assert_array_equal(fast.load("cortex-m55").run({"x": x})["y"], want)
 
 
 def test_mve_depthwise_one_tap_rows_stay_scalar(tmp_path):
