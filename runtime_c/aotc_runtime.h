@@ -55,6 +55,13 @@ const char *aotc_status_str(int status);
 #define AOTC_INLINE static inline
 #define AOTC_SECTION(s)
 #endif
+/* Keeps gcc from cloning a hot outlined function for a constant argument (its interprocedural
+   constant propagation): its pointers stay pointers. Identical functions still fold. */
+#if defined(__GNUC__) && !defined(__clang__)
+#define AOTC_NOIPA __attribute__((noclone))
+#else
+#define AOTC_NOIPA
+#endif
 
 #if defined(__STDC_VERSION__) && __STDC_VERSION__ >= 199901L
 #define AOTC_RESTRICT restrict
