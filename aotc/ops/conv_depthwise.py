@@ -94,6 +94,10 @@ def lower_depthwise(node: Node, kb: Any, X: Any, B: Any, arith: Any,
     block = int(np.prod(out_sp[sa:], dtype=np.int64))
     sums = (kb.scratch_buffer("sum", I32, (block,))
             if pairs and kb.knob(CONV.SPLIT_REQUANT) else None)
+    # Outputs per step along axis v, the one before a (none for a row kernel on a row).
+    v = a - 1
+    rows = (kb.knob(CONV.DEPTHWISE_ROWS, default=CONV.depthwise_rows_default(out_sp[a]))
+            if pairs and sums is None and v >= 0 and out_sp[v] >= 2 else 1)
 
     def channel_pairs(n: Expr, m: Expr) -> None:
         """A kernel row's taps two per SMLAD; the channel's weight words stay in registers."""
@@ -111,6 +115,22 @@ def lower_depthwise(node: Node, kb: Any, X: Any, B: Any, arith: Any,
                     kb.assign(acc, call("smlad", xv, wv[r * half + h], acc, dtype=I32))
             return acc
 
+        if sums is None and rows == 2:
+            # Two outputs a step along axis v (the one before the rows' axis a): they read
+            # the input rows between them once (gcc -Os merges the identical loads).
+            names = [f"o{k}" for k in range(nd)]
+            with kb.loops(out_sp[:v], names[:v]) as pre:
+                with kb.loop(out_sp[v] // 2, names[v]) as ov:
+                    with kb.loops(out_sp[v + 1:], names[v + 1:]) as post:
+                        os_ = [[*pre, ov * 2 + q, *post] for q in range(2)]
+                        accs = [tap_sum(o) for o in os_]
+                        for o, acc in zip(os_, accs):
+                            kb.store_output([n, m, *o], arith.finish(kb, acc, m, B))
+                if out_sp[v] % 2:
+                    with kb.loops(out_sp[v + 1:], names[v + 1:]) as post:
+                        o = [*pre, Const(out_sp[v] - 1), *post]
+                        kb.store_output([n, m, *o], arith.finish(kb, tap_sum(o), m, B))
+            return
         if sums is None:
             with kb.loops(out_sp, [f"o{k}" for k in range(nd)]) as o:
                 kb.store_output([n, m, *o], arith.finish(kb, tap_sum(o), m, B))
