@@ -62,6 +62,8 @@ def lower_depthwise(node: Node, kb: Any, X: Any, B: Any, arith: Any,
         vals = init - x_zp * w.reshape(w.shape[0], -1).astype(np.int64).sum(axis=1)
         vals = ((vals + (1 << 31)) % (1 << 32)) - (1 << 31)
         folded = kb.const("dwbias", vals.astype(np.int32), I32)
+        if not mve.usable(kb, X.dtype, w, arith):  # the DSP schedules: x as it is
+            prove_bound(kb, arith, B, w, X.dtype, 0, vals)
     taps = list(np.ndindex(*k_sp))
     # Helium (int8): a kernel row of inputs and of weights per predicated vector load. A row
     # runs along axis ``a``, the last one not of size 1 in both plane and kernel (a (k, 1)
@@ -281,6 +283,24 @@ def _flat(idx: list[Expr], strides: list[int]) -> Expr:
     for i, st in zip(idx, strides):
         out = out + i * st
     return out
+
+
+def prove_bound(kb: Any, arith: Any, B: Any, w: np.ndarray, x_dtype: Any, x_zp: int,
+                init: np.ndarray | None = None) -> None:
+    """Tell the requantisation (quant.Requant.acc_bound) the largest |accumulator| of a conv
+    whose accumulators start from ``init`` (default: IntArith.init's values) and add
+    (x - x_zp) * w for x of ``x_dtype``: the bias plus the largest sum of products."""
+    rq = arith.requant
+    if init is None:
+        init = _init_values(kb, arith, B, w.shape[0])
+    if rq is None or init is None or not hasattr(rq, "acc_bound"):
+        return
+    lo, hi = (-128, 127) if x_dtype.is_signed else (0, 255)
+    xmax = max(abs(lo - x_zp), abs(hi - x_zp))
+    wsum = np.abs(w.reshape(w.shape[0], -1).astype(np.int64)).sum(axis=1)
+    bound = np.abs(np.broadcast_to(np.asarray(init, np.int64).reshape(-1), wsum.shape)) \
+        + wsum * xmax
+    rq.acc_bound = int(bound.max(initial=0))
 
 
 def _init_values(kb: Any, arith: Any, B: Any, m: int) -> np.ndarray | None:

@@ -19,6 +19,7 @@ from aotc import dtypes
 from aotc.ir.graph import Node
 from aotc.lower import dsp
 from aotc.lower.loop_ir import Cast, Const, Expr, call
+from aotc.ops.conv_depthwise import prove_bound
 from aotc.ops.conv_pixels import (
     flat_tap,
     over_pixel_groups,
@@ -71,6 +72,7 @@ def lower_conv_dsp(conv: Any, node: Node, kb: Any, X: Any, B: Any, arith: Any,
            else kb.scratch_buffer("col", I32, (px * q_len,)))
     sums = kb.scratch_buffer("sum", I32, (px * mg,))  # the int32 sums of a group of pixels
     kstrides = strides(k_sp)
+    prove_bound(kb, arith, B, w, X.dtype, arith.x_zp)
     padded = any(pb) or any(pe)
     # Each tile a function of its own (its accumulators alone in the registers), or inline
     # (no call per tile: better when a column is short).
