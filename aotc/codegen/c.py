@@ -95,7 +95,8 @@ INT_CALLS = {"abs": "AOTC_ABS", "float_from_bits": "aotc_bits_f32",  # BitCast
 # __SXTB16_RORn): an inline-asm helper in model.c.j2.
 # ld_pair16 loads two adjacent int16 (its argument a Load printed as its address) as one
 # word of two lanes: a plain, possibly unaligned, 32-bit load (memcpy) on these cores.
-ACLE_CALLS = {"sxtb16": "__sxtb16", "smlad": "__smlad", "sadd16": "__sadd16",
+ACLE_CALLS = {"sxtb16": "__sxtb16", "smlad": "__smlad", "smuad": "__smuad",
+              "sadd16": "__sadd16",
               "ssat": "__ssat", "usat": "__usat",  # saturate to a constant bit width
               "sxtb16_ror8": "aotc_sxtb16_ror8", "ld_pair16": "aotc_ld_pair16"}
 

@@ -85,16 +85,11 @@ SPLIT_REQUANT = knob("conv.split_requant", (True, False), False,
                      "sum a block of outputs (the plane, or rows when it has over 256) into int32 "
                      "scratch, then requantise it in a loop of its own, or requantise each sum "
                      "as it is made (depthwise on the DSP extension)")
-DEPTHWISE_ROWS = knob("conv.depthwise_rows", (1, 2), 1,
+# Measured on cortex-m4f (aotc bench -Os), 3x3 depthwise convs, 1 -> 2 rows: KWS's four
+# 1.34 M -> 1.16 M instructions, VWW's nine -9% to -17% each (14.23 M -> 13.75 M per inference).
+DEPTHWISE_ROWS = knob("conv.depthwise_rows", (1, 2), 2,
                       "depthwise convs on tap pairs: output rows computed together (they share "
-                      "the input rows they both read); default 2 for output rows of at most 8")
-
-
-def depthwise_rows_default(row: int) -> int:
-    # Measured on cortex-m4f (aotc bench -Os), 3x3 depthwise convs, 1 -> 2 rows: KWS's (rows
-    # of 5) 1.52 M -> 1.45 M instructions; VWW's on rows of 3 and 6 -18% and -8%, of 12 +-0.5%,
-    # of 24 and 48 +3% to +4%.
-    return 2 if row <= 8 else 1
+                      "the input rows they both read)")
 COLUMN = knob("conv.column", ("pairs", "flat"), "pairs",
               "the DSP schedule's im2col column: words of two input channels at one tap "
               "(pairs), or (channel, tap) flattened, any two neighbours a word (flat: no idle "

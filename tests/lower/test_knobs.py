@@ -65,9 +65,10 @@ INT_CASES = [
     # 2-word pointwise column a step at a time.
     *[(("conv.dsp_unroll", v), None, "cortex-m4f", {}) for v in (1, 8)],
     (("conv.dsp_unroll", 1), "pointwise", "cortex-m4f", {}),
-    # Depthwise output rows of 8 (two rows a step by default; 4 rows) and of 11 (5 rows).
-    (("conv.depthwise_rows", 1), "depthwise", "cortex-m4f", {}),
-    (("conv.depthwise_rows", 2), "depthwise_wide", "cortex-m4f", {}),
+    # Depthwise output rows two a step by default: 4 rows of 8, 5 rows of 11 (a rest of
+    # one), one a step instead; the sums in scratch first, two rows a step with a rest.
+    *[(("conv.depthwise_rows", 1), k, "cortex-m4f", {}) for k in ("depthwise", "depthwise_wide")],
+    (("conv.split_requant", True), "depthwise_wide", "cortex-m4f", {}),
     (("conv.unroll", False), None, None, {}),
     *[(("conv.tile", v), None, "cortex-m4f", {"conv.path": "scalar"}) for v in (2, 8)],
     *[(("gemm.path", "scalar"), "matmul", t, {}) for t in ("cortex-m4f", "cortex-m55")],
