@@ -295,10 +295,13 @@ def lower_depthwise(node: Node, kb: Any, X: Any, B: Any, arith: Any,
         if pairs:
             kb.store(xpad, [npl], Const(0, I16))
         with kb.loop(Y.shape[1], "m") as m:
-            with kb.loops(in_sp, [f"i{k}" for k in range(nd)]) as ii:
-                xv = X[[n, m, *ii]]
-                kb.store(xpad, [_flat([i + b for i, b in zip(ii, pb)], pstr)],
-                         Cast(xv, I16) if pairs else xv)
+            # The channel into the plane; on tap pairs a short row's copy unrolled (unroll_max).
+            with kb.loops(in_sp[:-1], [f"i{k}" for k in range(nd - 1)]) as ii0:
+                with kb.loop(in_sp[-1], f"i{nd - 1}", unroll=pairs) as il:
+                    ii = [*ii0, il]
+                    xv = X[[n, m, *ii]]
+                    kb.store(xpad, [_flat([i + b for i, b in zip(ii, pb)], pstr)],
+                             Cast(xv, I16) if pairs else xv)
             with kb.outline():
                 (channel_mve if helium else channel_pairs if pairs else channel)(n, m)
 
