@@ -37,19 +37,13 @@ def flat_tap(kk: Sequence[Expr], kstrides: Sequence[int]) -> Expr:
     return kflat
 
 
-def zero_accumulators(kb: Any, pixels: int, width: int,
-                      init: Sequence[Expr] | None = None) -> list[Any]:
-    """One int32 accumulator array of ``width`` output channels per pixel, all 0 (or channel
-    j's at ``init[j]``)."""
+def zero_accumulators(kb: Any, pixels: int, width: int) -> list[Any]:
+    """One int32 accumulator array of ``width`` output channels per pixel, all 0."""
     accs = []
     for _ in range(pixels):
         acc = kb.local_array(width, "acc", dtypes.int32)
-        if init is None:
-            with kb.loop(width, "j", unroll=True) as j:
-                kb.store(acc, [j], Const(0, dtypes.int32))
-        else:
-            for j, v in enumerate(init):
-                kb.store(acc, [j], v)
+        with kb.loop(width, "j", unroll=True) as j:
+            kb.store(acc, [j], Const(0, dtypes.int32))
         accs.append(acc)
     return accs
 
@@ -66,19 +60,18 @@ def pixel_tiles(kb: Any, npix: int, mg: int,
 
 def requantise_group(kb: Any, sums: Any, coords: Sequence[list[Expr]], n: Expr, gi: Expr,
                      mg: int, arith: Any, B: Any, first: int = 0,
-                     pix0: Expr | None = None, biased: bool = False) -> None:
-    """The bias (unless the sums are ``biased``), then requantisation, of a group's sums (its
-    channels from ``first`` on), after them and in a loop of their own: the tiles keep just
-    their accumulators and pointers in registers (the int32 sum wraps alike in any order).
-    The pixels of the group share each channel's constants. With ``pix0`` (the group's first
-    pixel, flat) the stores address the output by flat index, the group's pixels one output
-    pointer apart."""
+                     pix0: Expr | None = None) -> None:
+    """The bias, then requantisation, of a group's sums (its channels from ``first`` on),
+    after them and in a loop of their own: the tiles keep just their accumulators and
+    pointers in registers (the int32 sum wraps alike in any order). The pixels of the group
+    share each channel's constants. With ``pix0`` (the group's first pixel, flat) the stores
+    address the output by flat index, the group's pixels one output pointer apart."""
     Y = kb.outputs[0]
     npix = int(np.prod(Y.shape[2:], dtype=np.int64))
     with kb.loop(mg, "j", start=first) as j:
         m = gi * mg + j
         for p, o in enumerate(coords):
-            acc = sums[[p * mg + j]] if biased else sums[[p * mg + j]] + arith.init(B, m)
+            acc = sums[[p * mg + j]] + arith.init(B, m)
             flat = None if pix0 is None else (n * Y.shape[1] + m) * npix + pix0 + p
             kb.store_output([n, m, *o], arith.finish(kb, acc, m, B), flat=flat)
 
