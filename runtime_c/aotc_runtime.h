@@ -58,9 +58,9 @@ const char *aotc_status_str(int status);
 /* Keeps gcc from cloning a hot outlined function for a constant argument (its interprocedural
    constant propagation): its pointers stay pointers. Identical functions still fold. */
 #if defined(__GNUC__) && !defined(__clang__)
-#define AOTC_NOIPA __attribute__((noclone))
+#define AOTC_NOCLONE __attribute__((noclone))
 #else
-#define AOTC_NOIPA
+#define AOTC_NOCLONE
 #endif
 
 #if defined(__STDC_VERSION__) && __STDC_VERSION__ >= 199901L

@@ -469,7 +469,7 @@ class CPrinter:
         name = f"{k.name}_part{len(self._helpers)}"
         body = self.stmts(s.body, 1)
         self._helpers.append("\n".join(
-            [f"static AOTC_NOINLINE {'AOTC_NOIPA ' if s.opaque else ''}void {name}("
+            [f"static AOTC_NOINLINE {'AOTC_NOCLONE ' if s.opaque else ''}void {name}("
              f"{', '.join(params) or 'void'})", "{", *body,
              "}"]))
         args = [n for n in sorted(bufs) if n not in declared] + outer
