@@ -55,6 +55,13 @@ const char *aotc_status_str(int status);
 #define AOTC_INLINE static inline
 #define AOTC_SECTION(s)
 #endif
+/* Keeps gcc from cloning a hot outlined function for a constant argument (its interprocedural
+   constant propagation): its pointers stay pointers. Identical functions still fold. */
+#if defined(__GNUC__) && !defined(__clang__)
+#define AOTC_NOCLONE __attribute__((noclone))
+#else
+#define AOTC_NOCLONE
+#endif
 
 #if defined(__STDC_VERSION__) && __STDC_VERSION__ >= 199901L
 #define AOTC_RESTRICT restrict
@@ -134,6 +141,22 @@ AOTC_INLINE int32_t aotc_q_requant_r(int32_t x, int32_t m, int64_t round, int32_
 {
     int64_t z = (int64_t)x * (int64_t)m + round - (int64_t)((uint32_t)x & 0x80000000u);
     return (int32_t)(z >> 32) >> rshift;
+}
+/* aotc_q_requant_r + zp for |x| < 2^30 (a bound the lowering proves), with x doubled: 2z =
+ * 2p + 2^31 + 2^(31+right) - [x < 0] 2^32, and floor(2z / 2^32) = floor((2p + 2^31) / 2^32)
+ * + 2^(right-1) - [x < 0], the first term the rounded high word of 2x * m (one SMMULR on
+ * cores with the DSP extension). c = 2^(right-1) + (zp << right) from compile time (the
+ * output zero point added before the shift: a multiple of 2^right), |c| < 2^30. */
+AOTC_INLINE int32_t aotc_q_requant_h(int32_t x, int32_t m, int32_t c, int32_t right)
+{
+    int32_t t;
+    int32_t x2 = (int32_t)((uint32_t)x << 1);
+#if defined(__ARM_FEATURE_DSP) && __ARM_FEATURE_DSP
+    __asm__("smmulr %0, %1, %2" : "=r"(t) : "r"(x2), "r"(m));
+#else
+    t = (int32_t)(((int64_t)x2 * (int64_t)m + 0x80000000LL) >> 32);
+#endif
+    return (t + (x >> 31) + c) >> right;
 }
 /* The same with the shift as one signed number and any m (SRDHM's saturating case kept). */
 AOTC_INLINE int32_t aotc_q_mbqm(int32_t x, int32_t m, int32_t shift)

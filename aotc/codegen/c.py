@@ -87,6 +87,7 @@ INT_CALLS = {"abs": "AOTC_ABS", "float_from_bits": "aotc_bits_f32",  # BitCast
              # fixed-point requantisation primitives (runtime_c/aotc_runtime.h)
              "q_srdhm": "aotc_q_srdhm", "q_rdbpot": "aotc_q_rdbpot", "q_mbqm": "aotc_q_mbqm",
              "q_requant": "aotc_q_requant", "q_requant_r": "aotc_q_requant_r",
+             "q_requant_h": "aotc_q_requant_h",
              "q_sat_shl": "aotc_q_sat_shl", "q_softmax_scale": "aotc_q_softmax_scale"}
 # Arm C Language Extensions intrinsics (<arm_acle.h>, __ARM_FEATURE_DSP), on int32 words of
 # packed lanes; the lowering emits them only for targets with the "dsp" feature (lower/dsp.py).
@@ -94,7 +95,8 @@ INT_CALLS = {"abs": "AOTC_ABS", "float_from_bits": "aotc_bits_f32",  # BitCast
 # __SXTB16_RORn): an inline-asm helper in model.c.j2.
 # ld_pair16 loads two adjacent int16 (its argument a Load printed as its address) as one
 # word of two lanes: a plain, possibly unaligned, 32-bit load (memcpy) on these cores.
-ACLE_CALLS = {"sxtb16": "__sxtb16", "smlad": "__smlad", "sadd16": "__sadd16",
+ACLE_CALLS = {"sxtb16": "__sxtb16", "smlad": "__smlad", "smuad": "__smuad",
+              "sadd16": "__sadd16",
               "ssat": "__ssat", "usat": "__usat",  # saturate to a constant bit width
               "sxtb16_ror8": "aotc_sxtb16_ror8", "ld_pair16": "aotc_ld_pair16"}
 
@@ -467,7 +469,8 @@ class CPrinter:
         name = f"{k.name}_part{len(self._helpers)}"
         body = self.stmts(s.body, 1)
         self._helpers.append("\n".join(
-            [f"static AOTC_NOINLINE void {name}({', '.join(params) or 'void'})", "{", *body,
+            [f"static AOTC_NOINLINE {'AOTC_NOCLONE ' if s.opaque else ''}void {name}("
+             f"{', '.join(params) or 'void'})", "{", *body,
              "}"]))
         args = [n for n in sorted(bufs) if n not in declared] + outer
         return f"{name}({', '.join(args)})"

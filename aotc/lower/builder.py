@@ -173,13 +173,13 @@ class KernelBuilder:
         self.emit(If(cond, body))
 
     @contextmanager
-    def outline(self) -> Iterator[None]:
+    def outline(self, opaque: bool = False) -> Iterator[None]:
         """A block printed as a function of its own and a call (loop_ir.Outline): for a hot
         loop nest whose accumulators should not compete for registers with the kernel's
         other live values. It may read outer variables but must not assign them."""
         self._stack.append([])
         yield
-        self.emit(Outline(tuple(self._stack.pop())))
+        self.emit(Outline(tuple(self._stack.pop()), opaque))
 
     @contextmanager
     def block(self) -> Iterator[None]:

@@ -241,7 +241,12 @@ class Outline(Block):
     a small function's few live values get registers even where a register allocator that
     optimises for size (gcc -Os weighs every use alike, not by loop depth) would spill a hot
     inner loop's accumulators in a large kernel. The body reads outer variables (passed by
-    value) and buffers (passed as the same pointers); it must not assign outer variables."""
+    value) and buffers (passed as the same pointers); it must not assign outer variables.
+    ``opaque``: not cloned by gcc's interprocedural constant propagation either (AOTC_NOCLONE),
+    whose clone for the only caller's weight array takes its address as a constant that gcc
+    -Os then rebuilds from the literal pool at every load instead of keeping a pointer."""
+
+    opaque: bool = False
 
 
 @dataclass(frozen=True, eq=True)

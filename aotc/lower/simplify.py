@@ -158,7 +158,7 @@ def _stmt(s: Stmt) -> tuple[Stmt, ...]:
         return (If(cond, then, orelse),)
     if isinstance(s, Outline):
         body = simplify_body(s.body)
-        return (Outline(body),) if body else ()
+        return (Outline(body, s.opaque),) if body else ()
     if isinstance(s, Block):
         return _scope(simplify_body(s.body))
     if isinstance(s, Store):

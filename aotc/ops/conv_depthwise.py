@@ -62,6 +62,8 @@ def lower_depthwise(node: Node, kb: Any, X: Any, B: Any, arith: Any,
         vals = init - x_zp * w.reshape(w.shape[0], -1).astype(np.int64).sum(axis=1)
         vals = ((vals + (1 << 31)) % (1 << 32)) - (1 << 31)
         folded = kb.const("dwbias", vals.astype(np.int32), I32)
+        if not mve.usable(kb, X.dtype, w, arith):  # the DSP schedules: x as it is
+            prove_bound(kb, arith, B, w, X.dtype, 0, vals)
     taps = list(np.ndindex(*k_sp))
     # Helium (int8): a kernel row of inputs and of weights per predicated vector load. A row
     # runs along axis ``a``, the last one not of size 1 in both plane and kernel (a (k, 1)
@@ -94,6 +96,9 @@ def lower_depthwise(node: Node, kb: Any, X: Any, B: Any, arith: Any,
     block = int(np.prod(out_sp[sa:], dtype=np.int64))
     sums = (kb.scratch_buffer("sum", I32, (block,))
             if pairs and kb.knob(CONV.SPLIT_REQUANT) else None)
+    # Outputs per step along axis v, the one before a (none for a row kernel on a row).
+    v = a - 1
+    rows = kb.knob(CONV.DEPTHWISE_ROWS) if pairs and v >= 0 and out_sp[v] >= 2 else 1
 
     def channel_pairs(n: Expr, m: Expr) -> None:
         """A kernel row's taps two per SMLAD; the channel's weight words stay in registers."""
@@ -101,29 +106,71 @@ def lower_depthwise(node: Node, kb: Any, X: Any, B: Any, arith: Any,
         wv = [kb.local(wpair.flat((m * nrows + r) * half + h), "w", I32)
               for r in range(nrows) for h in range(half)]
 
-        def tap_sum(o: list[Expr]) -> Expr:
-            acc = kb.local(folded[[m]], "acc", I32)
+        def tap_sum(o: list[Expr], shift: int = 0, biased: bool = True) -> Expr:
+            """The sum for output ``o`` (its plane index ``shift`` further on), from the
+            folded bias or (not ``biased``) from 0: the first pair an SMUAD. Every tap reads
+            the output's plane index plus a constant, so gcc -Os keeps one pointer."""
+            base = _flat([ov * ss for ov, ss in zip(o, s)], pstr)
+            acc = kb.local(folded[[m]], "acc", I32) if biased else None
             for r, t in enumerate(np.ndindex(*k_sp[:a])):
                 tap = (*t, *([0] * (nd - a)))
-                row = _flat([ov * ss + kv * dd for ov, ss, kv, dd in zip(o, s, tap, d)], pstr)
+                off = shift + sum(kv * dd * ps for kv, dd, ps in zip(tap, d, pstr))
                 for h in range(half):
-                    xv = call("ld_pair16", xpad.flat(row + 2 * h), dtype=I32)
-                    kb.assign(acc, call("smlad", xv, wv[r * half + h], acc, dtype=I32))
+                    xv = call("ld_pair16", xpad.flat(base + (off + 2 * h)), dtype=I32)
+                    if acc is None:
+                        acc = kb.local(call("smuad", xv, wv[r * half + h], dtype=I32), "acc",
+                                       I32)
+                    else:
+                        kb.assign(acc, call("smlad", xv, wv[r * half + h], acc, dtype=I32))
+            assert acc is not None
             return acc
 
+        if sums is None and rows == 2:
+            # Two outputs a step along axis v (the one before the rows' axis a): they read
+            # the input rows between them once (gcc -Os merges the identical loads).
+            names = [f"o{k}" for k in range(nd)]
+            with kb.loops(out_sp[:v], names[:v]) as pre:
+                with kb.loop(out_sp[v] // 2, names[v]) as ov:
+                    with kb.loops(out_sp[v + 1:], names[v + 1:]) as post:
+                        o = [*pre, ov * 2, *post]
+                        accs = [tap_sum(o, q * s[v] * pstr[v]) for q in range(2)]
+                        for q, acc in enumerate(accs):
+                            kb.store_output([n, m, *pre, ov * 2 + q, *post],
+                                            arith.finish(kb, acc, m, B))
+                if out_sp[v] % 2:
+                    with kb.loops(out_sp[v + 1:], names[v + 1:]) as post:
+                        o = [*pre, Const(out_sp[v] - 1), *post]
+                        kb.store_output([n, m, *o], arith.finish(kb, tap_sum(o), m, B))
+            return
         if sums is None:
             with kb.loops(out_sp, [f"o{k}" for k in range(nd)]) as o:
                 kb.store_output([n, m, *o], arith.finish(kb, tap_sum(o), m, B))
             return
-        # A block of sums, then its requantisation in a loop of its own: the sum loop keeps
-        # the weight words in registers, the requantisation its multipliers.
+        # A block of sums from 0, then the bias and requantisation in a loop of their own:
+        # the sum loop keeps the weight words in registers, the requantisation its
+        # multipliers. Two rows (axis v inside the block) a step with conv.depthwise_rows.
         bstr = [int(np.prod(out_sp[k + 1:], dtype=np.int64)) for k in range(sa, nd)]
-        with kb.loops(out_sp[:sa], [f"o{k}" for k in range(sa)]) as pre:
-            with kb.loops(out_sp[sa:], [f"o{k}" for k in range(sa, nd)]) as ob:
-                kb.store(sums, [_flat(ob, bstr)], tap_sum([*pre, *ob]))
+        names = [f"o{k}" for k in range(nd)]
+        with kb.loops(out_sp[:sa], names[:sa]) as pre:
+            if rows == 2 and v >= sa:
+                with kb.loops(out_sp[sa:v], names[sa:v]) as mid:
+                    with kb.loop(out_sp[v] // 2, names[v]) as ov:
+                        with kb.loops(out_sp[v + 1:], names[v + 1:]) as post:
+                            ob = [*mid, ov * 2, *post]
+                            accs = [tap_sum([*pre, *ob], q * s[v] * pstr[v], False)
+                                    for q in range(2)]
+                            for q, acc in enumerate(accs):
+                                kb.store(sums, [_flat(ob, bstr) + q * bstr[v - sa]], acc)
+                    if out_sp[v] % 2:
+                        with kb.loops(out_sp[v + 1:], names[v + 1:]) as post:
+                            ob = [*mid, Const(out_sp[v] - 1), *post]
+                            kb.store(sums, [_flat(ob, bstr)], tap_sum([*pre, *ob], 0, False))
+            else:
+                with kb.loops(out_sp[sa:], names[sa:]) as ob:
+                    kb.store(sums, [_flat(ob, bstr)], tap_sum([*pre, *ob], 0, False))
             with kb.loops(out_sp[sa:], [f"j{k}" for k in range(sa, nd)]) as jb:
-                kb.store_output([n, m, *pre, *jb], arith.finish(kb, sums[[_flat(jb, bstr)]],
-                                                                   m, B))
+                kb.store_output([n, m, *pre, *jb], arith.finish(
+                    kb, sums[[_flat(jb, bstr)]] + folded[[m]], m, B))
 
     def channel(n: Expr, m: Expr) -> None:
         wv = [kb.local(Cast(kb.inputs[1][[m, 0, *t]], I32), "w") for t in taps]
@@ -248,10 +295,13 @@ def lower_depthwise(node: Node, kb: Any, X: Any, B: Any, arith: Any,
         if pairs:
             kb.store(xpad, [npl], Const(0, I16))
         with kb.loop(Y.shape[1], "m") as m:
-            with kb.loops(in_sp, [f"i{k}" for k in range(nd)]) as ii:
-                xv = X[[n, m, *ii]]
-                kb.store(xpad, [_flat([i + b for i, b in zip(ii, pb)], pstr)],
-                         Cast(xv, I16) if pairs else xv)
+            # The channel into the plane; on tap pairs a short row's copy unrolled (unroll_max).
+            with kb.loops(in_sp[:-1], [f"i{k}" for k in range(nd - 1)]) as ii0:
+                with kb.loop(in_sp[-1], f"i{nd - 1}", unroll=pairs) as il:
+                    ii = [*ii0, il]
+                    xv = X[[n, m, *ii]]
+                    kb.store(xpad, [_flat([i + b for i, b in zip(ii, pb)], pstr)],
+                             Cast(xv, I16) if pairs else xv)
             with kb.outline():
                 (channel_mve if helium else channel_pairs if pairs else channel)(n, m)
 
@@ -261,6 +311,24 @@ def _flat(idx: list[Expr], strides: list[int]) -> Expr:
     for i, st in zip(idx, strides):
         out = out + i * st
     return out
+
+
+def prove_bound(kb: Any, arith: Any, B: Any, w: np.ndarray, x_dtype: Any, x_zp: int,
+                init: np.ndarray | None = None) -> None:
+    """Tell the requantisation (quant.Requant.acc_bound) the largest |accumulator| of a conv
+    whose accumulators start from ``init`` (default: IntArith.init's values) and add
+    (x - x_zp) * w for x of ``x_dtype``: the bias plus the largest sum of products."""
+    rq = arith.requant
+    if init is None:
+        init = _init_values(kb, arith, B, w.shape[0])
+    if rq is None or init is None or not hasattr(rq, "acc_bound"):
+        return
+    lo, hi = (-128, 127) if x_dtype.is_signed else (0, 255)
+    xmax = max(abs(lo - x_zp), abs(hi - x_zp))
+    wsum = np.abs(w.reshape(w.shape[0], -1).astype(np.int64)).sum(axis=1)
+    bound = np.abs(np.broadcast_to(np.asarray(init, np.int64).reshape(-1), wsum.shape)) \
+        + wsum * xmax
+    rq.acc_bound = int(bound.max(initial=0))
 
 
 def _init_values(kb: Any, arith: Any, B: Any, m: int) -> np.ndarray | None:

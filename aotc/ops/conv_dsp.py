@@ -19,6 +19,7 @@ from aotc import dtypes
 from aotc.ir.graph import Node
 from aotc.lower import dsp
 from aotc.lower.loop_ir import Cast, Const, Expr, call
+from aotc.ops.conv_depthwise import prove_bound
 from aotc.ops.conv_pixels import (
     flat_tap,
     over_pixel_groups,
@@ -54,7 +55,7 @@ def lower_conv_dsp(conv: Any, node: Node, kb: Any, X: Any, B: Any, arith: Any,
     flat = kb.knob(CONV.COLUMN, default=CONV.column_default(cg)) == "flat"
     length = cg * kprod
     q_len = -(-length // 2) if flat else -(-cg // 2) * kprod  # words per column
-    px, tw, full, rest = pixel_tiles(kb, npix, mg)
+    px, tw, full, rest = pixel_tiles(kb, npix, mg, CONV.dsp_pixels_default(kprod))
     # Per group, tile after tile: pack_words of the tile's [cg, K, width] weights, so word
     # (cp * kprod + k) * half + jp of a tile pairs with column word cp * kprod + k.
     parts = []
@@ -71,10 +72,12 @@ def lower_conv_dsp(conv: Any, node: Node, kb: Any, X: Any, B: Any, arith: Any,
            else kb.scratch_buffer("col", I32, (px * q_len,)))
     sums = kb.scratch_buffer("sum", I32, (px * mg,))  # the int32 sums of a group of pixels
     kstrides = strides(k_sp)
+    prove_bound(kb, arith, B, w, X.dtype, arith.x_zp)
     padded = any(pb) or any(pe)
     # Each tile a function of its own (its accumulators alone in the registers), or inline
     # (no call per tile: better when a column is short).
     outline = kb.knob(CONV.OUTLINE, default=CONV.outline_default(q_len))
+    steps = kb.knob(CONV.DSP_UNROLL, default=CONV.dsp_unroll_default(q_len))
 
     def column(n: Expr, gi: Expr, pix: Expr, slot: int) -> list[Expr]:
         """Fill column ``slot`` for output pixel ``pix`` (flat); returns its coordinates."""
@@ -124,11 +127,24 @@ def lower_conv_dsp(conv: Any, node: Node, kb: Any, X: Any, B: Any, arith: Any,
         """Channels ml .. ml + width of group gi for the pixels' columns: sums to ``sums``."""
         half = -(-width // 2)
         accs = zero_accumulators(kb, pixels, width)
-        with kb.loop(q_len, "q") as q:
+
+        def step(q: Expr) -> None:
             xps = [kb.local(call("ld_pair16", col.flat(2 * (p * q_len + q)), dtype=I32)
                             if flat else col.flat(p * q_len + q), "xp", I32)
                    for p in range(pixels)]
             dsp.mac_tile(kb, accs, words, base + q * half, width, xps)
+
+        # ``steps`` words of the column per iteration (one loop counter, compare and branch),
+        # the rest after the loop, in order: the same sums.
+        if q_len // steps > 1 or steps == 1:
+            with kb.loop(q_len // steps, "q") as qs:
+                for u in range(steps):
+                    step(qs * steps + u)
+        else:
+            for u in range(q_len - q_len % steps):
+                step(Const(u))
+        for u in range(q_len - q_len % steps, q_len):
+            step(Const(u))
         store_sums(kb, sums, accs, mg, ml, width)
 
     def pixels(n: Expr, gi: Expr, pix0: Expr, count: int) -> None:
@@ -136,11 +152,11 @@ def lower_conv_dsp(conv: Any, node: Node, kb: Any, X: Any, B: Any, arith: Any,
         gbase = gi * per_group
         if full:
             with kb.loop(full, "mt") as mt:
-                with kb.outline() if outline else kb.block():
+                with kb.outline(opaque=True) if outline else kb.block():
                     tile(gi, mt * tw, gbase + mt * tile_words, tw, count)
         if rest:
-            with kb.outline() if outline else kb.block():
+            with kb.outline(opaque=True) if outline else kb.block():
                 tile(gi, Const(full * tw), gbase + full * tile_words, rest, count)
-        requantise_group(kb, sums, coords, n, gi, mg, arith, B)
+        requantise_group(kb, sums, coords, n, gi, mg, arith, B, pix0=pix0)
 
     over_pixel_groups(kb, Y.shape[0], group, npix, px, pixels)

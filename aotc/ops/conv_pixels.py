@@ -48,25 +48,32 @@ def zero_accumulators(kb: Any, pixels: int, width: int) -> list[Any]:
     return accs
 
 
-def pixel_tiles(kb: Any, npix: int, mg: int) -> tuple[int, int, int, int]:
+def pixel_tiles(kb: Any, npix: int, mg: int,
+                pixels: int | None = None) -> tuple[int, int, int, int]:
     """(pixels per group, channels per tile, full tiles, channels left) from the knobs
-    conv.pixels and conv.simd_tile: one pixel per group when there are fewer pixels."""
-    group_px, tw = kb.knob(CONV.PIXELS), kb.knob(CONV.SIMD_TILE)
+    conv.pixels (default ``pixels``, else the knob's) and conv.simd_tile: one pixel per
+    group when there are fewer pixels."""
+    group_px, tw = kb.knob(CONV.PIXELS, default=pixels), kb.knob(CONV.SIMD_TILE)
     full, rest = divmod(mg, tw)
     return (group_px if npix >= group_px else 1), tw, full, rest
 
 
 def requantise_group(kb: Any, sums: Any, coords: Sequence[list[Expr]], n: Expr, gi: Expr,
-                     mg: int, arith: Any, B: Any, first: int = 0) -> None:
+                     mg: int, arith: Any, B: Any, first: int = 0,
+                     pix0: Expr | None = None) -> None:
     """The bias, then requantisation, of a group's sums (its channels from ``first`` on),
     after them and in a loop of their own: the tiles keep just their accumulators and
     pointers in registers (the int32 sum wraps alike in any order). The pixels of the group
-    share each channel's constants."""
+    share each channel's constants. With ``pix0`` (the group's first pixel, flat) the stores
+    address the output by flat index, the group's pixels one output pointer apart."""
+    Y = kb.outputs[0]
+    npix = int(np.prod(Y.shape[2:], dtype=np.int64))
     with kb.loop(mg, "j", start=first) as j:
         m = gi * mg + j
         for p, o in enumerate(coords):
             acc = sums[[p * mg + j]] + arith.init(B, m)
-            kb.store_output([n, m, *o], arith.finish(kb, acc, m, B))
+            flat = None if pix0 is None else (n * Y.shape[1] + m) * npix + pix0 + p
+            kb.store_output([n, m, *o], arith.finish(kb, acc, m, B), flat=flat)
 
 
 def store_sums(kb: Any, sums: Any, accs: Sequence[Any], mg: int, ml: Expr, width: int) -> None:

@@ -23,7 +23,7 @@ from aotc import dtypes, qmath
 from aotc.dtypes import DType
 from aotc.errors import AotcError
 from aotc.ir.graph import Node, TensorType, Value
-from aotc.lower.loop_ir import Cast, Const, Expr, bmax, bmin, call
+from aotc.lower.loop_ir import Call, Cast, Const, Expr, bmax, bmin, call
 from aotc.ops import OpDef, register
 from aotc.ops.conv import Conv, ConvArith
 from aotc.ops.gemm import MatMul
@@ -78,6 +78,9 @@ class Requant:
         self.real = np.atleast_1d(np.asarray(real, np.float64))
         self.zp, self.lo, self.hi, self.mode, self.out = int(zero_point), lo, hi, mode, out
         self._tables: dict[int, tuple[Any, ...]] = {}
+        # The largest |accumulator| of the kernel, where a DSP lowering proved one
+        # (conv_dsp.py, conv_depthwise.py): below 2^30 it may be doubled (aotc_q_requant_h).
+        self.acc_bound: int | None = None
 
     def _per(self, kb: Any, name: str, values: np.ndarray, dt: DType, ch: Expr | None) -> Expr:
         """One value per channel: a constant when all channels share it, else a table in
@@ -99,6 +102,12 @@ class Requant:
         shift = np.array([s for _, s in qm], np.int64)
         return mult, np.where(mult == 0, np.minimum(shift, -1), shift)
 
+    def _doubled(self, right: np.ndarray) -> bool:
+        """Whether aotc_q_requant_h applies: a proven |acc| < 2^30 and |c| < 2^30."""
+        add = (1 << (right - 1)) + (self.zp << right)
+        return (self.acc_bound is not None and self.acc_bound < 1 << 30
+                and int(np.abs(add).max()) < 1 << 30)
+
     def __call__(self, kb: Any, acc: Expr, ch: Expr | None) -> Expr:
         if self.mode == "tflite":
             mult, shift = self.tflite_params()
@@ -107,6 +116,14 @@ class Requant:
                 # Shifts fit int8: a quarter of the flash of int32 (TFLM keeps int32 in RAM).
                 sh = self._per(kb, "qshift", shift.astype(np.int8), dtypes.int8, ch)
                 v = call("q_mbqm", acc, mul, sh, dtype=I32)
+            elif (shift < 0).all() and "dsp" in kb.features and self._doubled(-shift):
+                # |acc| < 2^30 on a DSP core: SMMULR of the doubled accumulator, the output
+                # zero point in the added constant (runtime_c/aotc_runtime.h).
+                right = -shift
+                add = (1 << (right - 1)) + (self.zp << right)
+                c = self._per(kb, "qadd", add.astype(np.int32), I32, ch)
+                rsh = self._per(kb, "qright", right.astype(np.int8), dtypes.int8, ch)
+                v = call("q_requant_h", acc, mul, c, rsh, dtype=I32)
             elif (shift < 0).all():
                 # Right shifts only (the usual case): both roundings in one 64-bit sum and
                 # one shift, from per-channel constants (runtime_c/aotc_runtime.h).
@@ -123,7 +140,7 @@ class Requant:
                 right = self._per(kb, "qrsh", np.maximum(-shift, 0).astype(np.int8),
                                   dtypes.int8, ch)
                 v = call("q_requant", acc, mul, left, right, dtype=I32)
-            if self.zp:
+            if self.zp and not (isinstance(v, Call) and v.fn == "q_requant_h"):
                 v = v + Const(self.zp, I32)
             full = qrange(self.out) == (self.lo, self.hi)
             if full and "dsp" in kb.features and self.out.itemsize == 1:

@@ -52,7 +52,17 @@ PATH = knob("conv.path", ("simd", "scalar"), "simd",
 # lanes and the pointers fit the core registers (measured on KWS, 2 x 4 and 4 x 2 spill).
 PIXELS = knob("conv.pixels", (1, 2, 4), 2,
               "output pixels whose im2col columns are built together and share each weight "
-              "load (SIMD schedules)")
+              "load (SIMD schedules); default 4 for 1x1 convs on the DSP extension")
+
+
+def dsp_pixels_default(taps: int) -> int:
+    # The DSP schedule (cortex-m4f, aotc bench -Os), KWS's four 64 -> 64 pointwise convs:
+    # 2 pixels 3.79 M instructions, 4 pixels 3.27 M (the 4 x 2 tile's 8 accumulators, its
+    # two weight lanes, the activation pair and 3 pointers just fit); KWS's 10x4 first conv
+    # loses with 4 (0.74 M -> 0.79 M).
+    return 4 if taps == 1 else 2
+
+
 SIMD_TILE = knob("conv.simd_tile", (2, 4), 2,
                  "output channels per tile of the SIMD schedules")
 REQUANT = knob("conv.requant", ("vector", "scalar"), "vector",
@@ -75,6 +85,11 @@ SPLIT_REQUANT = knob("conv.split_requant", (True, False), False,
                      "sum a block of outputs (the plane, or rows when it has over 256) into int32 "
                      "scratch, then requantise it in a loop of its own, or requantise each sum "
                      "as it is made (depthwise on the DSP extension)")
+# Measured on cortex-m4f (aotc bench -Os), 3x3 depthwise convs, 1 -> 2 rows: KWS's four
+# 1.34 M -> 1.16 M instructions, VWW's nine -9% to -17% each (14.23 M -> 13.75 M per inference).
+DEPTHWISE_ROWS = knob("conv.depthwise_rows", (1, 2), 2,
+                      "depthwise convs on tap pairs: output rows computed together (they share "
+                      "the input rows they both read)")
 COLUMN = knob("conv.column", ("pairs", "flat"), "pairs",
               "the DSP schedule's im2col column: words of two input channels at one tap "
               "(pairs), or (channel, tap) flattened, any two neighbours a word (flat: no idle "
@@ -91,6 +106,22 @@ OUTLINE = knob("conv.outline", (True, False), True,
 
 def outline_default(column_words: int) -> bool:
     return column_words >= 8
+
+
+DSP_UNROLL = knob("conv.dsp_unroll", (1, 2, 4, 8, 16, 32, 64), 8,
+                  "column words per iteration of the DSP schedule's reduction loop (its "
+                  "counter, compare and branch shared by that many steps, the rest after it; "
+                  "at least the column's length: no loop); default 32 for columns of up to 32 "
+                  "words, else 8")
+
+
+def dsp_unroll_default(column_words: int) -> int:
+    # Measured on cortex-m4f (aotc bench -Os), instructions per inference. KWS (32-word
+    # pointwise columns, the first conv's 20): 1 step 5.49 M, 2 5.35 M, 4 5.23 M, 8 5.09 M,
+    # 32 (no loop) 4.94 M. VWW (pointwise columns of 4-128 words): 1 16.41 M, 4 15.56 M,
+    # 8 15.13 M, no loop 15.18 M and 24 KB more flash. Without a loop the tile's pointers
+    # take no counter and gcc -Os keeps all eight accumulators in registers.
+    return 32 if column_words <= 32 else 8
 
 
 def _float_depthwise(ctx: Context) -> str:

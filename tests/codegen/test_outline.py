@@ -23,13 +23,13 @@ from kernel_harness import build  # noqa: E402
 I32 = dtypes.int32
 
 
-def _kernel(outline: bool):
+def _kernel(outline: bool, opaque: bool = False):
     x = BufRef(Buffer("x", I32, 24, "in"), (4, 6))
     y = BufRef(Buffer("y", I32, 4, "out"), (4,))
     kb = KernelBuilder("k", "", [x], [y])
     with kb.loop(4, "i") as i:
         base = kb.local(i * 6, "base")
-        with (kb.outline() if outline else kb.block()):
+        with (kb.outline(opaque) if outline else kb.block()):
             acc = kb.local_array(2, "acc", I32)
             with kb.loop(2, "j", unroll=True) as j:
                 kb.store(acc, [j], x[[i, j]])
@@ -49,6 +49,14 @@ def test_outline_survives_the_passes_and_prints_as_a_call():
     assert "static AOTC_NOINLINE void k_part0(const int32_t *x, int32_t *y, int32_t base, " \
            "int32_t i)" in c, c
     assert "k_part0(x, y, base, i);" in c, c
+
+
+def test_an_opaque_outline_is_not_cloned_and_survives_the_passes():
+    """opaque: AOTC_NOCLONE (gcc's noclone), so IPA-CP cannot specialise it for a constant
+    array its only caller passes (conv_dsp.py's tiles)."""
+    c = CPrinter().kernel(_kernel(True, opaque=True))
+    assert "static AOTC_NOINLINE AOTC_NOCLONE void k_part0(const int32_t *x" in c, c
+    assert "AOTC_NOCLONE" not in CPrinter().kernel(_kernel(True)), "only where asked"
 
 
 def test_outlined_kernel_computes_the_same(tmp_path):

@@ -26,6 +26,7 @@ int32_t t_softmax_scale(int32_t s, int32_t which);
 int32_t t_dhm(int32_t a, int32_t b);
 int32_t t_requant(int32_t x, int32_t m, int32_t l, int32_t r);
 int32_t t_requant_r(int32_t x, int32_t m, int64_t rnd, int32_t rsh);
+int32_t t_requant_h(int32_t x, int32_t m, int32_t c, int32_t r);
 """
 
 
@@ -43,7 +44,8 @@ def lib(tmp_path_factory):
             (FUNCS.splitlines()[6], "softmax_scale", "s, which"),
             (FUNCS.splitlines()[7], "dhm", "a, b"),
             (FUNCS.splitlines()[8], "requant", "x, m, l, r"),
-            (FUNCS.splitlines()[9], "requant_r", "x, m, rnd, rsh")]) + "\n")
+            (FUNCS.splitlines()[9], "requant_r", "x, m, rnd, rsh"),
+            (FUNCS.splitlines()[10], "requant_h", "x, m, c, r")]) + "\n")
     so = d / "fp.so"
     subprocess.run(["cc", "-std=c99", "-Wall", "-Wextra", "-Werror", "-pedantic", "-O2",
                     "-shared", "-fPIC", "-I", str(runtime_dir()), str(src), "-o", str(so)],
@@ -172,6 +174,28 @@ def test_requant_equals_mbqm_on_edge_values(lib):
             assert lib.t_requant_r(x, m, (1 << 30) + (1 << (30 + r)), r - 1) == want, (x, m, s)
 
 
+def _doubled_cases() -> list[tuple[int, int, int, int]]:
+    """(x, m, shift, zp) with |x| < 2^30, right shifts, |c| < 2^30: aotc_q_requant_h's
+    domain (quant.Requant._doubled)."""
+    out = []
+    for x, m, s in requant_cases():
+        for zp in (0, -128, 127, 255):
+            if abs(x) < 1 << 30 and s < 0 and abs((1 << (-s - 1)) + (zp << -s)) < 1 << 30:
+                out.append((x, m, s, zp))
+    return out
+
+
+def test_doubled_requant_equals_mbqm(lib):
+    """aotc_q_requant_h (SMMULR of the doubled accumulator, the zero point in the added
+    constant) is TFLite's MultiplyByQuantizedMultiplier plus the zero point, where the
+    accumulator is below 2^30 in magnitude (the host twin here; the board test runs SMMULR)."""
+    cases = _doubled_cases()
+    assert len(cases) > 1000
+    for x, m, s, zp in cases:
+        want = qmath.mbqm(x, m, s) + zp
+        assert lib.t_requant_h(x, m, (1 << (-s - 1)) + (zp << -s), -s) == want, (x, m, s, zp)
+
+
 def _requant_bundle(d: Path, cases: list[tuple[int, int, int]]) -> None:
     """A hand-written bundle whose run function requantises a table of cases held in flash
     with aotc_q_requant, aotc_q_mbqm and (right shifts) aotc_q_requant_r (outputs y, y2, y3),
@@ -186,13 +210,13 @@ def _requant_bundle(d: Path, cases: list[tuple[int, int, int]]) -> None:
     (d / "rq.h").write_text(
         '#include <stddef.h>\n#include <stdint.h>\n#include "aotc_runtime.h"\n'
         "#define RQ_ARENA_SIZE 4\n"
-        "int rq_run(const int8_t *u, int32_t *y, int32_t *y2, int32_t *y3, void *arena,\n"
-        "           size_t size);\n")
+        "int rq_run(const int8_t *u, int32_t *y, int32_t *y2, int32_t *y3, int32_t *y4,\n"
+        "           void *arena, size_t size);\n")
     (d / "rq.c").write_text("\n".join([
         '#include "rq.h"', table("int32_t", "xs", xs), table("int32_t", "ms", ms),
         table("int8_t", "ss", ss),
-        "int rq_run(const int8_t *u, int32_t *y, int32_t *y2, int32_t *y3, void *arena,",
-        "           size_t size)", "{",
+        "int rq_run(const int8_t *u, int32_t *y, int32_t *y2, int32_t *y3, int32_t *y4,",
+        "           void *arena, size_t size)", "{",
         "    int32_t i;", "    (void)arena;", "    (void)size;",
         f"    for (i = 0; i < {n}; ++i) {{",
         "        int32_t s = ss[i] + u[0];",
@@ -202,12 +226,16 @@ def _requant_bundle(d: Path, cases: list[tuple[int, int, int]]) -> None:
         "            y3[i] = aotc_q_requant_r(xs[i], ms[i], ((int64_t)1 << 30) + "
         "((int64_t)1 << (30 - s)), -s - 1);",
         "        } else {", "            y3[i] = y2[i];", "        }",
+        "        if (s < 0 && s >= -22 && xs[i] < (1 << 30) && xs[i] > -(1 << 30)) {",
+        "            y4[i] = aotc_q_requant_h(xs[i], ms[i], (1 << (-s - 1)) - (128 << -s), -s)"
+        " + 128;",
+        "        } else {", "            y4[i] = y2[i];", "        }",
         "    }", "    return 0;", "}", ""]))
     meta = {"name": "rq", "arena_bytes": 4, "arena_align": 4,
             "inputs": [{"name": "u", "c_name": "u", "shape": [1], "dtype": "int8",
                         "ctype": "int8_t", "bytes": 1}],
             "outputs": [{"name": k, "c_name": k, "shape": [n], "dtype": "int32",
-                         "ctype": "int32_t", "bytes": 4 * n} for k in ("y", "y2", "y3")],
+                         "ctype": "int32_t", "bytes": 4 * n} for k in ("y", "y2", "y3", "y4")],
             "kernels": []}
     (d / "bundle.json").write_text(json.dumps(meta))
 
@@ -215,7 +243,8 @@ def _requant_bundle(d: Path, cases: list[tuple[int, int, int]]) -> None:
 @pytest.mark.parametrize("board", ["cortex-m4f", "cortex-m0plus"])
 def test_requant_on_boards_equals_mbqm(board, tmp_path):
     """The same edge values on the cores (SMLAL on Armv7E-M, a 64-bit multiply helper on
-    Armv6-M): bit for bit TFLite's MultiplyByQuantizedMultiplier."""
+    Armv6-M; aotc_q_requant_h's SMMULR on Armv7E-M, its C twin on Armv6-M): bit for bit
+    TFLite's MultiplyByQuantizedMultiplier."""
     grid = [(x, m, s) for x in REQ_X for m in REQ_M
             for s in (-31, -30, -17, -8, -2, -1, 0, 1, 2, 15, 29, 30)]
     rng = np.random.default_rng(3)
@@ -231,3 +260,4 @@ def test_requant_on_boards_equals_mbqm(board, tmp_path):
         np.testing.assert_array_equal(out["y"].astype(np.int64), want)
         np.testing.assert_array_equal(out["y2"].astype(np.int64), want)
         np.testing.assert_array_equal(out["y3"].astype(np.int64), want)
+        np.testing.assert_array_equal(out["y4"].astype(np.int64), want)

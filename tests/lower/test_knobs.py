@@ -61,6 +61,14 @@ INT_CASES = [
     (("conv.column", "flat"), "even", "cortex-m4f", {}),
     (("conv.outline", False), None, "cortex-m4f", {}),  # 45-word columns: outlined by default
     (("conv.outline", True), "pointwise", "cortex-m4f", {}),
+    # 23-word flat columns (no loop by default): 1 and 8 words a step (a rest of 7); a
+    # 2-word pointwise column a step at a time.
+    *[(("conv.dsp_unroll", v), None, "cortex-m4f", {}) for v in (1, 8)],
+    (("conv.dsp_unroll", 1), "pointwise", "cortex-m4f", {}),
+    # Depthwise output rows two a step by default: 4 rows of 8, 5 rows of 11 (a rest of
+    # one), one a step instead; the sums in scratch first, two rows a step with a rest.
+    *[(("conv.depthwise_rows", 1), k, "cortex-m4f", {}) for k in ("depthwise", "depthwise_wide")],
+    (("conv.split_requant", True), "depthwise_wide", "cortex-m4f", {}),
     (("conv.unroll", False), None, None, {}),
     *[(("conv.tile", v), None, "cortex-m4f", {"conv.path": "scalar"}) for v in (2, 8)],
     *[(("gemm.path", "scalar"), "matmul", t, {}) for t in ("cortex-m4f", "cortex-m55")],
@@ -91,6 +99,8 @@ def _int_model(kind):
         return qmatmul(M=3, K=21, N=11)
     if kind == "depthwise":  # odd kernel width: the last word's idle lane; stride 2
         return qconv(cin=6, m=6, group=6, hw=(7, 8), kernel=(3, 3), strides=(2, 1))
+    if kind == "depthwise_wide":  # 5 output rows of 11
+        return qconv(cin=3, m=3, group=3, hw=(5, 11))
     if kind == "pointwise":  # a 2-word column: tiles inline by default
         return qconv(cin=4, m=6, hw=(3, 4), kernel=(1, 1), pads=(0, 0, 0, 0))
     if kind == "even":
