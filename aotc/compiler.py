@@ -51,6 +51,7 @@ from aotc.memory.pools import Pool, PoolsDoNotFit, plan_pools, resolve_pools
 from aotc.memory.report import ascii_timeline, plan_to_json
 from aotc.passes import PASS_NAMES, Pass, default_pipeline, run_pipeline
 from aotc.passes.layout import permuted_views, to_layout
+from aotc.passes.patches import DEFAULT_MAC_BUDGET, PatchPlan, patches
 from aotc.progress import QUIET, Progress
 from aotc.qmath import REQUANT_MODES
 from aotc.reorder import reorder
@@ -100,6 +101,10 @@ class CompileOptions:
     # None: the --target board's pools (board.toml [[pools]]) if it lists any, else one arena;
     # (): one arena.
     pools: tuple[Any, ...] | None = None
+    # Patch-based execution of the first stage (aotc/passes/patches.py): None (off), "auto",
+    # or N for an N x N grid; patch_macs: auto's budget of extra MACs (a fraction).
+    patches: str | int | None = None
+    patch_macs: float = DEFAULT_MAC_BUDGET
 
 
 @dataclass
@@ -119,6 +124,7 @@ class Compilation:
     # A model from PyTorch: the weight-size guard's line (bundle vs module weight bytes).
     weight_check: str | None = None
     pools: list[Pool] = field(default_factory=list)  # memory pools; empty: one arena
+    patch_plan: PatchPlan | None = None  # --patches: the grid and stage chosen, extra MACs
 
     @property
     def stack_temporaries(self) -> list[dict[str, Any]]:
@@ -243,6 +249,12 @@ def compile_model(model: str | os.PathLike[str] | onnx.ModelProto, options: Comp
         if on_pass is not None:
             on_pass("byoc", graph)
     graph = permuted_views(graph)
+    patch_plan: PatchPlan | None = None
+    if options.patches is not None:
+        progress.detail("patches")
+        graph, patch_plan = patches(graph, options.patches, options.patch_macs)
+        if on_pass is not None:
+            on_pass("patches", graph)
     by_name = {b.name: b for b in backends}
     sched = make_schedule(graph)
     lowered = _lower(sched, by_name, options, features, progress)
@@ -290,7 +302,7 @@ def compile_model(model: str | os.PathLike[str] | onnx.ModelProto, options: Comp
     weights = _collect_weights(sched, lowered, name)
     comp = Compilation(options, model_name, model_hash, sched.graph, sched, lowered, live,
                        the_plan, bounds(sched, scratch), model_const_bytes, weights, backends,
-                       pools=pools)
+                       pools=pools, patch_plan=patch_plan)
     param_bytes = param_bytes_of(proto)
     if param_bytes is not None:
         comp.weight_check = weight_check(comp.weights_bytes, param_bytes,
