@@ -144,6 +144,7 @@ def render_context(c: Compilation) -> dict[str, Any]:
                      "bytes": int(np.prod(t.shape, dtype=np.int64)) * t.dtype.itemsize,
                      **_io_place(c, t.value)} for t in outs],
         **({"pools": pools} if pools else {}),
+        **({"patches": c.patches} if c.patches is not None else {}),
         "kernels": [ls.kernel.name for ls in c.lowered],
         # Temporaries kernels keep on the C stack, outside the arena (compiler.py).
         "stack_temporaries": c.stack_temporaries,

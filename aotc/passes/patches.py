@@ -10,10 +10,10 @@ layer reads its box of X in place through a SliceView (no copy, no arena bytes);
 outputs are joined into Y by Concat nodes (per patch row along W, then the rows along H).
 Neighbouring patches recompute their overlap: the extra MACs are the price, reported.
 
-``auto`` tries every stage depth and grid, scores each by the liveness peak of the rewritten
-graph in its node order (no planning), and keeps the smallest peak whose extra MACs stay
-within the budget (``--patch-macs``, default 25%), or the plain graph when no candidate
-lowers the peak.
+``auto`` tries every stage depth and grid size within the budget of extra MACs
+(``--patch-macs``, default 25%), ranks them by an estimate of the arena (the liveness bound
+in node order, with the in-place convolutions the options allow), plans the few best in
+full and keeps the smallest arena (the plain graph on a tie).
 """
 
 from __future__ import annotations
@@ -39,8 +39,8 @@ class PatchPlan:
     grid: tuple[int, int]  # rows, columns
     macs: int  # the whole graph's MACs without patches
     patched_macs: int
-    peak: int = 0  # liveness peak (model order, no scratch) estimated when choosing
-    plain_peak: int = 0
+    peak: int = 0  # the estimated arena when choosing (estimate())
+    plain_peak: int = 0  # the same without patches
 
     @property
     def extra_macs(self) -> int:
@@ -239,61 +239,131 @@ def split_stage(g: Graph, stage: list[Node], grid: tuple[int, int]) -> Graph:
 
 
 # ------------------------------------------------------------------------------- choice
-def _peak(g: Graph) -> int:
-    """The liveness peak of the graph's arena values in its node order (no scratch)."""
-    from aotc.reorder import _costs, peak
+@dataclass(frozen=True)
+class Memory:
+    """How the estimate counts memory: as the compile options will plan it."""
 
-    c = _costs(g, {})
-    return peak(c, list(range(len(c.kernels))))
+    inplace: bool = True
+    inplace_conv: bool = False
+    io_in_arena: bool = False
 
 
-def patches(g: Graph, spec: str | int | None, budget: float = DEFAULT_MAC_BUDGET
-            ) -> tuple[Graph, PatchPlan | None]:
-    """Apply ``--patches spec``: None/0/"off" nothing; "auto" the best (depth, grid) within
-    the MAC budget, or nothing when none lowers the peak; N an N x N grid (N >= 2) with the
-    depth of smallest peak. AotcError for an N that cannot be applied."""
-    if spec in (None, 0, "0", "off", "none"):
-        return g, None
-    auto = str(spec) == "auto"
-    if not auto:
-        try:
-            n_grid = int(spec)
-        except (TypeError, ValueError):
-            raise AotcError(f"--patches {spec!r}: use auto or a grid size N >= 2") from None
-        if n_grid < 2:
-            raise AotcError(f"--patches {n_grid}: the grid size must be at least 2 (or auto)")
+def estimate(g: Graph, mem: Memory = Memory()) -> int:  # noqa: B008 (frozen)
+    """The liveness bound of ``g`` in its node order, kernel scratch not counted, with the
+    in-place convolutions the compiler would choose (their temporaries counted): what the
+    arena of each candidate is ranked by before the few best are planned in full."""
+    from aotc.memory.buffers import lower_bound
+    from aotc.memory.liveness import analyse, choose_inplace, conv_inplace_modes, \
+        inplace_temp_bytes
+    from aotc.schedule import make_schedule
+
+    s = make_schedule(g)
+    modes: dict[int, str] = {}
+    if mem.inplace and mem.inplace_conv:
+        modes = choose_inplace(s, {}, conv_inplace_modes(s, mem.io_in_arena), mem.io_in_arena)
+    temps = {i: [(f"{i}_temp", t)] for i, m in modes.items()
+             if (t := inplace_temp_bytes(s, i, m))}
+    return lower_bound(analyse(s, temps, 1, mem.inplace, mem.io_in_arena, modes).reqs)
+
+
+def candidates(g: Graph, grids: list[int], budget: float | None = None,
+               mem: Memory = Memory()) -> list[tuple[Graph, PatchPlan]]:  # noqa: B008
+    """Per grid size, the stage depth of smallest estimated arena (PatchPlan.peak; then
+    fewest MACs), within ``budget`` extra MACs (a fraction; None: any)."""
     chain = stage_chain(g)
-    if not chain:
-        if auto:
-            return g, None
-        raise AotcError(f"--patches {spec}: the model has no stage of convolutions to split "
-                        f"into patches (a chain of Conv/QLinearConv over a batch-1 image)")
     macs = graph_macs(g)
-    plain_peak = _peak(g)
-    grids = range(2, MAX_GRID + 1) if auto else [n_grid]
-    best: tuple[tuple[int, int, int], Graph, PatchPlan] | None = None
-    for depth in range(1, len(chain) + 1):
-        for n in grids:
+    plain_peak = estimate(g, mem) if chain else 0
+    out = []
+    for n in grids:
+        best: tuple[tuple[int, int], Graph, PatchPlan] | None = None
+        for depth in range(1, len(chain) + 1):
             try:
                 pg = split_stage(g, chain[:depth], (n, n))
             except ValueError:
                 continue
             pm = graph_macs(pg)
-            extra = (pm - macs) / macs if macs else 0.0
-            if auto and extra > budget:
+            if budget is not None and macs and (pm - macs) / macs > budget:
                 continue
-            pk = _peak(pg)
-            plan = PatchPlan(tuple(x.name for x in chain[:depth]), (n, n), macs, pm, pk,
-                             plain_peak)
-            key = (pk, pm, depth)
-            if best is None or key < best[0]:
-                best = (key, pg, plan)
-    if best is None:
-        if auto:
-            return g, None
-        raise AotcError(f"--patches {n_grid}: a {n_grid}x{n_grid} grid does not fit the "
-                        f"stage's output ({'x'.join(map(str, g.type(chain[-1].outputs[0]).shape[2:]))})")
-    if auto and best[0][0] >= plain_peak:
-        return g, None
-    _, pg, plan = best
-    return pg.replace(meta={**pg.meta, "patches": plan.as_json()}), plan
+            pk = estimate(pg, mem)
+            if best is None or (pk, pm) < best[0]:
+                best = ((pk, pm), pg, PatchPlan(tuple(x.name for x in chain[:depth]), (n, n),
+                                                macs, pm, pk, plain_peak))
+        if best is not None:
+            out.append((best[1], best[2]))
+    return out
+
+
+# auto plans in full this many candidates of smallest estimate.
+AUTO_PLANNED = 3
+
+
+def auto_candidates(g: Graph, budget: float, mem: Memory = Memory()  # noqa: B008
+                    ) -> list[tuple[Graph, PatchPlan]]:
+    """``auto``'s candidates: per grid size 2..MAX_GRID the best depth within the budget,
+    the AUTO_PLANNED of smallest estimate below the plain graph's."""
+    found = [(pg, p) for pg, p in candidates(g, list(range(2, MAX_GRID + 1)), budget, mem)
+             if p.peak < p.plain_peak]
+    return sorted(found, key=lambda c: (c[1].peak, c[1].patched_macs))[:AUTO_PLANNED]
+
+
+def _parse(spec: str | int | tuple[int, int, int]) -> str | int | tuple[int, int, int]:
+    if isinstance(spec, tuple) or str(spec) == "auto":
+        return spec
+    try:
+        n = int(spec)
+    except (TypeError, ValueError):
+        raise AotcError(f"--patches {spec!r}: use auto or a grid size N >= 2") from None
+    if n < 2:
+        raise AotcError(f"--patches {n}: the grid size must be at least 2 (or auto)")
+    return n
+
+
+def patches(g: Graph, spec: str | int | tuple[int, int, int],
+            mem: Memory = Memory()) -> tuple[Graph, PatchPlan]:  # noqa: B008
+    """Apply ``--patches N`` (an N x N grid, N >= 2, at the stage depth of smallest estimated
+    peak) or (depth, rows, cols). AotcError when the model has no stage or the grid does not
+    fit it."""
+    spec = _parse(spec)
+    if spec == "auto":
+        raise AotcError("--patches auto is chosen by the compiler (compile_model)")
+    chain = stage_chain(g)
+    if not chain:
+        raise AotcError(f"--patches {spec}: the model has no stage of convolutions to split "
+                        f"into patches (a chain of Conv/QLinearConv over a batch-1 image)")
+    if isinstance(spec, tuple):
+        depth, rows, cols = spec
+        macs = graph_macs(g)
+        try:
+            pg = split_stage(g, chain[:depth], (rows, cols))
+        except ValueError as e:
+            raise AotcError(f"--patches {rows}x{cols} over {depth} layers: {e}") from None
+        plan = PatchPlan(tuple(x.name for x in chain[:depth]), (rows, cols), macs,
+                         graph_macs(pg))
+    else:
+        found = candidates(g, [int(spec)], None, mem)
+        if not found:
+            shape = "x".join(map(str, g.type(chain[0].outputs[0]).shape[2:]))
+            raise AotcError(f"--patches {spec}: a {spec}x{spec} grid does not fit the stage "
+                            f"(its first layer's output is {shape})")
+        pg, plan = found[0]
+    return with_plan(pg, plan), plan
+
+
+def describe(report: dict[str, Any]) -> str:
+    """One line for a Compilation.patches report (compile's summary, ``aotc inspect``)."""
+    head = f"patches auto (extra MACs <= {report['budget_pct']:g}%): " if report.get("auto") \
+        else "patches: "
+    if report.get("kept_plain"):
+        return head + f"kept the plain plan ({report['kept_plain']})"
+    line = head + (f"{report['grid'][0]}x{report['grid'][1]} over the first {report['depth']} "
+                   f"layers, +{report['extra_macs']:,} MACs (+{report['extra_macs_pct']:.1f}%)")
+    tried = report.get("candidates")
+    if tried:
+        line += "; tried " + ", ".join(f"{t['grid'][0]}x{t['grid'][1]}/{t['depth']} "
+                                       f"{t['arena_bytes']:,} B (+{t['extra_macs_pct']:.1f}%)"
+                                       for t in tried)
+    return line
+
+
+def with_plan(g: Graph, plan: PatchPlan) -> Graph:
+    return g.replace(meta={**g.meta, "patches": plan.as_json()})
