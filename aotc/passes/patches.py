@@ -57,7 +57,7 @@ class PatchPlan:
 
     def summary(self) -> str:
         return (f"patches {self.grid[0]}x{self.grid[1]} over the first {len(self.stage)} "
-                f"layers: +{self.extra_macs:,} MACs (+{self.extra_pct:.1f}%)")
+                f"layers: {self.extra_macs:+,} MACs ({self.extra_pct:+.1f}%)")
 
 
 # ------------------------------------------------------------------------------- the stage
@@ -356,11 +356,11 @@ def describe(report: dict[str, Any]) -> str:
     if report.get("kept_plain"):
         return head + f"kept the plain plan ({report['kept_plain']})"
     line = head + (f"{report['grid'][0]}x{report['grid'][1]} over the first {report['depth']} "
-                   f"layers, +{report['extra_macs']:,} MACs (+{report['extra_macs_pct']:.1f}%)")
+                   f"layers, {report['extra_macs']:+,} MACs ({report['extra_macs_pct']:+.1f}%)")
     tried = report.get("candidates")
     if tried:
         line += "; tried " + ", ".join(f"{t['grid'][0]}x{t['grid'][1]}/{t['depth']} "
-                                       f"{t['arena_bytes']:,} B (+{t['extra_macs_pct']:.1f}%)"
+                                       f"{t['arena_bytes']:,} B ({t['extra_macs_pct']:+.1f}%)"
                                        for t in tried)
     return line
 
