@@ -253,8 +253,12 @@ def estimate(g: Graph, mem: Memory = Memory()) -> int:  # noqa: B008 (frozen)
     in-place convolutions the compiler would choose (their temporaries counted): what the
     arena of each candidate is ranked by before the few best are planned in full."""
     from aotc.memory.buffers import lower_bound
-    from aotc.memory.liveness import analyse, choose_inplace, conv_inplace_modes, \
-        inplace_temp_bytes
+    from aotc.memory.liveness import (
+        analyse,
+        choose_inplace,
+        conv_inplace_modes,
+        inplace_temp_bytes,
+    )
     from aotc.schedule import make_schedule
 
     s = make_schedule(g)

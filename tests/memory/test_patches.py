@@ -175,15 +175,15 @@ def _replay(s, live, p) -> None:  # type: ignore[no-untyped-def]
         if value not in s.strides:
             return range(base, base + g.type(root).nbytes)
         first = int(s.offset.get(value, "0"))
-        last = first + sum((d - 1) * st for d, st in zip(t.shape, s.strides[value]))
+        last = first + sum((d - 1) * k for d, k in zip(t.shape, s.strides[value]))
         return range(base + first * t.dtype.itemsize, base + (last + 1) * t.dtype.itemsize)
 
-    for st in s.steps:
-        n = st.node
+    for step in s.steps:
+        n = step.node
         for i in [*n.inputs, *(i for e in n.epilogue for i in e.inputs if i != CHAIN)]:
             if i and s.kind[s.root[i]] == "arena":
                 bad = [b for b in span(i) if owner.get(b) != s.root[i]]
-                assert not bad, f"step {st.index} ({n.name}) reads {i}: byte {bad[0]} " \
+                assert not bad, f"step {step.index} ({n.name}) reads {i}: byte {bad[0]} " \
                                 f"holds {owner.get(bad[0])}"
         for o in n.outputs:
             if o and s.kind[s.root[o]] == "arena":
