@@ -186,7 +186,7 @@ class Compilation:
 
     @property
     def weights_bytes(self) -> int:
-        return sum(int(a.nbytes) for _, a in self.weights.values())
+        return sum(int(a.nbytes) for a in {sym: a for sym, a in self.weights.values()}.values())
 
 
 def _validate_name(name: str) -> str:
@@ -482,19 +482,30 @@ def _backends(options: CompileOptions, features: frozenset[str]) -> list[Any]:
 
 def _collect_weights(s: Schedule, lowered: list[LoweredStep], prefix: str
                      ) -> dict[str, tuple[str, np.ndarray]]:
+    """key -> (C symbol, data). Arrays with the same dtype, shape and bytes share one symbol
+    (e.g. the re-laid-out weights and requantisation tables of the patch copies of a layer,
+    --patches): the bundle defines each symbol once."""
     namer = Namer()
     out: dict[str, tuple[str, np.ndarray]] = {}
+    seen: dict[tuple[str, tuple[int, ...], bytes], str] = {}
+
+    def add(key: str, arr: np.ndarray) -> None:
+        sig = (arr.dtype.str, tuple(arr.shape), np.ascontiguousarray(arr).tobytes())
+        if sig not in seen:
+            seen[sig] = namer(key, f"{prefix}_w_{key}")
+        out[key] = (seen[sig], arr)
+
     for ls in lowered:
         for kind, key in ls.args:
             if kind == "const" and key not in out:
                 arr = ls.consts[key] if key in ls.consts else s.graph.values[key].const
                 assert arr is not None
-                out[key] = (namer(key, f"{prefix}_w_{key}"), arr)
+                add(key, arr)
             elif kind == "value" and s.kind[s.root[key]] == "const" and s.root[key] not in out:
                 r = s.root[key]
                 arr = s.graph.values[r].const
                 assert arr is not None
-                out[r] = (namer(r, f"{prefix}_w_{r}"), arr)
+                add(r, arr)
     return out
 
 
