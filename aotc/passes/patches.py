@@ -55,10 +55,6 @@ class PatchPlan:
                 "macs": self.macs, "patched_macs": self.patched_macs,
                 "extra_macs": self.extra_macs, "extra_macs_pct": round(self.extra_pct, 2)}
 
-    def summary(self) -> str:
-        return (f"patches {self.grid[0]}x{self.grid[1]} over the first {len(self.stage)} "
-                f"layers: {self.extra_macs:+,} MACs ({self.extra_pct:+.1f}%)")
-
 
 # ------------------------------------------------------------------------------- the stage
 def _eligible(g: Graph, n: Node) -> bool:
@@ -336,6 +332,8 @@ def patches(g: Graph, spec: str | int | tuple[int, int, int],
                         f"into patches (a chain of Conv/QLinearConv over a batch-1 image)")
     if isinstance(spec, tuple):
         depth, rows, cols = spec
+        if not 1 <= depth <= len(chain):
+            raise AotcError(f"--patches over {depth} layers: the stage has 1 to {len(chain)}")
         macs = graph_macs(g)
         try:
             pg = split_stage(g, chain[:depth], (rows, cols))
@@ -350,7 +348,7 @@ def patches(g: Graph, spec: str | int | tuple[int, int, int],
             raise AotcError(f"--patches {spec}: a {spec}x{spec} grid does not fit the stage "
                             f"(its first layer's output is {shape})")
         pg, plan = found[0]
-    return with_plan(pg, plan), plan
+    return pg, plan
 
 
 def describe(report: dict[str, Any]) -> str:
@@ -367,7 +365,3 @@ def describe(report: dict[str, Any]) -> str:
                                        f"{t['arena_bytes']:,} B ({t['extra_macs_pct']:+.1f}%)"
                                        for t in tried)
     return line
-
-
-def with_plan(g: Graph, plan: PatchPlan) -> Graph:
-    return g.replace(meta={**g.meta, "patches": plan.as_json()})
