@@ -69,8 +69,9 @@ def _common(p: argparse.ArgumentParser) -> None:
                         "ring of output rows, and 1x1 convs pixel by pixel, when that makes the "
                         "arena smaller (a temporary of at most 64 B goes on the C stack if "
                         "that saves arena bytes)")
-    p.add_argument("--patches", default=None, metavar="auto|N",
-                   help="run the first stage of convolutions in N x N spatial patches (each "
+    p.add_argument("--patches", default=None, metavar="auto|N|RxC",
+                   help="run the first stage of convolutions in N x N (or R x C) spatial "
+                        "patches (each "
                         "computing its receptive field, halo included; the rest layer by "
                         "layer): less memory for extra MACs; auto picks the grid and stage "
                         "depth of smallest arena within --patch-macs (docs/memory.md)")

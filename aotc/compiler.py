@@ -108,7 +108,8 @@ class CompileOptions:
     # (): one arena.
     pools: tuple[Any, ...] | None = None
     # Patch-based execution of the first stage (aotc/passes/patches.py): None (off), "auto",
-    # or N for an N x N grid; patch_macs: auto's budget of extra MACs (a fraction).
+    # N for an N x N grid, "RxC", or (depth, rows, cols); patch_macs: auto's budget of extra
+    # MACs (a fraction).
     patches: str | int | tuple[int, int, int] | None = None
     patch_macs: float = DEFAULT_MAC_BUDGET
 

@@ -266,7 +266,7 @@ def estimate(g: Graph, mem: Memory = Memory()) -> int:  # noqa: B008 (frozen)
     return lower_bound(analyse(s, temps, 1, mem.inplace, mem.io_in_arena, modes).reqs)
 
 
-def candidates(g: Graph, grids: list[int], budget: float | None = None,
+def candidates(g: Graph, grids: list[tuple[int, int]], budget: float | None = None,
                mem: Memory = Memory()) -> list[tuple[Graph, PatchPlan]]:  # noqa: B008
     """Per grid size, the stage depth of smallest estimated arena (PatchPlan.peak; then
     fewest MACs), within ``budget`` extra MACs (a fraction; None: any)."""
@@ -274,11 +274,11 @@ def candidates(g: Graph, grids: list[int], budget: float | None = None,
     macs = graph_macs(g)
     plain_peak = estimate(g, mem) if chain else 0
     out = []
-    for n in grids:
+    for grid in grids:
         best: tuple[tuple[int, int], Graph, PatchPlan] | None = None
         for depth in range(1, len(chain) + 1):
             try:
-                pg = split_stage(g, chain[:depth], (n, n))
+                pg = split_stage(g, chain[:depth], grid)
             except ValueError:
                 continue
             pm = graph_macs(pg)
@@ -286,7 +286,7 @@ def candidates(g: Graph, grids: list[int], budget: float | None = None,
                 continue
             pk = estimate(pg, mem)
             if best is None or (pk, pm) < best[0]:
-                best = ((pk, pm), pg, PatchPlan(tuple(x.name for x in chain[:depth]), (n, n),
+                best = ((pk, pm), pg, PatchPlan(tuple(x.name for x in chain[:depth]), grid,
                                                 macs, pm, pk, plain_peak))
         if best is not None:
             out.append((best[1], best[2]))
@@ -301,36 +301,41 @@ def auto_candidates(g: Graph, budget: float, mem: Memory = Memory()  # noqa: B00
                     ) -> list[tuple[Graph, PatchPlan]]:
     """``auto``'s candidates: per grid size 2..MAX_GRID the best depth within the budget,
     the AUTO_PLANNED of smallest estimate below the plain graph's."""
-    found = [(pg, p) for pg, p in candidates(g, list(range(2, MAX_GRID + 1)), budget, mem)
-             if p.peak < p.plain_peak]
+    grids = [(n, n) for n in range(2, MAX_GRID + 1)]
+    found = [(pg, p) for pg, p in candidates(g, grids, budget, mem) if p.peak < p.plain_peak]
     return sorted(found, key=lambda c: (c[1].peak, c[1].patched_macs))[:AUTO_PLANNED]
 
 
-def _parse(spec: str | int | tuple[int, int, int]) -> str | int | tuple[int, int, int]:
+def _parse(spec: str | int | tuple[int, int, int]) -> str | tuple[int, int] | tuple[int, int, int]:
+    """"auto", (rows, cols) for N or RxC, or (depth, rows, cols) as given."""
     if isinstance(spec, tuple) or str(spec) == "auto":
         return spec
     try:
-        n = int(spec)
+        dims = [int(v) for v in str(spec).lower().split("x")]
+        if len(dims) not in (1, 2):
+            raise ValueError
     except (TypeError, ValueError):
-        raise AotcError(f"--patches {spec!r}: use auto or a grid size N >= 2") from None
-    if n < 2:
-        raise AotcError(f"--patches {n}: the grid size must be at least 2 (or auto)")
-    return n
+        raise AotcError(f"--patches {spec!r}: use auto, N (an N x N grid) or RxC") from None
+    rows, cols = dims if len(dims) == 2 else (dims[0], dims[0])
+    if min(rows, cols) < 1 or rows * cols < 2:
+        raise AotcError(f"--patches {spec}: the grid size must be at least 2 (or auto)")
+    return rows, cols
 
 
 def patches(g: Graph, spec: str | int | tuple[int, int, int],
             mem: Memory = Memory()) -> tuple[Graph, PatchPlan]:  # noqa: B008
-    """Apply ``--patches N`` (an N x N grid, N >= 2, at the stage depth of smallest estimated
-    peak) or (depth, rows, cols). AotcError when the model has no stage or the grid does not
-    fit it."""
+    """Apply ``--patches N`` (an N x N grid, N >= 2) or RxC at the stage depth of smallest
+    estimated arena, or (depth, rows, cols). AotcError when the model has no stage or the
+    grid does not fit it."""
+    text = "x".join(map(str, spec[-2:])) if isinstance(spec, tuple) else str(spec)
     spec = _parse(spec)
     if spec == "auto":
         raise AotcError("--patches auto is chosen by the compiler (compile_model)")
     chain = stage_chain(g)
     if not chain:
-        raise AotcError(f"--patches {spec}: the model has no stage of convolutions to split "
+        raise AotcError(f"--patches {text}: the model has no stage of convolutions to split "
                         f"into patches (a chain of Conv/QLinearConv over a batch-1 image)")
-    if isinstance(spec, tuple):
+    if len(spec) == 3:
         depth, rows, cols = spec
         if not 1 <= depth <= len(chain):
             raise AotcError(f"--patches over {depth} layers: the stage has 1 to {len(chain)}")
@@ -342,10 +347,10 @@ def patches(g: Graph, spec: str | int | tuple[int, int, int],
         plan = PatchPlan(tuple(x.name for x in chain[:depth]), (rows, cols), macs,
                          graph_macs(pg))
     else:
-        found = candidates(g, [int(spec)], None, mem)
+        found = candidates(g, [spec], None, mem)
         if not found:
             shape = "x".join(map(str, g.type(chain[0].outputs[0]).shape[2:]))
-            raise AotcError(f"--patches {spec}: a {spec}x{spec} grid does not fit the stage "
+            raise AotcError(f"--patches {text}: the grid does not fit the stage "
                             f"(its first layer's output is {shape})")
         pg, plan = found[0]
     return pg, plan

@@ -78,6 +78,7 @@ ODD: list[Layer] = [(4, 5, 1, 2, (4, 3, 4, 2), False), (6, 3, 3, 1, (2, 0, 1, 2)
     (MOBILE, (25, 23), 2, True, False),        # VWW-like, odd sizes, through a PermuteView
     (MOBILE, (25, 23), 3, False, True),        # stage input in the arena
     (MOBILE, (32, 32), (3, 2, 3), False, False),  # 2x3 grid over the first 3 layers
+    (MOBILE, (21, 30), "1x3", False, False),   # one row of 3 patches, auto depth
     (ODD, (19, 17), 2, False, False),          # dilation 2, stride 3, uneven pads, 2x2 kernel
     (ODD, (19, 17), (2, 3, 1), True, False),   # 3x1 grid over 2 layers
 ])
@@ -240,7 +241,9 @@ def test_vww_auto_and_ad_auto(mlperf_dir):
 
 @pytest.mark.parametrize("args,needle", [
     (["--patches", "1"], "at least 2"),
-    (["--patches", "many"], "use auto or a grid size"),
+    (["--patches", "many"], "use auto, N"),
+    (["--patches", "1x1"], "at least 2"),
+    (["--patches", "2x3x4"], "use auto, N"),
     (["--patches", "99"], "does not fit"),
     (["--patches", "auto", "--patch-macs", "-5"], "percentage >= 0"),
 ])
