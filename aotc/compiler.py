@@ -331,11 +331,16 @@ def _memory(options: CompileOptions) -> Memory:
     return Memory(options.inplace, options.inplace_conv, options.io_in_arena)
 
 
+def _auto_key(c: Compilation) -> tuple[int, int]:
+    """auto's order: the smaller arena, then the fewer MACs (the plain graph's are fewest)."""
+    return c.plan.size, c.patches["patched_macs"] if c.patches else -1
+
+
 def _auto_patches(proto: onnx.ModelProto, graph: Graph, options: CompileOptions,
                   progress: Progress) -> Compilation:
     """--patches auto: the plain compilation and one per candidate (aotc/passes/patches.py:
     per grid size, the stage depth of smallest estimated peak within the MAC budget), each
-    planned in full; the smallest arena wins, the plain one on a tie."""
+    planned in full; the smallest arena wins, then the fewest MACs (the plain one on a tie)."""
     from dataclasses import replace
 
     budget = options.patch_macs
@@ -352,7 +357,7 @@ def _auto_patches(proto: onnx.ModelProto, graph: Graph, options: CompileOptions,
         if spec is not None:
             assert c.patches is not None
             tried.append({**c.patches, "arena_bytes": c.plan.size})
-        if best is None or c.plan.size < best.plan.size:
+        if best is None or _auto_key(c) < _auto_key(best):
             best = c
     if best is None:
         assert error is not None

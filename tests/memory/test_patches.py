@@ -95,6 +95,20 @@ def test_patches_against_onnxruntime(layers, hw, patches, nhwc, relu_in, tmp_pat
     assert any(n.op == "SliceView" for n in b.compilation.graph.nodes)
 
 
+def test_patches_with_io_in_arena_and_inplace_conv(tmp_path):
+    """The stage input in the arena (--io-in-arena) is read in place by every patch and
+    outlives the last one; in-place convs never take a slice view as their input."""
+    model = chain_model(MOBILE, (25, 23), nhwc=True)
+    x = np.random.default_rng(2).standard_normal((1, 25, 23, 3)).astype(np.float32)
+    b = aotc.compile(model, tmp_path, name="m", patches=3, io_in_arena=True, inplace_conv=True)
+    got = b.load().run({"x": x})
+    np.testing.assert_allclose(next(iter(got.values())), _ort(model, x), rtol=1e-4, atol=1e-5)
+    c = b.compilation
+    views = {n.outputs[0] for n in c.graph.nodes if n.op == "SliceView"}
+    assert views and not any(c.schedule.steps[i].node.inputs[0] in views
+                             for i in c.liveness.inplace)
+
+
 # ------------------------------------------------------------------------ graph-level property
 def _evaluate(g: Graph, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """The graph run node by node with the ops' numpy references (epilogues included)."""
