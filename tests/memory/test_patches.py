@@ -275,6 +275,16 @@ def test_cli_patch_errors_are_one_line(args, needle, tmp_path, capsys):
     assert rc != 0 and needle in err and "\n" not in err, err
 
 
+def test_cli_compile_and_inspect_report_patches(tmp_path, capsys):
+    path = tmp_path / "m.onnx"
+    onnx.save(chain_model(MOBILE, (16, 16)), path)
+    assert cli_main(["compile", str(path), "-o", str(tmp_path / "b"), "-q", "--patches",
+                     "2"]) == 0
+    assert "patches: 2x2 over the first" in capsys.readouterr().err
+    assert cli_main(["inspect", str(path), "--patches", "auto", "--patch-macs", "0"]) == 0
+    assert "patches auto (extra MACs <= 0%)" in capsys.readouterr().out
+
+
 def test_cli_no_stage_is_one_line(mlperf_dir, tmp_path, capsys):
     rc = cli_main(["compile", str(mlperf_dir / "ad01_int8_qdq.onnx"), "-o", str(tmp_path / "b"),
                    "-q", "--patches", "2"])
