@@ -243,6 +243,23 @@ def test_vww_int8_patches_on_board(target, mlperf_dir, tmp_path):
                                   vec["output_tflm"][:2])
 
 
+def test_vww_float_patches_match_onnxruntime_vectors(mlperf_dir, tmp_path):
+    """Float VWW with 3x3 patches: every golden vector within 1e-4 of onnxruntime's output
+    (output_ort, as tests/models/test_mlperf_float.py) and identical to the plain bundle's
+    output (each patch output sums the same terms in the same order)."""
+    stem = "vww_96_float"
+    b = aotc.compile(mlperf_dir / f"{stem}.onnx", tmp_path / "p", name="m", patches=3)
+    plain = aotc.compile(mlperf_dir / f"{stem}.onnx", tmp_path / "q", name="m").load()
+    runner = b.load()
+    vec = np.load(mlperf_dir / "vectors" / f"{stem}.npz")
+    i, o = runner.meta["inputs"][0]["name"], runner.meta["outputs"][0]["name"]
+    for k in range(vec["input"].shape[0]):
+        got = runner.run({i: vec["input"][k]})[o]
+        np.testing.assert_allclose(got, vec["output_ort"][k].reshape(got.shape), atol=1e-4)
+        np.testing.assert_array_equal(got, plain.run({i: vec["input"][k]})[o])
+    assert b.arena_bytes <= 73_728, b.arena_bytes
+
+
 def test_vww_auto_and_ad_auto(mlperf_dir):
     """auto on VWW picks a grid within the budget with a smaller arena than the plain plan;
     on AD (dense layers only) it keeps the plain plan and says so."""
