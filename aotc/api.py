@@ -161,6 +161,7 @@ def describe(comp: Compilation) -> dict[str, Any]:
         "model_const_bytes": comp.model_const_bytes, "memory": _memory(comp),
         "weight_check": comp.weight_check,
         "partition": _partition_rows(comp),
+        "patches": comp.patches,
     }
 
 

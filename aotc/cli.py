@@ -69,6 +69,14 @@ def _common(p: argparse.ArgumentParser) -> None:
                         "ring of output rows, and 1x1 convs pixel by pixel, when that makes the "
                         "arena smaller (a temporary of at most 64 B goes on the C stack if "
                         "that saves arena bytes)")
+    p.add_argument("--patches", default=None, metavar="auto|N|RxC",
+                   help="run the first stage of convolutions in N x N (or R x C) spatial "
+                        "patches (each "
+                        "computing its receptive field, halo included; the rest layer by "
+                        "layer): less memory for extra MACs; auto picks the grid and stage "
+                        "depth of smallest arena within --patch-macs (docs/memory.md)")
+    p.add_argument("--patch-macs", type=float, default=25.0, metavar="PCT",
+                   help="--patches auto: the most extra MACs allowed, in percent (default 25)")
     p.add_argument("--keep-order", action="store_true",
                    help="run the kernels in the model's order (default: the order with the "
                         "smallest liveness bound, where the graph branches)")
@@ -117,7 +125,8 @@ def _options(args: argparse.Namespace, argv: Sequence[str]) -> dict[str, Any]:
                 passes=tuple(p for p in args.passes.split(",") if p) if args.passes else None,
                 planner=args.planner, inplace=not args.no_inplace,
                 io_in_arena=args.io_in_arena, inplace_conv=args.inplace_conv,
-                keep_order=args.keep_order,
+                keep_order=args.keep_order, patches=args.patches,
+                patch_macs=args.patch_macs / 100.0,
                 pools=None if not args.pool else tuple(p for p in args.pool if p != "none"),
                 weights_section=args.weights_section, target=target,
                 requant=args.requant, command_line=_recorded_command(argv),
@@ -178,6 +187,10 @@ def cmd_compile(args: argparse.Namespace, argv: Sequence[str]) -> int:
     print(f"aotc: wrote {args.output} ({len(comp.lowered)} kernels, arena {comp.plan.size} B,"
           f"{pools} "
           f"bound {comp.lower_bound} B, weights {comp.weights_bytes} B)", file=sys.stderr)
+    if comp.patches is not None:
+        from aotc.passes.patches import describe
+
+        print(f"aotc: {describe(comp.patches)}", file=sys.stderr)
     return 0
 
 
@@ -298,6 +311,10 @@ def _fmt_inspect(rep: dict[str, Any]) -> str:
         where = f"{b['pool']:<8} " if pooled else ""
         lines.append(f"{b['name'][:32]:<32} {where}{b['offset']:>8} {b['size']:>8}  "
                      f"[{b['first']}, {b['last']}]")
+    if rep.get("patches"):
+        from aotc.passes.patches import describe
+
+        lines += ["", describe(rep["patches"])]
     if m["inplace"]:
         lines.append("")
         lines += [f"in place (by {i['by']}): step {i['step']} writes {i['output']} over "

@@ -51,6 +51,13 @@ from aotc.memory.pools import Pool, PoolsDoNotFit, plan_pools, resolve_pools
 from aotc.memory.report import ascii_timeline, plan_to_json
 from aotc.passes import PASS_NAMES, Pass, default_pipeline, run_pipeline
 from aotc.passes.layout import permuted_views, to_layout
+from aotc.passes.patches import (
+    DEFAULT_MAC_BUDGET,
+    Memory,
+    auto_candidates,
+    patches,
+    stage_chain,
+)
 from aotc.progress import QUIET, Progress
 from aotc.qmath import REQUANT_MODES
 from aotc.reorder import reorder
@@ -100,6 +107,11 @@ class CompileOptions:
     # None: the --target board's pools (board.toml [[pools]]) if it lists any, else one arena;
     # (): one arena.
     pools: tuple[Any, ...] | None = None
+    # Patch-based execution of the first stage (aotc/passes/patches.py): None (off), "auto",
+    # N for an N x N grid, "RxC", or (depth, rows, cols); patch_macs: auto's budget of extra
+    # MACs (a fraction).
+    patches: str | int | tuple[int, int, int] | None = None
+    patch_macs: float = DEFAULT_MAC_BUDGET
 
 
 @dataclass
@@ -119,6 +131,9 @@ class Compilation:
     # A model from PyTorch: the weight-size guard's line (bundle vs module weight bytes).
     weight_check: str | None = None
     pools: list[Pool] = field(default_factory=list)  # memory pools; empty: one arena
+    # --patches: the grid and stage chosen, the MACs they add (PatchPlan.as_json); with auto
+    # also the candidates tried, or why the plain graph was kept. None without --patches.
+    patches: dict[str, Any] | None = None
 
     @property
     def stack_temporaries(self) -> list[dict[str, Any]]:
@@ -172,7 +187,7 @@ class Compilation:
 
     @property
     def weights_bytes(self) -> int:
-        return sum(int(a.nbytes) for _, a in self.weights.values())
+        return sum(int(a.nbytes) for a in {sym: a for sym, a in self.weights.values()}.values())
 
 
 def _validate_name(name: str) -> str:
@@ -243,6 +258,20 @@ def compile_model(model: str | os.PathLike[str] | onnx.ModelProto, options: Comp
         if on_pass is not None:
             on_pass("byoc", graph)
     graph = permuted_views(graph)
+    patch_report: dict[str, Any] | None = None
+    if not 0 <= options.patch_macs < 1e6:
+        raise AotcError(f"--patch-macs {100 * options.patch_macs:g}: the budget of extra MACs "
+                        f"must be a percentage >= 0")
+    if options.patches is not None and str(options.patches) == "auto":
+        comp = _auto_patches(proto, graph, options, progress)
+        comp.model_name, comp.model_hash = model_name, model_hash
+        return comp
+    if options.patches is not None:
+        progress.detail("patches")
+        graph, patch_plan = patches(graph, options.patches, _memory(options))
+        patch_report = patch_plan.as_json()
+        if on_pass is not None:
+            on_pass("patches", graph)
     by_name = {b.name: b for b in backends}
     sched = make_schedule(graph)
     lowered = _lower(sched, by_name, options, features, progress)
@@ -290,12 +319,60 @@ def compile_model(model: str | os.PathLike[str] | onnx.ModelProto, options: Comp
     weights = _collect_weights(sched, lowered, name)
     comp = Compilation(options, model_name, model_hash, sched.graph, sched, lowered, live,
                        the_plan, bounds(sched, scratch), model_const_bytes, weights, backends,
-                       pools=pools)
+                       pools=pools, patches=patch_report)
     param_bytes = param_bytes_of(proto)
     if param_bytes is not None:
         comp.weight_check = weight_check(comp.weights_bytes, param_bytes,
                                          options.allow_weight_growth)
     return comp
+
+
+def _memory(options: CompileOptions) -> Memory:
+    return Memory(options.inplace, options.inplace_conv, options.io_in_arena)
+
+
+def _auto_key(c: Compilation) -> tuple[int, int]:
+    """auto's order: the smaller arena, then the fewer MACs (the plain graph's are fewest)."""
+    return c.plan.size, c.patches["patched_macs"] if c.patches else -1
+
+
+def _auto_patches(proto: onnx.ModelProto, graph: Graph, options: CompileOptions,
+                  progress: Progress) -> Compilation:
+    """--patches auto: the plain compilation and one per candidate (aotc/passes/patches.py:
+    per grid size, the stage depth of smallest estimated peak within the MAC budget), each
+    planned in full; the smallest arena wins, then the fewest MACs (the plain one on a tie)."""
+    from dataclasses import replace
+
+    budget = options.patch_macs
+    tried: list[dict[str, Any]] = []
+    best: Compilation | None = None
+    error: AotcError | None = None
+    found = auto_candidates(graph, budget, _memory(options))
+    for spec in [None, *((len(p.stage), *p.grid) for _, p in found)]:
+        try:
+            c = compile_model(proto, replace(options, patches=spec), progress=progress)
+        except AotcError as e:  # e.g. pools too small for this candidate
+            error = error or e
+            continue
+        if spec is not None:
+            assert c.patches is not None
+            tried.append({**c.patches, "arena_bytes": c.plan.size})
+        if best is None or _auto_key(c) < _auto_key(best):
+            best = c
+    if best is None:
+        assert error is not None
+        raise error
+    report: dict[str, Any] = {"auto": True, "budget_pct": round(100 * budget, 2),
+                              "candidates": tried}
+    if best.patches is None:
+        report["kept_plain"] = (
+            "no stage of convolutions to split" if not stage_chain(graph) else
+            "no grid within the MAC budget lowers the estimated arena" if not found else
+            "no candidate within the MAC budget has a smaller arena")
+        report["plain_arena_bytes"] = best.plan.size
+    best.patches = {**(best.patches or {}), **report}
+    best.options = options
+    return best
 
 
 def _lower(sched: Schedule, by_name: dict[str, Any], options: CompileOptions,
@@ -411,19 +488,30 @@ def _backends(options: CompileOptions, features: frozenset[str]) -> list[Any]:
 
 def _collect_weights(s: Schedule, lowered: list[LoweredStep], prefix: str
                      ) -> dict[str, tuple[str, np.ndarray]]:
+    """key -> (C symbol, data). Arrays with the same dtype, shape and bytes share one symbol
+    (e.g. the re-laid-out weights and requantisation tables of the patch copies of a layer,
+    --patches): the bundle defines each symbol once."""
     namer = Namer()
     out: dict[str, tuple[str, np.ndarray]] = {}
+    seen: dict[tuple[str, tuple[int, ...], bytes], str] = {}
+
+    def add(key: str, arr: np.ndarray) -> None:
+        sig = (arr.dtype.str, tuple(arr.shape), np.ascontiguousarray(arr).tobytes())
+        if sig not in seen:
+            seen[sig] = namer(key, f"{prefix}_w_{key}")
+        out[key] = (seen[sig], arr)
+
     for ls in lowered:
         for kind, key in ls.args:
             if kind == "const" and key not in out:
                 arr = ls.consts[key] if key in ls.consts else s.graph.values[key].const
                 assert arr is not None
-                out[key] = (namer(key, f"{prefix}_w_{key}"), arr)
+                add(key, arr)
             elif kind == "value" and s.kind[s.root[key]] == "const" and s.root[key] not in out:
                 r = s.root[key]
                 arr = s.graph.values[r].const
                 assert arr is not None
-                out[r] = (namer(r, f"{prefix}_w_{r}"), arr)
+                add(r, arr)
     return out
 
 

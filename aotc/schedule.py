@@ -49,6 +49,9 @@ class Schedule:
     offset: dict[str, str] = field(default_factory=dict)
     # [first, last] step of each loop (the "loop" and "endloop" markers).
     loops: list[tuple[int, int]] = field(default_factory=list)
+    # Element strides in their root's storage of the values a strided view made (PermuteView,
+    # SliceView): only kernels that read input 0 by indexing (reads_permuted) read them.
+    strides: dict[str, tuple[int, ...]] = field(default_factory=dict)
 
     def storage_kind(self, value: str) -> str:
         return self.kind[self.root[value]]
@@ -81,7 +84,8 @@ def make_schedule(g: Graph) -> Schedule:
     used |= set(g.outputs) | x.view_reads
     dead = {o for st in steps if len(st.node.outputs) > 1 for o in st.node.outputs
             if o and o not in used}
-    return Schedule(g, steps, root, kind, output_of, dead, x.local, x.offset, x.loops)
+    return Schedule(g, steps, root, kind, output_of, dead, x.local, x.offset, x.loops,
+                    x.strides)
 
 
 def _insert_output_copies(g: Graph) -> Graph:
@@ -132,6 +136,7 @@ class _Expander:
         self.loops: list[tuple[int, int]] = []
         self.n_loops = 0
         self.view_reads: set[str] = set()
+        self.strides: dict[str, tuple[int, ...]] = {}
 
     def add(self, n: Node, ctrl: str = "") -> int:
         self.steps.append(Step(len(self.steps), n, ctrl))
@@ -147,11 +152,31 @@ class _Expander:
                 self.root[n.outputs[0]] = self.root[n.inputs[0]]
                 if n.inputs[0] in self.offset:
                     self.offset[n.outputs[0]] = self.offset[n.inputs[0]]
+                if n.domain == "aotc" and n.op in ("PermuteView", "SliceView"):
+                    self._strided_view(n)
                 continue
             for o in n.outputs:
                 if o:
                     self.root[o], self.kind[o] = o, "arena"
             self.add(n)
+
+    def _strided_view(self, n: Node) -> None:
+        """A PermuteView's strides are its source's permuted; a SliceView keeps its source's
+        and starts at the box's first element."""
+        from aotc.lower.builder import strides_of
+        from aotc.ops.shape import permuted_strides
+        from aotc.ops.window import view_offset
+
+        x, y = n.inputs[0], n.outputs[0]
+        src = self.strides.get(x) or strides_of(self.values[x].type.shape)
+        if n.op == "PermuteView":
+            assert x not in self.strides, "a permuted view of a strided view"
+            self.strides[y] = permuted_strides(self.values[x].type.shape, n.attrs["perm"])
+            return
+        self.strides[y] = tuple(src)
+        at = view_offset(n.attrs["starts"], src)
+        if at:
+            self.offset[y] = " + ".join(v for v in (self.offset.get(x), str(at)) if v)
 
     def _bind(self, node: Node, body: Body) -> None:
         self.values.update(body.values)

@@ -16,6 +16,11 @@ Columns (bytes):
              that shrinks the arena, not counted; docs/memory.md)
   io         --io-in-arena: the arena holds the graph I/O too, so it is the total RAM
   io+inpl    --io-in-arena --inplace-conv: total RAM with both
+  patches    --patches auto: the first conv stage in spatial patches (grid and depth of the
+             smallest arena within 25% extra MACs; the plain arena when none is smaller)
+  patch MACs the extra MACs of that choice, and the grid/depth ("-": the plain plan kept)
+  pat+inpl   --patches auto --inplace-conv
+  p+i MACs   the extra MACs of that choice
   TFLM hd    TFLM's arena head (activations + scratch, I/O included; targets.md 3.3)
   TFLM tot   TFLM's whole arena (head + persistent tail)
 Only aotc.compiler.compile_model runs (no C compiler), so the table takes seconds.
@@ -48,24 +53,39 @@ TFLM = {("kws", "int8"): (16000, 8272), ("vww", "int8"): (73728, 29952),
         ("ad", "float"): (3072, 3152)}
 VARIANTS = {"kept": {"keep_order": True}, "default": {}, "inplace": {"inplace_conv": True},
             "io": {"io_in_arena": True},
-            "io+inpl": {"io_in_arena": True, "inplace_conv": True}}
-COLUMNS = ["bound", "bound+io", "floor", *VARIANTS, "TFLM hd", "TFLM tot"]
+            "io+inpl": {"io_in_arena": True, "inplace_conv": True},
+            "patches": {"patches": "auto"}, "pat+inpl": {"patches": "auto", "inplace_conv": True}}
+PATCHED = ("patches", "pat+inpl")  # each followed by its extra MACs
+MACS = {"patches": "patch MACs", "pat+inpl": "p+i MACs"}
+COLUMNS = ["bound", "bound+io", "floor",
+           *(c for v in VARIANTS for c in ((v, MACS[v]) if v in PATCHED else (v,))),
+           "TFLM hd", "TFLM tot"]
+
+
+def _patch_macs(report: dict | None) -> str:
+    if not report or report.get("kept_plain"):
+        return "-"
+    grid = "x".join(map(str, report["grid"]))
+    return f"{report['extra_macs_pct']:+.1f}% {grid}/{report['depth']}"
 
 
 def row(models: Path, short: str, dtype: str, file: str) -> list[str]:
-    arenas = {}
+    arenas: list[int | str] = []
     bounds = None
     for label, opts in VARIANTS.items():
         c = compile_model(models / file, CompileOptions(**opts))
-        arenas[label] = c.plan.size
+        arenas.append(c.plan.size)
+        if label in PATCHED:
+            arenas.append(_patch_macs(c.patches))
         if label == "default":
             bounds = c.bounds
     assert bounds is not None
     head, tail = TFLM.get((short, dtype), (None, None))
     floor = FLOOR.get(short) if dtype == "int8" else None
-    cells = [bounds.scratch, bounds.io, floor, *arenas.values(), head,
+    cells = [bounds.scratch, bounds.io, floor, *arenas, head,
              None if head is None else head + tail]
-    return [f"{short} {dtype}"] + ["-" if v is None else f"{v:,}" for v in cells]
+    return [f"{short} {dtype}"] + ["-" if v is None else v if isinstance(v, str) else f"{v:,}"
+                                   for v in cells]
 
 
 def main(argv: list[str] | None = None) -> int:

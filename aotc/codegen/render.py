@@ -120,6 +120,8 @@ def render_context(c: Compilation) -> dict[str, Any]:
 
     weights = []
     for key, (sym, arr) in sorted(c.weights.items(), key=lambda kv: kv[1][0]):
+        if weights and weights[-1]["symbol"] == sym:
+            continue  # shared by arrays with the same bytes (_collect_weights)
         dt = dtypes.from_numpy(arr.dtype)
         weights.append({"symbol": sym, "ctype": dt.ctype, "numel": max(int(arr.size), 1),
                         "data": format_array(arr, dt),
@@ -144,6 +146,7 @@ def render_context(c: Compilation) -> dict[str, Any]:
                      "bytes": int(np.prod(t.shape, dtype=np.int64)) * t.dtype.itemsize,
                      **_io_place(c, t.value)} for t in outs],
         **({"pools": pools} if pools else {}),
+        **({"patches": c.patches} if c.patches is not None else {}),
         "kernels": [ls.kernel.name for ls in c.lowered],
         # Temporaries kernels keep on the C stack, outside the arena (compiler.py).
         "stack_temporaries": c.stack_temporaries,
@@ -154,8 +157,9 @@ def render_context(c: Compilation) -> dict[str, Any]:
                       for ls in c.lowered if ls.workload and not ls.backend},
         "byoc": {ls.kernel.name: ls.backend for ls in c.lowered if ls.backend},
         "libraries": [lib.to_json() for lib in c.libraries],
-        "largest_weights": [f"{sym} ({arr.nbytes} B)" for sym, arr in
-                            sorted(c.weights.values(), key=lambda w: (-w[1].nbytes, w[0]))[:3]],
+        "largest_weights": [f"{sym} ({nbytes} B)" for sym, nbytes in
+                            sorted({(s, a.nbytes) for s, a in c.weights.values()},
+                                   key=lambda w: (-w[1], w[0]))[:3]],
         "aotc_version": __version__, "model": c.model_name, "model_sha256": c.model_hash,
     }
     return {

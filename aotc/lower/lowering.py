@@ -67,7 +67,7 @@ def lower_step(s: Schedule, step: Step, unroll_max: int = 8,
     ins = [g.values[i] if i else None for i in n.inputs]
     node = opdef.prepare(n, ins)
     params: dict[str, tuple[BufRef, tuple[str, str]]] = {}
-    permuted = _permuted(s)
+    permuted = s.strides
 
     def ref_for(value: str, pname: str) -> BufRef:
         if value in params:
@@ -142,19 +142,6 @@ def lower_step(s: Schedule, step: Step, unroll_max: int = 8,
     stack = [(b.name, b.size * b.dtype.itemsize) for b in kb.stack_temps]
     return LoweredStep(step, kernel, args, dict(kb.consts), scratch, stack, workload=key,
                        space=dict(kb.space), knobs=knobs)
-
-
-def _permuted(s: Schedule) -> dict[str, tuple[int, ...]]:
-    """Strides of each PermuteView output in its source's storage (aotc.passes.layout)."""
-    from aotc.ops.shape import permuted_strides
-
-    cached = getattr(s, "_permuted", None)
-    if cached is None:
-        g = s.graph
-        cached = {n.outputs[0]: permuted_strides(g.type(n.inputs[0]).shape, n.attrs["perm"])
-                  for n in g.nodes if n.op == "PermuteView" and n.domain == "aotc"}
-        s._permuted = cached  # type: ignore[attr-defined]
-    return cached
 
 
 def _epilogue_fn(eop: OpDef, e: Node, pos: int, refs: Sequence[BufRef | None]):  # type: ignore[no-untyped-def]

@@ -104,8 +104,9 @@ def conv_inplace_modes(s: Schedule, io_in_arena: bool = False) -> dict[int, str]
     g = s.graph
     planned = ("arena", "input", "output") if io_in_arena else ("arena",)
     last = _last_reads(s)
-    # A conv reading a permuted view indexes its input in another layout than it writes.
-    permuted = {n.outputs[0] for n in g.nodes if n.op == "PermuteView"}
+    # A conv reading a permuted or slice view indexes its input in another layout than it
+    # writes.
+    permuted = {n.outputs[0] for n in g.nodes if n.op in ("PermuteView", "SliceView")}
     modes: dict[int, str] = {}
     for st in s.steps:
         n = st.node

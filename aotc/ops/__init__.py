@@ -322,4 +322,5 @@ def _load_all() -> None:
         shape,
         signal,
         softmax,
+        window,
     )
