@@ -243,6 +243,39 @@ def test_vww_int8_patches_on_board(target, mlperf_dir, tmp_path):
                                   vec["output_tflm"][:2])
 
 
+# The other int8 MLPerf Tiny models with a patched first stage (AD has no convolution: the
+# one-line error of test_cli_no_stage_is_one_line). Patches don't lower their arenas (auto keeps
+# the plain plan on each), but a forced grid must still give TFLM's bytes.
+@pytest.mark.parametrize("stem,grid", [("kws_ref_model_int8_qdq", 2),
+                                       ("pretrainedResnet_int8_qdq", 2),
+                                       ("str_ww_ref_model_int8_qdq", "2x1")])
+@pytest.mark.parametrize("inplace_conv", [False, True])
+def test_other_int8_models_patched_bit_exact_with_tflm(stem, grid, inplace_conv, mlperf_dir,
+                                                       tmp_path):
+    b = aotc.compile(mlperf_dir / f"{stem}.onnx", tmp_path, name="m", patches=grid,
+                     inplace_conv=inplace_conv)
+    assert b.compilation.patches is not None
+    assert any(n.op == "SliceView" for n in b.compilation.schedule.graph.nodes)
+    vec = np.load(mlperf_dir / "vectors" / f"{stem}.npz")
+    runner = b.load()
+    i, o = runner.meta["inputs"][0]["name"], runner.meta["outputs"][0]["name"]
+    got = np.stack([runner.run({i: x})[o] for x in vec["input"]])
+    np.testing.assert_array_equal(got.reshape(vec["output_tflm"].shape), vec["output_tflm"])
+
+
+def test_kws_int8_patched_on_cortex_m4f(mlperf_dir, tmp_path):
+    """KWS's first stage in 2x2 patches under the DSP schedules in QEMU: TFLM's bytes."""
+    stem = "kws_ref_model_int8_qdq"
+    b = aotc.compile(mlperf_dir / f"{stem}.onnx", tmp_path, name="m", patches=2,
+                     target="cortex-m4f")
+    vec = np.load(mlperf_dir / "vectors" / f"{stem}.npz")
+    fw = b.load("cortex-m4f")
+    i, o = fw.meta["inputs"][0]["name"], fw.meta["outputs"][0]["name"]
+    got = np.stack([fw.run({i: x})[o] for x in vec["input"][:2]])
+    np.testing.assert_array_equal(got.reshape(vec["output_tflm"][:2].shape),
+                                  vec["output_tflm"][:2])
+
+
 def test_vww_float_patches_match_onnxruntime_vectors(mlperf_dir, tmp_path):
     """Float VWW with 3x3 patches: every golden vector within 1e-4 of onnxruntime's output
     (output_ort, as tests/models/test_mlperf_float.py) and identical to the plain bundle's
