@@ -169,6 +169,14 @@ def call(fn: str, *args: Expr, dtype: DType | None = None) -> Expr:
     return Call(fn, tuple(args), dtype or args[0].dtype)
 
 
+def vldm(load: Load, reg: int, n: int, i: int) -> Expr:
+    """Element ``i`` of a run of ``n`` consecutive float loads (``load`` is element i's, its
+    index the run's first + i) that the C printer prints as one multi-register load (VLDM into
+    s<reg>.. s<reg + n - 1>) when the run's elements initialise consecutive Decls in order,
+    and as the plain load otherwise: the value is ``load``'s either way."""
+    return Call("vldm", (load, Const(reg), Const(n), Const(i)), load.dtype)
+
+
 def bmin(a: Expr, b: object) -> Expr:
     return Bin("min", a, as_expr(b, a.dtype), a.dtype)
 

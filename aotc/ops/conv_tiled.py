@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from aotc.lower.builder import BufRef
-from aotc.lower.loop_ir import Expr, Var
+from aotc.lower.loop_ir import Const, Expr, Var, vldm
 from aotc.ops.conv_dsp import lower_conv_dsp
 from aotc.ops.conv_mve import lower_conv_mve, mve_conv_ok
 from aotc.ops.conv_pixels import flat_tap, strides
@@ -81,6 +81,12 @@ def lower_tiled(conv: Any, node: Any, kb: Any, X: Any, W: Any, B: Any, arith: An
     acc_t = arith.acc
     # On the C stack where that shrinks the arena (the last pixel leaves no room in place).
     pixel = kb.temporary("pixel", Y.dtype, [Y.shape[1]]) if by_pixel else None
+    # Float tiles on cores with an FPU: runs of consecutive loads as one VLDM each.
+    runs = (unroll and acc_t.is_float and W.dtype == acc_t and X.dtype == acc_t
+            and "fpu" in kb.features and kb.knob(CONV.VLDM))
+    # (Measured on cortex-m4f: VWW's pointwise convs of 32 or more input channels gain 5-10%,
+    # those of 8 and 16 and the 3-channel 3x3 first conv lose: 27 taps a tile.)
+    outline = runs and kb.knob(CONV.OUTLINE, default=CONV.outline_default(cg * kprod // 4))
 
     # The geometry the loops see: the real one, or for a pointwise conv the spatial axes as one.
     Xv, Yv = X, None
@@ -120,6 +126,9 @@ def lower_tiled(conv: Any, node: Any, kb: Any, X: Any, W: Any, B: Any, arith: An
 
             def tap(xv: Expr, kk: list[Expr], ii: list[Expr], c: Expr = c) -> None:
                 row = base + (c * kprod + flat_tap(kk, kstrides)) * width
+                if runs:
+                    tap_runs(xv, ii, row, c)
+                    return
                 if npix == 1:
                     xs = kb.local(arith.x(xv), "xv", acc_t)
                     with kb.loop(width, "j", unroll=unroll) as j:
@@ -132,6 +141,22 @@ def lower_tiled(conv: Any, node: Any, kb: Any, X: Any, W: Any, B: Any, arith: An
                     wv = kb.local(arith.wide(packed.flat(row + j)), "wv", acc_t)
                     for acc, xs in zip(accs, xp):
                         kb.store(acc, [j], acc[[j]] + xs * wv)
+
+            def tap_runs(xv: Expr, ii: list[Expr], row: Expr, c: Expr = c) -> None:
+                """tap() with the pixels' inputs (consecutive along the last axis) in s0..,
+                the tile's weights after them, one VLDM each."""
+                if npix == 1:
+                    xp = [kb.local(xv, "xv", acc_t)]
+                else:
+                    loads = [Xv[[n, ic, *shift(ii, p * g_s[ax])]] for p in range(npix)]
+                    seq = ax == gnd - 1 and g_s[ax] == 1 and Xv.strides is None
+                    xp = [kb.local(vldm(ld, 0, npix, p) if seq else ld, "xv", acc_t)
+                          for p, ld in enumerate(loads)]
+                wv = [kb.local(vldm(packed.flat(row + j), npix, width, j) if width > 1
+                               else packed.flat(row + j), "wv", acc_t) for j in range(width)]
+                for j, w_j in enumerate(wv):
+                    for acc, xs in zip(accs, xp):
+                        kb.store(acc, [Const(j)], acc[[Const(j)]] + xs * w_j)
 
             conv._window(kb, 0, gnd, Xv, tap, n, ic, o, [], [], g_pb, g_pe, g_s, g_d, None,
                          g_in, g_k, inside=-1 if checked else ax)
@@ -183,16 +208,34 @@ def lower_tiled(conv: Any, node: Any, kb: Any, X: Any, W: Any, B: Any, arith: An
                 with kb.loop(nb, "ob") as ob:
                     with kb.block():
                         body(at(lo + ob * px), px, False)
-            if lo + nb * px < last:
-                with kb.loop(last, names[ax], start=lo + nb * px) as ol:
+            # The inside pixels left over: one narrower tile (its pixels still share each
+            # weight load), then the border one at a time.
+            left = hi - lo - nb * px
+            if left > 1:
+                with kb.block():
+                    body(at(Const(lo + nb * px)), left, False)
+            start = hi if left > 1 else lo + nb * px
+            if start < last:
+                with kb.loop(last, names[ax], start=start) as ol:
                     body(at(ol), 1, True)
+
+    def outlined(n: Expr, gi: Expr, m0: Expr, base: Expr, width: int, o: list[Expr], npix: int,
+             checked: bool) -> None:
+        if not outline or npix * width < 8:
+            one(n, gi, m0, base, width, o, npix, checked)
+            return
+        # Each tile a function of its own: its accumulators and loop pointers alone in the
+        # registers (gcc -Os otherwise keeps the kernel's output pointers there and spills
+        # the k loop's pointers).
+        with kb.outline():
+            one(n, gi, m0, base, width, o, npix, checked)
 
     def block(n: Expr, gi: Expr, m0: Expr, base: Expr, width: int,
               at: list[Var] | None) -> None:
         if at:
             one(n, gi, m0, base, width, list(at), 1, True)
         else:
-            pixels(lambda o, npix, checked: one(n, gi, m0, base, width, o, npix, checked))
+            pixels(lambda o, npix, checked: outlined(n, gi, m0, base, width, o, npix, checked))
 
     def groups(n: Expr, at: list[Var] | None) -> None:
         with kb.loop(group, "g") as gi:

@@ -36,7 +36,7 @@ TILE = knob("conv.tile", (2, 4, 8), _scalar_tile,
             "output channels per register tile of the generic schedule (accumulators that "
             "share each input load); default 4 for float kernels on cores with an FPU and on "
             "the host, whose features the table's contexts leave out")
-TILE_PIXELS = knob("conv.tile_pixels", (1, 2, 4), _scalar_pixels,
+TILE_PIXELS = knob("conv.tile_pixels", (1, 2, 4, 6, 8), _scalar_pixels,
                    "output pixels per register tile of the generic schedule (along the output "
                    "axis with the most positions whose taps are all inside the input; a "
                    "pointwise conv's pixels flattened): they share each weight load, as the "
@@ -101,7 +101,8 @@ def column_default(channels: int) -> str:
 OUTLINE = knob("conv.outline", (True, False), True,
                "the DSP schedule's output-channel tiles each in a function of their own (its "
                "accumulators alone in the registers) or inline (no call per tile); default "
-               "inline for columns of fewer than 8 words")
+               "inline for columns of fewer than 8 words; also the generic schedule's float "
+               "tiles with conv.vldm (default: outlined from 32 taps a tile)")
 
 
 def outline_default(column_words: int) -> bool:
@@ -139,3 +140,16 @@ FLOAT_DEPTHWISE = knob("conv.float_depthwise", ("plane1", "plane2", "plane4", "p
                        "registers), 1, 2, 4 or 8 outputs along a row per step sharing the row's "
                        "input loads; or the generic tiled schedule; default plane4 with an FPU "
                        "for stride 1, tiled otherwise")
+
+
+def _vldm(ctx: Context) -> bool:
+    # Measured on cortex-m4f (aotc bench, -Os): see docs/performance.md. Only float kernels on
+    # cores with an FPU ask for it.
+    return "fpu" in ctx.features and not ctx.integer and "autovec" not in ctx.features
+
+
+VLDM = knob("conv.vldm", (True, False), _vldm,
+            "float kernels of the generic schedule on cores with an FPU: a register tile's "
+            "weights (consecutive, packed in tile order) and its pixels' inputs (when "
+            "consecutive) each loaded by one VLDM instead of one VLDR per value (gcc does not "
+            "combine them); default on")
