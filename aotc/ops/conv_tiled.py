@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from aotc.lower.builder import BufRef
-from aotc.lower.loop_ir import Const, Expr, Var, vldm
+from aotc.lower.loop_ir import Const, Expr, Var, consecutive, vldm
 from aotc.ops.conv_dsp import lower_conv_dsp
 from aotc.ops.conv_mve import lower_conv_mve, mve_conv_ok
 from aotc.ops.conv_pixels import flat_tap, strides
@@ -149,7 +149,7 @@ def lower_tiled(conv: Any, node: Any, kb: Any, X: Any, W: Any, B: Any, arith: An
                     xp = [kb.local(xv, "xv", acc_t)]
                 else:
                     loads = [Xv[[n, ic, *shift(ii, p * g_s[ax])]] for p in range(npix)]
-                    seq = ax == gnd - 1 and g_s[ax] == 1 and Xv.strides is None
+                    seq = consecutive(loads)  # type: ignore[arg-type]
                     xp = [kb.local(vldm(ld, 0, npix, p) if seq else ld, "xv", acc_t)
                           for p, ld in enumerate(loads)]
                 wv = [kb.local(vldm(packed.flat(row + j), npix, width, j) if width > 1

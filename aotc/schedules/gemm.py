@@ -43,3 +43,10 @@ UNROLL_K = knob("gemm.unroll_k", (1, 2, 4), _unroll_k,
                 "steps of k per iteration of the generic schedule's k loop (the loop's "
                 "counter, compare and branch shared by that many steps; unrolled tiles only); "
                 "default 4 for float with an FPU, 1 otherwise")
+
+
+VLDM = knob("gemm.vldm", (True, False),
+            lambda ctx: "fpu" in ctx.features and not ctx.integer and "autovec" not in ctx.features,
+            "float matmuls of the generic schedule on cores with an FPU: a tile's weights of "
+            "one k (consecutive in B's rows) and a row's unrolled k steps of A each loaded by "
+            "one VLDM instead of one VLDR per value; default on")
