@@ -208,9 +208,10 @@ def lower_tiled(conv: Any, node: Any, kb: Any, X: Any, W: Any, B: Any, arith: An
                 with kb.loop(nb, "ob") as ob:
                     with kb.block():
                         body(at(lo + ob * px), px, False)
-            # The inside pixels left over: one narrower tile (its pixels still share each
-            # weight load), then the border one at a time.
-            left = hi - lo - nb * px
+            # The inside pixels left over: with VLDM runs one narrower tile (its pixels still
+            # share each weight load), else one at a time like the border (other targets: not
+            # measured).
+            left = hi - lo - nb * px if runs else 0
             if left > 1:
                 with kb.block():
                     body(at(Const(lo + nb * px)), left, False)
