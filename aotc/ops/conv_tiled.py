@@ -83,7 +83,7 @@ def lower_tiled(conv: Any, node: Any, kb: Any, X: Any, W: Any, B: Any, arith: An
     pixel = kb.temporary("pixel", Y.dtype, [Y.shape[1]]) if by_pixel else None
     # Float tiles on cores with an FPU: runs of consecutive loads as one VLDM each.
     runs = (unroll and acc_t.is_float and W.dtype == acc_t and X.dtype == acc_t
-            and "fpu" in kb.features and kb.knob(CONV.VLDM))
+            and "fpu" in kb.features and "autovec" not in kb.features and kb.knob(CONV.VLDM))
     # (Measured on cortex-m4f: VWW's pointwise convs of 32 or more input channels gain 5-10%,
     # those of 8 and 16 and the 3-channel 3x3 first conv lose: 27 taps a tile.)
     outline = runs and kb.knob(CONV.OUTLINE, default=CONV.outline_default(cg * kprod // 4))

@@ -33,7 +33,8 @@ def _tiled_dot(kb: Any, rows: int, n_total: int, K: int, a_at: Callable[[int, Ex
     (bit-identical to the plain loop) while the independent chains vectorise, the tile's
     columns share every load of A and the rows every load of B."""
     tile, unroll = kb.knob(GEMM.TILE), kb.knob(GEMM.UNROLL)
-    runs = (unroll and dtype.is_float and "fpu" in kb.features and kb.knob(GEMM.VLDM))
+    runs = (unroll and dtype.is_float and "fpu" in kb.features
+            and "autovec" not in kb.features and kb.knob(GEMM.VLDM))
 
     def block(n0: Expr, width: int) -> None:
         # Local accumulator arrays with j innermost: C compilers vectorise this form.
