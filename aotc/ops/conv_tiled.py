@@ -6,7 +6,11 @@ in the plain loop's order (integer kernels: the same bytes; float: the same sums
 Pixels are tiled along the last spatial axis, only where every tap of that axis is inside the
 input (no bounds check, so nothing is skipped per pixel); the border pixels and the remainder
 run one at a time with the checks. A 1x1 stride-1 conv without padding tiles the flattened
-spatial axes (its pixels are contiguous in input and output)."""
+spatial axes (its pixels are contiguous in input and output).
+
+Float tiles on cores with an FPU (conv.vldm) load a tap's weights and, when consecutive, its
+pixels' inputs with one VLDM each (loop_ir.vldm runs), and from 32 taps a tile each tile is a
+function of its own (conv.outline); the inside pixels left over are then one narrower tile."""
 
 from __future__ import annotations
 

@@ -31,7 +31,9 @@ def _tiled_dot(kb: Any, rows: int, n_total: int, K: int, a_at: Callable[[int, Ex
     Columns are processed a tile (the gemm.tile knob) at a time with that many scalar
     accumulators per row and k outermost, so each element still sums over k in order
     (bit-identical to the plain loop) while the independent chains vectorise, the tile's
-    columns share every load of A and the rows every load of B."""
+    columns share every load of A and the rows every load of B. Float on cores with an FPU
+    (gemm.vldm): each k's weights of the tile and a row's unrolled k steps of A, when
+    consecutive, by one VLDM each (loop_ir.vldm)."""
     tile, unroll = kb.knob(GEMM.TILE), kb.knob(GEMM.UNROLL)
     runs = (unroll and dtype.is_float and "fpu" in kb.features
             and "autovec" not in kb.features and kb.knob(GEMM.VLDM))
