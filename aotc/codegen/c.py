@@ -203,6 +203,37 @@ def acle_calls(k: Kernel, table: dict[str, str] = ACLE_CALLS) -> set[str]:
     return used
 
 
+def vldm_run(body: tuple[Stmt, ...], at: int) -> list[Decl]:
+    """The Decls of a run of loop_ir.vldm loads starting at body[at] (element 0 first, then
+    1, 2, ... of the same run, float32, consecutive), or [] when there is none."""
+    out: list[Decl] = []
+    for s in body[at:]:
+        if not (isinstance(s, Decl) and isinstance(s.init, Call) and s.init.fn == "vldm"
+                and s.dtype.name == "float32"):
+            break
+        reg, n, i = (int(a.value) for a in s.init.args[1:])  # type: ignore[attr-defined]
+        if i != len(out) or (out and (reg, n) != tuple(
+                int(a.value) for a in out[0].init.args[1:3])):  # type: ignore[union-attr]
+            break
+        out.append(s)
+        if len(out) == n:
+            return out
+    return []
+
+
+def vldm_sizes(k: Kernel) -> set[int]:
+    """The register counts of the kernel's loop_ir.vldm runs (model.c.j2 defines AOTC_VLDM<n>
+    for each)."""
+    used: set[int] = set()
+    stack: list[object] = list(k.body)
+    while stack:
+        x = stack.pop()
+        if isinstance(x, Call) and x.fn == "vldm":
+            used.add(int(x.args[2].value))  # type: ignore[attr-defined]
+        stack.extend(children(x))
+    return used
+
+
 def c_type(dt: DType) -> str:
     return dt.ctype
 
@@ -368,6 +399,8 @@ class CPrinter:
                 u = _unsigned_ctype(e.dtype)
                 return f"(({c_type(e.dtype)})(({u})0 - ({u}){self.expr(e.a)}))"
             return self.unary[e.op].format(a=self.expr(e.a))
+        if isinstance(e, Call) and e.fn == "vldm":  # outside a run (stmts): the plain load
+            return self.expr(e.args[0])
         if isinstance(e, Call):
             table = self.float_calls if e.args[0].dtype.is_float else self.int_calls
             fn = table.get(e.fn, e.fn)
@@ -389,7 +422,24 @@ class CPrinter:
     def stmts(self, body: tuple[Stmt, ...], ind: int) -> list[str]:
         pad = "    " * ind
         out: list[str] = []
-        for s in body:
+        skip = 0
+        for at, s in enumerate(body):
+            if skip:
+                skip -= 1
+                continue
+            run = vldm_run(body, at)
+            if run:
+                # One multi-register load (model.c.j2's AOTC_VLDM<n>) into the run's locals.
+                first = run[0]
+                assert isinstance(first.init, Call) and isinstance(first.init.args[0], Load)
+                reg, n = (int(a.value) for a in first.init.args[1:3])  # type: ignore[attr-defined]
+                names = [d.var for d in run]
+                out.append(f"{pad}{c_type(first.dtype)} {', '.join(names)};")
+                regs = ", ".join(f'"s{reg + i}"' for i in range(n))
+                out.append(f"{pad}AOTC_VLDM{n}(&{_strip(self.expr(first.init.args[0]))}, "
+                           f"{regs}, {', '.join(names)});")
+                skip = n - 1
+                continue
             if isinstance(s, Loop):
                 v = s.var
                 step = "++" + v if s.step == 1 else f"{v} += {s.step}"

@@ -11,7 +11,7 @@ import numpy as np
 from aotc import __version__, dtypes
 from aotc.byoc.backend import Library
 from aotc.codegen.bundle import TensorDecl, format_array, provenance
-from aotc.codegen.c import MVE_CALLS, CPrinter, acle_calls
+from aotc.codegen.c import MVE_CALLS, CPrinter, acle_calls, vldm_sizes
 from aotc.codegen.names import Namer, c_comment
 from aotc.lower.loop_ir import Kernel
 from aotc.lower.lowering import LoweredStep
@@ -178,6 +178,8 @@ def render_context(c: Compilation) -> dict[str, Any]:
                                      if ls.source is None])),
         "mve": sorted(set().union(*[acle_calls(ls.kernel, MVE_CALLS) for ls in c.lowered
                                     if ls.source is None])),
+        "vldm": sorted(set().union(*[vldm_sizes(ls.kernel) for ls in c.lowered
+                                     if ls.source is None])),
         "locals": local_decls, "pools": pools,
     }
 

@@ -169,6 +169,58 @@ def call(fn: str, *args: Expr, dtype: DType | None = None) -> Expr:
     return Call(fn, tuple(args), dtype or args[0].dtype)
 
 
+def vldm(load: Load, reg: int, n: int, i: int) -> Expr:
+    """Element ``i`` of a run of ``n`` consecutive float loads (``load`` is element i's, its
+    index the run's first + i) that the C printer prints as one multi-register load (VLDM into
+    s<reg>.. s<reg + n - 1>) when the run's elements initialise consecutive Decls in order,
+    and as the plain load otherwise: the value is ``load``'s either way."""
+    return Call("vldm", (load, Const(reg), Const(n), Const(i)), load.dtype)
+
+
+def _affine(e: Expr) -> dict[str, int] | None:
+    """An index expression as {variable: coefficient, "": constant}, or None if it is not
+    affine in the loop variables."""
+    if isinstance(e, Const) and isinstance(e.value, int) and not isinstance(e.value, bool):
+        return {"": e.value}
+    if isinstance(e, Var):
+        return {e.name: 1}
+    if isinstance(e, Bin) and e.op in ("add", "sub", "mul"):
+        a, b = _affine(e.a), _affine(e.b)
+        if a is None or b is None:
+            return None
+        if e.op == "mul":
+            if set(b) <= {""}:
+                a, b = b, a
+            if not set(a) <= {""}:
+                return None
+            k = a.get("", 0)
+            return {v: k * c for v, c in b.items()}
+        sign = 1 if e.op == "add" else -1
+        out = dict(a)
+        for v, c in b.items():
+            out[v] = out.get(v, 0) + sign * c
+        return out
+    return None
+
+
+def consecutive(loads: list[Expr]) -> bool:
+    """Whether ``loads`` are Loads of one buffer at consecutive indices (load i at the first's
+    index + i), for every value of the loop variables."""
+    if not all(isinstance(x, Load) for x in loads) or len({x.buf for x in loads}) != 1:
+        return False
+    forms = [_affine(x.index) for x in loads]  # type: ignore[attr-defined]
+    if any(f is None for f in forms):
+        return False
+    first = forms[0]
+    assert first is not None
+    for i, f in enumerate(forms):
+        assert f is not None
+        diff = {v: f.get(v, 0) - first.get(v, 0) for v in set(f) | set(first)}
+        if any(c for v, c in diff.items() if v) or diff.get("", 0) != i:
+            return False
+    return True
+
+
 def bmin(a: Expr, b: object) -> Expr:
     return Bin("min", a, as_expr(b, a.dtype), a.dtype)
 

@@ -15,7 +15,7 @@ from aotc.errors import AotcError
 from aotc.ir.graph import Node, TensorType, Value
 from aotc.lower import dsp, mve
 from aotc.lower.builder import BufRef
-from aotc.lower.loop_ir import Const, Expr
+from aotc.lower.loop_ir import Const, Expr, Var, consecutive, vldm
 from aotc.ops import OpDef, register
 from aotc.schedules import gemm as GEMM
 
@@ -31,8 +31,12 @@ def _tiled_dot(kb: Any, rows: int, n_total: int, K: int, a_at: Callable[[int, Ex
     Columns are processed a tile (the gemm.tile knob) at a time with that many scalar
     accumulators per row and k outermost, so each element still sums over k in order
     (bit-identical to the plain loop) while the independent chains vectorise, the tile's
-    columns share every load of A and the rows every load of B."""
+    columns share every load of A and the rows every load of B. Float on cores with an FPU
+    (gemm.vldm): each k's weights of the tile and a row's unrolled k steps of A, when
+    consecutive, by one VLDM each (loop_ir.vldm)."""
     tile, unroll = kb.knob(GEMM.TILE), kb.knob(GEMM.UNROLL)
+    runs = (unroll and dtype.is_float and "fpu" in kb.features
+            and "autovec" not in kb.features and kb.knob(GEMM.VLDM))
 
     def block(n0: Expr, width: int) -> None:
         # Local accumulator arrays with j innermost: C compilers vectorise this form.
@@ -40,7 +44,10 @@ def _tiled_dot(kb: Any, rows: int, n_total: int, K: int, a_at: Callable[[int, Ex
         for acc in accs:
             with kb.loop(width, "j", unroll=unroll) as j:
                 kb.store(acc, [j], init(n0 + j))
-        def step(k: Expr) -> None:
+        def step(k: Expr, u: int = 0, a_run: list[Var] | None = None) -> None:
+            if runs and width > 1:
+                step_runs(k, u, a_run)
+                return
             avs = [kb.local(a_at(r, k), "a", dtype) for r in range(rows)]
             with kb.loop(width, "j", unroll=unroll) as j:
                 if rows == 1:
@@ -50,11 +57,32 @@ def _tiled_dot(kb: Any, rows: int, n_total: int, K: int, a_at: Callable[[int, Ex
                     for acc, av in zip(accs, avs):
                         kb.store(acc, [j], acc[[j]] + av * bv)
 
+        def step_runs(k: Expr, u: int, a_run: list[Var] | None) -> None:
+            """step() with the tile's weights of this k in FPU registers from ku (two sets
+            in turn when they fit) by one VLDM, when they are consecutive."""
+            avs = [a_run[u]] if a_run else [kb.local(a_at(r, k), "a", dtype)
+                                            for r in range(rows)]
+            loads = [b_at(k, n0 + j) for j in range(width)]
+            base = 32 - width  # the top registers: the allocator fills from s0 up
+            seq = consecutive(loads)
+            bvs = [kb.local(vldm(ld, base, width, j) if seq else ld, "bv", dtype)  # type: ignore[arg-type]
+                   for j, ld in enumerate(loads)]
+            for j, bv in enumerate(bvs):
+                for acc, av in zip(accs, avs):
+                    kb.store(acc, [Const(j)], acc[[Const(j)]] + av * bv)
+
         # k unrolled by gemm.unroll_k (k still in order: the same sums), the rest one at a time.
         ku = min(kb.knob(GEMM.UNROLL_K, integer=not dtype.is_float) if unroll else 1, K)
         with kb.loop(K // ku, "k") as k:
+            a_run = None
+            if runs and rows == 1 and ku > 1:
+                # One row's ku values of A, consecutive in its row: one VLDM into s0...
+                loads = [a_at(0, k * ku + u) for u in range(ku)]
+                if consecutive(loads):
+                    a_run = [kb.local(vldm(ld, 32 - tile - ku, ku, u), "a", dtype)  # type: ignore[arg-type]
+                             for u, ld in enumerate(loads)]
             for u in range(ku):
-                step(k * ku + u if ku > 1 else k)
+                step(k * ku + u if ku > 1 else k, u, a_run)
         for u in range(K // ku * ku, K):
             step(Const(u))
         if unroll and not dtype.is_float:

@@ -36,12 +36,13 @@ TILE = knob("conv.tile", (2, 4, 8), _scalar_tile,
             "output channels per register tile of the generic schedule (accumulators that "
             "share each input load); default 4 for float kernels on cores with an FPU and on "
             "the host, whose features the table's contexts leave out")
-TILE_PIXELS = knob("conv.tile_pixels", (1, 2, 4), _scalar_pixels,
+TILE_PIXELS = knob("conv.tile_pixels", (1, 2, 4, 6, 8), _scalar_pixels,
                    "output pixels per register tile of the generic schedule (along the output "
                    "axis with the most positions whose taps are all inside the input; a "
                    "pointwise conv's pixels flattened): they share each weight load, as the "
                    "tile's channels share each input load; default 4 with an FPU (float) and "
-                   "on the host (board features fpu, autovec), 2 for integer kernels on MCUs")
+                   "on the host (board features fpu, autovec), 2 for integer kernels on MCUs; "
+                   "8 for float depthwise convs with conv.vldm")
 UNROLL = knob("conv.unroll", (True, False), lambda ctx: "autovec" not in ctx.features,
               "unroll a tile's accumulators into scalars (registers on MCUs) or keep a short "
               "loop over a local array (for a vectorising compiler)")
@@ -101,7 +102,8 @@ def column_default(channels: int) -> str:
 OUTLINE = knob("conv.outline", (True, False), True,
                "the DSP schedule's output-channel tiles each in a function of their own (its "
                "accumulators alone in the registers) or inline (no call per tile); default "
-               "inline for columns of fewer than 8 words")
+               "inline for columns of fewer than 8 words; also the generic schedule's float "
+               "tiles with conv.vldm (default: outlined from 32 taps a tile)")
 
 
 def outline_default(column_words: int) -> bool:
@@ -128,7 +130,10 @@ def _float_depthwise(ctx: Context) -> str:
     # Measured on cortex-m4f (aotc bench, -Os), KWS's 3x3 depthwise convs on 25x5 maps, 4 of
     # them: tiled 1.01 M instructions, plane1 1.12 M, plane2 0.97 M, plane4 0.77 M (plane8:
     # the same code after gcc's CSE). Strided convs keep the generic schedule by default
-    # (ops/conv_depthwise_float.py). Without an FPU and on the host: not measured, tiled.
+    # (ops/conv_depthwise_float.py), and so do rows of 12 or more outputs, whose tiled
+    # schedule takes 8 pixels per step from one VLDM per tap (VWW's 48-, 24-, 12-wide maps on
+    # m4f: 12%, 12%, 11% fewer instructions than plane4). Without an FPU and on the host: not
+    # measured, tiled.
     return "plane4" if "fpu" in ctx.features and "autovec" not in ctx.features else "tiled"
 
 
@@ -138,4 +143,19 @@ FLOAT_DEPTHWISE = knob("conv.float_depthwise", ("plane1", "plane2", "plane4", "p
                        "border (no bounds check per tap), its weights in locals (FPU "
                        "registers), 1, 2, 4 or 8 outputs along a row per step sharing the row's "
                        "input loads; or the generic tiled schedule; default plane4 with an FPU "
-                       "for stride 1, tiled otherwise")
+                       "for stride 1 and rows of fewer than 12 outputs, tiled otherwise")
+
+
+def _vldm(ctx: Context) -> bool:
+    # Measured on cortex-m4f (aotc bench, -Os), instructions per MAC, on / off (tiles of 32+
+    # taps outlined, conv.outline): VWW 1.80 / 2.20, KWS 1.75 / 2.00, ResNet-8 1.44 / 1.83 (a
+    # pointwise 4 x 4 tile: 21 instructions per input channel instead of 32). Only float
+    # kernels on cores with an FPU ask for it (not the host: its compiler vectorises).
+    return "fpu" in ctx.features and not ctx.integer and "autovec" not in ctx.features
+
+
+VLDM = knob("conv.vldm", (True, False), _vldm,
+            "float kernels of the generic schedule on cores with an FPU: a register tile's "
+            "weights (consecutive, packed in tile order) and its pixels' inputs (when "
+            "consecutive) each loaded by one VLDM instead of one VLDR per value (gcc does not "
+            "combine them); default on")

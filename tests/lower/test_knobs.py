@@ -177,7 +177,16 @@ FLOAT_CASES = [("conv", "conv.tile", 2, None), ("conv", "conv.tile", 8, "host"),
                  for v, t in ((4, None), (1, "cortex-m4f"), (2, "cortex-m4f"))],
                *[(k, "gemm.tile_rows", v, t) for k in ("matmul", "gemm")
                  for v, t in ((2, None), (4, None), (2, "host"), (1, "cortex-m4f"),
-                              (4, "cortex-m4f"))]]
+                              (4, "cortex-m4f"))],
+               # Loads as one VLDM each (default with an FPU) or not; the tiles of 6 and 8
+               # pixels (the inside remainder one narrower tile); float tiles outlined (default
+               # from 32 taps: the 3x3 conv's 45) or not.
+               *[(k, "conv.vldm", False, "cortex-m4f") for k in ("conv", "pointwise")],
+               *[(k, "gemm.vldm", False, "cortex-m4f") for k in ("matmul", "gemm")],
+               *[(k, "conv.tile_pixels", v, t) for v in (6, 8)
+                 for k, t in (("conv", None), ("pointwise", None), ("pointwise", "cortex-m4f"))],
+               ("conv", "conv.outline", False, "cortex-m4f"),
+               ("pointwise", "conv.outline", True, "cortex-m4f")]
 
 
 @pytest.mark.parametrize("case", FLOAT_CASES, ids=lambda c: f"{c[0]}-{c[1]}={c[2]}-{c[3]}")
