@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from mlperf_check import assert_tflm_bytes
 from onnx import TensorProto, helper, numpy_helper
 
 import aotc
@@ -176,17 +177,6 @@ def test_inplace_conv_mlperf_bit_exact_with_tflm(stem, io_in_arena, mlperf_dir, 
         assert "line" in c.liveness.modes.values()
 
 
-def _bit_exact_on_board(bundle, mlperf_dir, stem,  # type: ignore[no-untyped-def]
-                       board="cortex-m4f"):
-    """The bundle's firmware on the board in QEMU equals output_tflm on 2 vectors."""
-    vec = np.load(mlperf_dir / "vectors" / f"{stem}.npz")
-    fw = bundle.load(board)
-    i, o = fw.meta["inputs"][0]["name"], fw.meta["outputs"][0]["name"]
-    got = np.stack([fw.run({i: x})[o] for x in vec["input"][:2]])
-    np.testing.assert_array_equal(got.reshape(vec["output_tflm"][:2].shape),
-                                  vec["output_tflm"][:2])
-
-
 @pytest.mark.parametrize("target", [None, "cortex-m4f"])  # generic and DSP schedules
 def test_inplace_conv_kws_on_board(target, mlperf_dir, tmp_path):
     stem = "kws_ref_model_int8_qdq"
@@ -196,7 +186,7 @@ def test_inplace_conv_kws_on_board(target, mlperf_dir, tmp_path):
     scratch = max([sum(n for _, n in ls.scratch) for ls in bundle.compilation.lowered] + [0])
     assert bundle.arena_bytes <= 8_064 + 490 + (scratch if target else 0), bundle.arena_bytes
     assert "line" in bundle.compilation.liveness.modes.values()
-    _bit_exact_on_board(bundle, mlperf_dir, stem)
+    assert_tflm_bytes(bundle, mlperf_dir, stem, "cortex-m4f", 2)
 
 
 @pytest.mark.parametrize("target", ["cortex-m4f", "cortex-m55"])  # DSP / MVE schedules
@@ -212,7 +202,7 @@ def test_inplace_conv_vww_on_board(target, mlperf_dir, tmp_path):
     assert {"line", "pixel", "element"} <= set(c.liveness.modes.values())
     scratch = max([sum(n for _, n in ls.scratch) for ls in c.lowered] + [0])
     assert bundle.arena_bytes <= INT8[stem] + scratch, bundle.arena_bytes
-    _bit_exact_on_board(bundle, mlperf_dir, stem, target)
+    assert_tflm_bytes(bundle, mlperf_dir, stem, target, 2)
 
 
 def test_inplace_conv_never_worse(mlperf_dir):

@@ -12,6 +12,7 @@ import onnxruntime as ort
 import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
+from mlperf_check import assert_tflm_bytes
 from onnx import TensorProto, helper, numpy_helper
 
 import aotc
@@ -235,12 +236,7 @@ def test_vww_int8_patches_on_board(target, mlperf_dir, tmp_path):
     b = _vww(mlperf_dir, tmp_path, patches=3, inplace_conv=True, target=target)
     scratch = max([sum(n for _, n in ls.scratch) for ls in b.compilation.lowered] + [0])
     assert b.arena_bytes <= 16_384 + scratch, b.arena_bytes
-    vec = np.load(mlperf_dir / "vectors" / f"{VWW}.npz")
-    fw = b.load(target)
-    i, o = fw.meta["inputs"][0]["name"], fw.meta["outputs"][0]["name"]
-    got = np.stack([fw.run({i: x})[o] for x in vec["input"][:2]])
-    np.testing.assert_array_equal(got.reshape(vec["output_tflm"][:2].shape),
-                                  vec["output_tflm"][:2])
+    assert_tflm_bytes(b, mlperf_dir, VWW, target, 2)
 
 
 # The other int8 MLPerf Tiny models with a patched first stage (AD has no convolution: the
@@ -256,11 +252,7 @@ def test_other_int8_models_patched_bit_exact_with_tflm(stem, grid, inplace_conv,
                      inplace_conv=inplace_conv)
     assert b.compilation.patches is not None
     assert any(n.op == "SliceView" for n in b.compilation.schedule.graph.nodes)
-    vec = np.load(mlperf_dir / "vectors" / f"{stem}.npz")
-    runner = b.load()
-    i, o = runner.meta["inputs"][0]["name"], runner.meta["outputs"][0]["name"]
-    got = np.stack([runner.run({i: x})[o] for x in vec["input"]])
-    np.testing.assert_array_equal(got.reshape(vec["output_tflm"].shape), vec["output_tflm"])
+    assert_tflm_bytes(b, mlperf_dir, stem)
 
 
 def test_kws_int8_patched_on_cortex_m4f(mlperf_dir, tmp_path):
@@ -268,12 +260,7 @@ def test_kws_int8_patched_on_cortex_m4f(mlperf_dir, tmp_path):
     stem = "kws_ref_model_int8_qdq"
     b = aotc.compile(mlperf_dir / f"{stem}.onnx", tmp_path, name="m", patches=2,
                      target="cortex-m4f")
-    vec = np.load(mlperf_dir / "vectors" / f"{stem}.npz")
-    fw = b.load("cortex-m4f")
-    i, o = fw.meta["inputs"][0]["name"], fw.meta["outputs"][0]["name"]
-    got = np.stack([fw.run({i: x})[o] for x in vec["input"][:2]])
-    np.testing.assert_array_equal(got.reshape(vec["output_tflm"][:2].shape),
-                                  vec["output_tflm"][:2])
+    assert_tflm_bytes(b, mlperf_dir, stem, "cortex-m4f", 2)
 
 
 def test_vww_float_patches_match_onnxruntime_vectors(mlperf_dir, tmp_path):
