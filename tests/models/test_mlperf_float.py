@@ -48,6 +48,15 @@ def test_float_model_target_schedules_match_golden_vectors(stem, target, mlperf_
     _check_vectors(bundle, mlperf_dir, stem, f"{stem} {target}")
 
 
+@pytest.mark.parametrize("stem", FLOAT_MODELS)
+def test_float_host_build_with_bench_flags_matches_golden_vectors(stem, mlperf_dir, tmp_path,
+                                                                   monkeypatch):
+    # The host latency benches' flags (AOTC_HOST_CFLAGS; -ffp-contract=off stays, so no FMA).
+    monkeypatch.setenv("AOTC_HOST_CFLAGS", "-march=native -fpeel-loops")
+    bundle = aotc.compile(mlperf_dir / f"{stem}.onnx", tmp_path, name="m", target="host")
+    _check_vectors(bundle, mlperf_dir, stem, f"{stem} host -march=native")
+
+
 def test_vww_float_arena_beats_tflm(mlperf_dir, tmp_path):
     # TFLM plans 294,912 B for VWW float; the liveness bound of the TFLite graph is 221,184 B.
     bundle = aotc.compile(mlperf_dir / "vww_96_float.onnx", tmp_path, name="vww")
