@@ -1,9 +1,9 @@
 """Compile the MLPerf Tiny int8 QDQ models into integer-only C and print one row per model:
 compile time, arena vs liveness bound vs TFLM's arena (measured), weights vs the constant
 buffers of the matching .tflite, host latency of the generated C (--target host, gcc -O2
-plus --host-cflags, 1 thread) vs TFLM (tflite-micro package, reference kernels) and onnxruntime (1 thread), and
-accuracy: bit-exactness with TFLM (requant=tflite) and the max LSB difference from onnxruntime
-without graph optimisations (requant=onnx).
+plus --host-cflags, 1 thread) vs TFLM (tflite-micro package, reference kernels) and
+onnxruntime (1 thread), and accuracy: bit-exactness with TFLM (requant=tflite) and the max
+LSB difference from onnxruntime without graph optimisations (requant=onnx).
 
     python bench/int8.py [kws vww ic ad sww ...] [--models DIR] [--repeat 50] [--clock cpu]
                          [--host-cflags FLAGS] [--tuning-log LOG]
@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import os
 import sys
 import tempfile
 import time
@@ -57,7 +56,8 @@ int8 QDQ models -> integer-only C (aotc, requant=tflite unless noted); host x86-
              params, op data), read from the interpreter's allocation report (* = targets.md)
   weights B  const bytes of our bundle (weights, biases, requant multipliers/shifts, tables)
   tfl B      total bytes of the constant buffers referenced by the .tflite's tensors; w/t = ratio
-  C ms       generated C (target=host, gcc -O2 + host flags below), median via runner.benchmark (--clock wall)
+  C ms       generated C (target=host, gcc -O2 + the host flags below), median via
+             runner.benchmark (--clock wall)
   TFLM ms    tflite-micro Python interpreter (reference kernels), set_input + invoke, median
   ORT ms     onnxruntime 1 thread, default optimisations, on the QDQ .onnx, median
   exact      fraction of output elements equal to TFLM's (output_tflm) over all vectors
