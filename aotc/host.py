@@ -58,9 +58,17 @@ FMA_FLAGS = ["-ffp-contract=fast"] + (["-mfma"] if platform.machine() in ("x86_6
 
 def host_flags() -> list[str]:
     """The host build's flags after the warnings: HOST_FLAGS, plus the sanitizers with
-    AOTC_SANITIZE=1, and fused multiply-add with AOTC_HOST_FMA=1."""
+    AOTC_SANITIZE=1, fused multiply-add with AOTC_HOST_FMA=1, and last the words of
+    AOTC_HOST_CFLAGS (host builds only, e.g. "-march=native -fpeel-loops" for the latency benches;
+    firmware builds never see it)."""
     return (HOST_FLAGS + (SANITIZE_FLAGS if os.environ.get("AOTC_SANITIZE") == "1" else [])
-            + (FMA_FLAGS if os.environ.get("AOTC_HOST_FMA") == "1" else []))
+            + (FMA_FLAGS if os.environ.get("AOTC_HOST_FMA") == "1" else [])
+            + extra_cflags())
+
+
+def extra_cflags() -> list[str]:
+    """The words of AOTC_HOST_CFLAGS (host builds, aotc tune --board host's included)."""
+    return os.environ.get("AOTC_HOST_CFLAGS", "").split()
 
 
 def _compiler_env() -> dict[str, str]:

@@ -149,7 +149,8 @@ def _host(bundle: Path, name: str, inputs: list[dict[str, np.ndarray]], repeats:
     (bundle / "aotc_tune_profiler.c").write_text(PROFILER_C)
     lib = bundle / f"lib{name}_profiled.so"
     sources = sorted(bundle.glob("*.c")) + sorted(runtime_dir().glob("*.c"))
-    cmd = [host._cc(), *host.WARN_FLAGS, *host.HOST_FLAGS, "-DAOTC_ENABLE_PROFILING",
+    cmd = [host._cc(), *host.WARN_FLAGS, *host.HOST_FLAGS, *host.extra_cflags(),
+           "-DAOTC_ENABLE_PROFILING",
            "-I", str(bundle), "-I", str(runtime_dir()), *map(str, sources), "-o", str(lib), "-lm"]
     res = subprocess.run(cmd, capture_output=True, text=True, env=host._compiler_env())
     if res.returncode != 0:

@@ -4,10 +4,16 @@ on the golden vectors, compare with onnxruntime's outputs (``output_ort``) at ma
 
 from __future__ import annotations
 
+import platform
+
 import numpy as np
 import pytest
 
 import aotc
+
+# The host latency benches' default build flags (bench/compile_and_size.py, bench/int8.py).
+BENCH_HOST_CFLAGS = "-march=native -fpeel-loops" + (
+    " -mprefer-vector-width=512" if platform.machine() in ("x86_64", "AMD64") else "")
 
 FLOAT_MODELS = ["kws_ref_model_float", "vww_96_float", "pretrainedResnet_float", "ad01_float"]
 ATOL = 1e-4
@@ -46,6 +52,15 @@ def test_float_model_target_schedules_match_golden_vectors(stem, target, mlperf_
     # pairs; host: short loops for the vectoriser): the bundle also builds on the host.
     bundle = aotc.compile(mlperf_dir / f"{stem}.onnx", tmp_path, name="m", target=target)
     _check_vectors(bundle, mlperf_dir, stem, f"{stem} {target}")
+
+
+@pytest.mark.parametrize("stem", FLOAT_MODELS)
+def test_float_host_build_with_bench_flags_matches_golden_vectors(stem, mlperf_dir, tmp_path,
+                                                                   monkeypatch):
+    # The host latency benches' flags (AOTC_HOST_CFLAGS; -ffp-contract=off stays, so no FMA).
+    monkeypatch.setenv("AOTC_HOST_CFLAGS", BENCH_HOST_CFLAGS)
+    bundle = aotc.compile(mlperf_dir / f"{stem}.onnx", tmp_path, name="m", target="host")
+    _check_vectors(bundle, mlperf_dir, stem, f"{stem} host -march=native")
 
 
 def test_vww_float_arena_beats_tflm(mlperf_dir, tmp_path):

@@ -5,6 +5,7 @@ liveness bound; integer-only C; the same bundle bit-exact on an FPU-less Cortex-
 
 from __future__ import annotations
 
+import platform
 import re
 
 import numpy as np
@@ -12,6 +13,10 @@ import onnxruntime as ort
 import pytest
 
 import aotc
+
+# The host latency benches' default build flags (bench/compile_and_size.py, bench/int8.py).
+BENCH_HOST_CFLAGS = "-march=native -fpeel-loops" + (
+    " -mprefer-vector-width=512" if platform.machine() in ("x86_64", "AMD64") else "")
 
 INT8_MODELS = ["kws_ref_model_int8_qdq", "vww_96_int8_qdq", "pretrainedResnet_int8_qdq",
                "ad01_int8_qdq", "str_ww_ref_model_int8_qdq"]
@@ -45,6 +50,18 @@ def test_int8_bit_exact_with_tflm(stem, mlperf_dir, tmp_path):
     sources = "".join(p.read_text() for p in sorted(tmp_path.glob("*.[ch]")))
     sources = re.sub(r"/\*.*?\*/", "", sources, flags=re.S)  # comments
     assert not re.search(r"\bfloat\b", sources), "tflite mode must generate integer-only C"
+
+
+@pytest.mark.parametrize("stem", INT8_MODELS)
+def test_int8_host_build_with_bench_flags_bit_exact_with_tflm(stem, mlperf_dir, tmp_path,
+                                                              monkeypatch):
+    # The host latency benches build with BENCH_HOST_CFLAGS (gcc
+    # vectorises the peeled int8 tiles with the machine's instructions): the same bytes.
+    monkeypatch.setenv("AOTC_HOST_CFLAGS", BENCH_HOST_CFLAGS)
+    bundle = aotc.compile(mlperf_dir / f"{stem}.onnx", tmp_path, name="m", target="host")
+    vec = np.load(mlperf_dir / "vectors" / f"{stem}.npz")
+    got = _run_all(bundle, vec["input"])
+    np.testing.assert_array_equal(got.reshape(vec["output_tflm"].shape), vec["output_tflm"])
 
 
 @pytest.mark.parametrize("stem", INT8_MODELS)
