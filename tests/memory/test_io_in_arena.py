@@ -45,8 +45,8 @@ def test_io_in_arena_reuses_the_input(mlperf_dir, tmp_path):
     assert c.plan.size < c.bounds.scratch + io_bytes
 
 
-def test_io_in_arena_on_board(mlperf_dir, tmp_path):
-    stem = "kws_ref_model_int8_qdq"
+@pytest.mark.parametrize("stem", ["kws_ref_model_int8_qdq", "vww_96_int8_qdq"])
+def test_io_in_arena_on_board(stem, mlperf_dir, tmp_path):
     bundle = aotc.compile(mlperf_dir / f"{stem}.onnx", tmp_path / "b", name="m",
                           io_in_arena=True)
     vec = np.load(mlperf_dir / "vectors" / f"{stem}.npz")

@@ -204,6 +204,9 @@ def test_float_model_two_pools_matches_one_arena(opts, tmp_path) -> None:  # typ
 @pytest.mark.parametrize("stem,pools", [
     ("kws_ref_model_int8_qdq", ("fast:8000", "slow:32K")),
     ("ad01_int8_qdq", ("fast:128", "mid:128", "slow:4K")),
+    ("vww_96_int8_qdq", ("fast:27648", "slow:64K")),
+    ("pretrainedResnet_int8_qdq", ("fast:16K", "slow:64K")),
+    ("str_ww_ref_model_int8_qdq", ("fast:3328", "slow:16K")),
 ])
 @pytest.mark.parametrize("inplace_conv", [False, True])
 def test_int8_bit_exact_with_pools(stem, pools, inplace_conv, mlperf_dir, tmp_path) -> None:  # type: ignore[no-untyped-def]
