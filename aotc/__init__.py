@@ -6,11 +6,10 @@ runner (cffi); every user error is an ``AotcError``.
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
-
 from aotc.api import Bundle, compile, inspect, verify  # noqa: E402
 from aotc.compiler import CompileOptions  # noqa: E402
 from aotc.errors import AotcError  # noqa: E402
+from aotc.version import __version__  # noqa: E402
 
 __all__ = ["AotcError", "Bundle", "CompileOptions", "compile", "inspect", "verify",
            "__version__"]

@@ -51,10 +51,10 @@ class Bundle:
         """A runner with ``.run({name: array}) -> {name: array}`` (host build via cffi, or a
         QEMU-emulated board)."""
         if board is None or board == "host-cffi":
-            from aotc.host import Runner
+            from aotc.targets.host import Runner
 
             return Runner(self.directory)
-        from aotc.board_runner import BoardRunner
+        from aotc.targets.runner import BoardRunner
 
         return BoardRunner(self.directory, board)
 
@@ -86,7 +86,7 @@ def torch_reference(source: Any, proto: onnx.ModelProto, bundle: Bundle,
     import json
 
     from aotc.frontend.torch import torch_outputs
-    from aotc.verification import default_vectors
+    from aotc.verification.run import default_vectors
 
     specs = json.loads((bundle.directory / "bundle.json").read_text())["inputs"]
     vectors = list(default_vectors(specs, inputs, seed))
@@ -264,14 +264,15 @@ def verify(model: ModelLike, out_dir: str | os.PathLike[str] | None = None, name
     ``atol + rtol * |reference|``. ``reference``: take onnxruntime's values from this model
     instead (same tensor names, e.g. the original of a model whose weights were edited).
     ``per_node``: also compare every kernel's output with the reference's value of the same
-    ONNX tensor (aotc.per_node; onnxruntime with graph optimisations off), in schedule order,
+    ONNX tensor (aotc.verification.per_node; onnxruntime with graph optimisations off), in
+    schedule order,
     under ``report["per_node"]``; when the outputs fail, the AotcError carries them in
     ``error.report["per_node"]``."""
     import tempfile
 
     from aotc.errors import AotcError
-    from aotc.per_node import run_per_node
-    from aotc.verification import run_verification
+    from aotc.verification.per_node import run_per_node
+    from aotc.verification.run import run_verification
 
     source = model
     model = _from_torch(model, example_inputs, input_shapes)

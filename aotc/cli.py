@@ -155,7 +155,7 @@ def _recorded_command(argv: Sequence[str]) -> str:
 
 
 def _default_name(model: str) -> str:
-    from aotc.codegen.names import c_ident
+    from aotc.names import c_ident
 
     return c_ident(Path(model).stem.lower(), "m")[:32]
 
@@ -222,7 +222,7 @@ def cmd_verify(args: argparse.Namespace, argv: Sequence[str]) -> int:
     from aotc.api import compile as compile_bundle
     from aotc.api import torch_reference
     from aotc.frontend.torch import is_torch_model, to_onnx
-    from aotc.verification import run_verification
+    from aotc.verification.run import run_verification
 
     opts = _options(args, argv)
     # a .pt2 file is exported once; its reference is torch itself (unless --reference/--vectors)
@@ -269,7 +269,7 @@ def cmd_verify(args: argparse.Namespace, argv: Sequence[str]) -> int:
 def _print_per_node(args: argparse.Namespace, model: Any, bundle: Any,
                     inputs: list[dict[str, np.ndarray]] | None) -> None:
     """The per-node table, printed before the final check so a failure still shows it."""
-    from aotc.per_node import format_table, run_per_node
+    from aotc.verification.per_node import format_table, run_per_node
 
     rows = run_per_node(model, bundle.compilation, inputs, args.atol, args.rtol, args.seed,
                         args.board, args.reference)
@@ -357,7 +357,7 @@ def cmd_inspect(args: argparse.Namespace, argv: Sequence[str]) -> int:
 
 
 def cmd_ops(args: argparse.Namespace, argv: Sequence[str]) -> int:
-    from aotc.coverage import render_text
+    from aotc.verification.coverage import render_text
 
     print(render_text())
     return 0
@@ -365,7 +365,7 @@ def cmd_ops(args: argparse.Namespace, argv: Sequence[str]) -> int:
 
 def _npz_inputs(path: str | None, specs: list[dict[str, Any]], seed: int
                 ) -> dict[str, np.ndarray]:
-    from aotc.verification import random_inputs
+    from aotc.verification.run import random_inputs
 
     if path is None:
         return random_inputs(specs, seed)
@@ -395,7 +395,7 @@ def cmd_run(args: argparse.Namespace, argv: Sequence[str]) -> int:
 def cmd_bench(args: argparse.Namespace, argv: Sequence[str]) -> int:
     from aotc.api import compile as compile_bundle
     from aotc.api import macs_of
-    from aotc.board_runner import bench_table
+    from aotc.targets.runner import bench_table
 
     out = Path(args.output)
     with Progress("bench", 3, quiet=args.quiet) as progress:

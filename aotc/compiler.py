@@ -21,7 +21,6 @@ from aotc.byoc.backend import Library
 from aotc.byoc.lowering import lower_external
 from aotc.byoc.partition import Row, partition
 from aotc.codegen.bundle import write_bundle
-from aotc.codegen.names import Namer, c_ident
 from aotc.codegen.render import render_context
 from aotc.errors import AotcError
 from aotc.frontend.onnx import import_model
@@ -49,6 +48,7 @@ from aotc.memory.liveness import (
 from aotc.memory.planner import plan
 from aotc.memory.pools import Pool, PoolsDoNotFit, plan_pools, resolve_pools
 from aotc.memory.report import ascii_timeline, plan_to_json
+from aotc.names import Namer, c_ident
 from aotc.passes import PASS_NAMES, Pass, default_pipeline, run_pipeline
 from aotc.passes.layout import permuted_views, to_layout
 from aotc.passes.patches import (
@@ -60,8 +60,8 @@ from aotc.passes.patches import (
 )
 from aotc.progress import QUIET, Progress
 from aotc.qmath import REQUANT_MODES
-from aotc.reorder import reorder
-from aotc.schedule import Schedule, Step, make_schedule
+from aotc.steps.reorder import reorder
+from aotc.steps.schedule import Schedule, Step, make_schedule
 
 
 @dataclass(frozen=True)
@@ -95,7 +95,7 @@ class CompileOptions:
     byoc: tuple[Any, ...] = ()
     cmsis_nn_path: str | None = None
     # Run the kernels in the model's order instead of the order of smallest liveness bound
-    # (aotc/reorder.py).
+    # (aotc/steps/reorder.py).
     keep_order: bool = False
     # Workload key -> schedule ({knob: value}, aotc/schedules) for the kernels that have one,
     # e.g. the best a tuning log recorded (aotc/tune); the others get the knobs' defaults.
@@ -200,7 +200,7 @@ def _validate_name(name: str) -> str:
 def _target_features(target: str | None) -> frozenset[str]:
     if target is None:
         return frozenset()
-    from aotc import boards
+    from aotc.targets import boards
 
     try:
         return boards.load_board(target).features
@@ -393,7 +393,7 @@ def _reorder(sched: Schedule, lowered: list[LoweredStep],
              scratch: dict[int, list[tuple[str, int]]], by_name: dict[str, Any],
              options: CompileOptions, features: frozenset[str], progress: Progress
              ) -> tuple[Schedule, list[LoweredStep], dict[int, list[tuple[str, int]]]]:
-    """The schedule in the kernel order of smallest liveness bound (aotc/reorder.py), lowered
+    """The schedule in the kernel order of smallest liveness bound (aotc/steps/reorder.py), lowered
     again (kernel names carry the step index), when its bound is smaller; else as it was."""
     progress.detail("operator order")
     per_node = {ls.step.node.name: sum(b for _, b in ls.scratch) for ls in lowered}

@@ -5,6 +5,7 @@ asks here, never relative to its own __file__."""
 from __future__ import annotations
 
 import functools
+import os
 from pathlib import Path
 
 _PKG = Path(__file__).resolve().parent
@@ -48,3 +49,11 @@ def qemu_plugin_source() -> Path:
 def package_data_dir() -> Path:
     """aotc/data: the ONNX node-suite table and its exclusions (inside the package everywhere)."""
     return _PKG / "data"
+
+
+def cache_dir() -> Path:
+    """aotc's cache (AOTC_CACHE_DIR, else ~/.cache/aotc): host builds, library archives,
+    firmware recipes and cached firmware."""
+    d = Path(os.environ.get("AOTC_CACHE_DIR") or Path.home() / ".cache" / "aotc")
+    d.mkdir(parents=True, exist_ok=True)
+    return d

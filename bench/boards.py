@@ -30,11 +30,11 @@ from pathlib import Path
 import numpy as np
 
 import aotc
-from aotc import boards
 from aotc.api import macs_of
-from aotc.board_runner import OTHER_ROW
 from aotc.errors import AotcError
 from aotc.progress import Progress
+from aotc.targets import boards
+from aotc.targets.runner import OTHER_ROW
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_MODELS = ROOT.parent / "shared" / "models" / "mlperf_tiny"

@@ -10,7 +10,7 @@ Columns (bytes):
              elementwise and depthwise kernels write in place; targets.md 3.2, int8 only)
   kept       --keep-order: the arena with the kernels in the model's order
   default    aotc's arena with the default options (graph I/O in caller buffers; kernels in
-             the order of smallest liveness bound, aotc/reorder.py)
+             the order of smallest liveness bound, aotc/steps/reorder.py)
   inplace    --inplace-conv (depthwise by channel, by line or, strided, by element; plain
              convs by line; 1x1 by pixel; a temporary of at most 64 B on the C stack where
              that shrinks the arena, not counted; docs/memory.md)

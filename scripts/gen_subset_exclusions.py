@@ -4,7 +4,7 @@ when the suite list changes; the entries are plain lines afterwards."""
 
 from __future__ import annotations
 
-from aotc.coverage import DATA, exclusions, suite
+from aotc.verification.coverage import DATA, exclusions, suite
 
 WORDS = {
     "dtype": "a data type aotc does not support (float8, int4/int2, float4 or string)",

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Run pytest with every host bundle built with AddressSanitizer + UndefinedBehaviorSanitizer
-# (aotc/host.py, AOTC_SANITIZE=1). The first report kills the process that loaded the bundle;
+# (aotc/targets/host.py, AOTC_SANITIZE=1). The first report kills the process that loaded the bundle;
 # under pytest-xdist that is a worker, which xdist reports as a failure of the test it was
 # running ("worker 'gw0' crashed while running ...") and replaces. pytest captures sys.stderr
 # only (--capture=sys), so the report reaches the terminal instead of a capture file that dies

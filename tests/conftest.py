@@ -10,7 +10,7 @@ import pytest
 # Tests share one cache of built libraries (content-addressed, safe across xdist workers).
 os.environ.setdefault("AOTC_CACHE_DIR", str(Path(__file__).resolve().parent.parent / ".aotc-cache"))
 # Every bundle built on the host (op tests, node suite, models) must also be warning-free under
-# clang -std=c99 -Wall -Wextra -Werror -pedantic (aotc.host.clang_check).
+# clang -std=c99 -Wall -Wextra -Werror -pedantic (aotc.targets.host.clang_check).
 os.environ.setdefault("AOTC_CLANG_CHECK", "1")
 
 SHARED_MODELS = Path(__file__).resolve().parents[2] / "shared" / "models" / "mlperf_tiny"

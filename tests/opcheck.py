@@ -1,7 +1,7 @@
 """Op-test harness: build a one-node (or small) ONNX model, compile it with aotc, run the
 generated C through cffi and compare with onnxruntime (the oracle; never aotc's own reference).
 
-Every compile builds with -std=c99 -Wall -Wextra -Werror -pedantic (aotc.host does) and the
+Every compile builds with -std=c99 -Wall -Wextra -Werror -pedantic (aotc.targets.host does) and the
 generated sources are scanned for malloc/free/printf. check() then runs the same bundle on the
 QEMU boards in AOTC_TEST_BOARDS (see run_on_boards) and compares with the host build.
 """
@@ -127,7 +127,7 @@ def run_on_boards(bundle: aotc.Bundle, feeds: Mapping[str, np.ndarray],
     """Runs the bundle on each test board it fits and asserts the outputs equal the host
     build's. A bundle that does not fit a board (the micro:bit has 16 KB of RAM) skips that
     board silently; it is counted in BOARD_RUNS and the log."""
-    from aotc.board_runner import BoardRunner, DoesNotFit
+    from aotc.targets.runner import BoardRunner, DoesNotFit
 
     sources = "".join(f.read_text() for f in sorted(Path(bundle.directory).glob("*.c")))
     # Same C, same flags (-ffp-contract=off), IEEE float on every target: float outputs are

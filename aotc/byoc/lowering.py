@@ -13,12 +13,12 @@ import numpy as np
 
 from aotc import dtypes
 from aotc.byoc.backend import Emitted, Subgraph
-from aotc.codegen.names import c_comment, c_ident
 from aotc.errors import AotcError
 from aotc.lower.loop_ir import Buffer, Kernel
 from aotc.lower.lowering import LoweredStep
+from aotc.names import c_comment, c_ident
 from aotc.ops import resolve
-from aotc.schedule import Schedule, Step
+from aotc.steps.schedule import Schedule, Step
 
 
 def symbol_for(step: Step, backend: str) -> str:

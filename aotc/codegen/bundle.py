@@ -14,8 +14,8 @@ import numpy as np
 
 from aotc.codegen.c import CPrinter, c_literal
 from aotc.codegen.jinja import render
-from aotc.codegen.names import Namer, c_comment, c_string
 from aotc.dtypes import DType
+from aotc.names import Namer, c_comment, c_string
 from aotc.paths import runtime_dir
 
 PER_LINE = 8

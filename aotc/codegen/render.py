@@ -8,13 +8,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from aotc import __version__, dtypes
+from aotc import dtypes
 from aotc.byoc.backend import Library
 from aotc.codegen.bundle import TensorDecl, format_array, provenance
 from aotc.codegen.c import MVE_CALLS, CPrinter, acle_calls, vldm_sizes
-from aotc.codegen.names import Namer, c_comment
 from aotc.lower.loop_ir import Kernel
 from aotc.lower.lowering import LoweredStep
+from aotc.names import Namer, c_comment
+from aotc.version import __version__
 
 if TYPE_CHECKING:
     from aotc.compiler import Compilation
@@ -205,7 +206,7 @@ def _locals(c: Compilation) -> list[str]:
 
 def _control_flow(c: Compilation, st: Any, io: dict[str, str], depth: int
                   ) -> tuple[list[tuple[int, str]], int]:
-    """The C lines of a marker step (aotc/schedule.py), each with its nesting depth, and the
+    """The C lines of a marker step (aotc/steps/schedule.py), each with its nesting depth, and the
     depth after it."""
     a = st.node.attrs
 

@@ -261,7 +261,7 @@ def import_model(model: onnx.ModelProto, input_shapes: Mapping[str, tuple[int, .
                           lambda n: n if n in values else None, "")
 
     # An output may also be an initializer, a graph input or another output: the schedule gives
-    # each one its own buffer (aotc.schedule._insert_output_copies).
+    # each one its own buffer (aotc.steps.schedule._insert_output_copies).
     outputs = [o.name for o in g.output]
     for o in outputs:
         if o not in values:

@@ -13,16 +13,16 @@ from typing import Any
 
 import numpy as np
 
-from aotc.codegen.names import c_comment, c_ident
 from aotc.errors import AotcError
 from aotc.ir.graph import CHAIN, Graph, Node
 from aotc.lower import ranges, transforms
 from aotc.lower.builder import BufRef, KernelBuilder
 from aotc.lower.loop_ir import Buffer, Expr, Kernel, used_buffers
+from aotc.names import c_comment, c_ident
 from aotc.ops import OpDef, resolve
-from aotc.schedule import Schedule, Step
 from aotc.schedules import common as COMMON
 from aotc.schedules import workload_key
+from aotc.steps.schedule import Schedule, Step
 
 
 @dataclass

@@ -23,7 +23,7 @@ import numpy as np
 from aotc.ir.graph import CHAIN
 from aotc.memory.buffers import BufferReq, Plan, expand_plan, lower_bound, merged_req
 from aotc.ops import resolve
-from aotc.schedule import Schedule
+from aotc.steps.schedule import Schedule
 
 
 @dataclass

@@ -64,7 +64,7 @@ def parse_pool(text: str) -> Pool:
 
 def make_pool(name: str, size: int, section: str | None = None) -> Pool:
     """A checked Pool: a C identifier for a name, a positive size, a plain section name."""
-    from aotc.codegen.names import is_reserved
+    from aotc.names import is_reserved
 
     if (not _NAME.fullmatch(name) or name.startswith("_") or is_reserved(name)
             or re.match(r"(k\d|aotc|a$|arena)", name, re.I)):
@@ -97,7 +97,7 @@ def resolve_pools(given: Sequence[Pool | str] | str | None, target: str | None =
     """The checked pools to plan into: `given` (Pool objects or NAME:BYTES[:SECTION] strings),
     or when it is None the target board's (board.toml [[pools]]; none: one arena)."""
     if given is None:
-        from aotc import boards
+        from aotc.targets import boards
 
         pools = [make_pool(*p) for p in (boards.load_board(target).pools if target else ())]
     else:

@@ -5,7 +5,7 @@ carry names unique in the whole model, and every outer-scope tensor it reads is 
 input of the node (a capture), so graph passes see the dependency and never look inside. An If
 whose condition is known at compile time is replaced by its taken branch (at import, or by
 fold_constants once folding makes the condition constant); the others are expanded into the
-schedule as C control flow around the bodies' kernels (aotc/schedule.py).
+schedule as C control flow around the bodies' kernels (aotc/steps/schedule.py).
 """
 
 from __future__ import annotations

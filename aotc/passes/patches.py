@@ -255,7 +255,7 @@ def estimate(g: Graph, mem: Memory = Memory()) -> int:  # noqa: B008 (frozen)
         conv_inplace_modes,
         inplace_temp_bytes,
     )
-    from aotc.schedule import make_schedule
+    from aotc.steps.schedule import make_schedule
 
     s = make_schedule(g)
     modes: dict[int, str] = {}

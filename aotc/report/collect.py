@@ -10,12 +10,12 @@ from typing import Any
 
 import numpy as np
 
-from aotc import __version__
 from aotc.api import Bundle, ModelLike, describe
 from aotc.compiler import Compilation, CompileOptions, compile_model, emit
 from aotc.errors import AotcError
 from aotc.progress import QUIET, Progress
-from aotc.verification import random_inputs
+from aotc.verification.run import random_inputs
+from aotc.version import __version__
 
 
 def collect(model: ModelLike, board: str | None = None,

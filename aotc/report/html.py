@@ -10,10 +10,10 @@ from typing import Any
 import jinja2
 from markupsafe import Markup
 
-from aotc.board_runner import OTHER_ROW
 from aotc.paths import templates_dir
 from aotc.report.graph import MAC_HEAT, backend_colours, graph_svg, mac_fill
 from aotc.report.timeline import timeline
+from aotc.targets.runner import OTHER_ROW
 
 NAME_CHARS = 40  # longer ONNX names are shortened in the middle (the full name is on hover)
 

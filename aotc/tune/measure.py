@@ -120,8 +120,8 @@ def _measure(job: dict[str, Any], tmp: Path) -> dict[str, Any]:
 
 def _board(bundle: Path, board: str, inputs: list[dict[str, np.ndarray]], tmp: Path,
            timeout: float) -> tuple[dict[str, float], list[str], list[dict[str, np.ndarray]]]:
-    from aotc import boards
-    from aotc.board_runner import BoardRunner
+    from aotc.targets import boards
+    from aotc.targets.runner import BoardRunner
 
     runner = BoardRunner(bundle, board, build_dir=tmp / "fw")
     run_dir = tmp / "run"
@@ -142,9 +142,9 @@ def _host(bundle: Path, name: str, inputs: list[dict[str, np.ndarray]], repeats:
           ) -> tuple[dict[str, float], list[str], list[dict[str, np.ndarray]]]:
     """Each kernel's median wall time (ns) over ``repeats`` inferences of the first input,
     after two warm-up inferences; the outputs of every input."""
-    from aotc import host
-    from aotc.host import Runner
     from aotc.paths import runtime_dir
+    from aotc.targets import host
+    from aotc.targets.host import Runner
 
     (bundle / "aotc_tune_profiler.c").write_text(PROFILER_C)
     lib = bundle / f"lib{name}_profiled.so"

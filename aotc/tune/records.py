@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from aotc import __version__
 from aotc.errors import AotcError
 from aotc.schedules import checked
+from aotc.version import __version__
 
 FORMAT = 1
 

@@ -98,7 +98,7 @@ def tune(model: str | os.PathLike[str], board: str, log: str | os.PathLike[str],
     if trials < 1:
         raise AotcError(f"--trials must be at least 1, got {trials}")
     options = {**options, "target": board}
-    from aotc.verification import random_inputs
+    from aotc.verification.run import random_inputs
 
     progress.detail("compiling")
     first = measure({"model": str(model), "options": options, "schedules": {}, "board": None})

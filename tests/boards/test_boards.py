@@ -20,7 +20,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from aotc import boards, paths
+from aotc import paths
+from aotc.targets import boards
 
 FIXTURES = Path(__file__).parent / "fixtures"
 FAKE = FIXTURES / "fake_bundle"

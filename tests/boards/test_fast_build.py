@@ -1,5 +1,5 @@
-"""The fast build path (aotc.boards.build_firmware_fast) against the CMake path: the same flags
-and the same firmware on every board; its report when a firmware does not fit; stack usage,
+"""The fast build path (aotc.targets.boards.build_firmware_fast) against the CMake path: the same
+flags and the same firmware on every board; its report when a firmware does not fit; stack usage,
 call chains and recursion from gcc's .su/.ci files; the inclusive instruction window.
 """
 
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from test_boards import ALL_BOARDS, FAKE, RUNTIME, check_outputs, fake_inputs
 
-from aotc import boards, fastbuild
+from aotc.targets import boards, fastbuild
 
 STRICT = ["-std=c99", "-Wall", "-Wextra", "-Werror", "-pedantic", "-ffp-contract=off", "-Os"]
 

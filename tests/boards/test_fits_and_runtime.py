@@ -15,9 +15,9 @@ from onnx import helper
 from opcheck import make_model, rand
 
 import aotc
-from aotc import fastbuild
-from aotc.board_runner import DoesNotFit
 from aotc.errors import AotcError
+from aotc.targets import fastbuild
+from aotc.targets.runner import DoesNotFit
 
 RUNTIME_TEXT_LIMIT = 1024
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import aotc
-from aotc import boards
+from aotc.targets import boards
 
 FLOAT_MODELS = ["ad01_float", "kws_ref_model_float", "pretrainedResnet_float", "vww_96_float"]
 BOARDS = ["cortex-m4f", "cortex-m7", "rv32imc"]

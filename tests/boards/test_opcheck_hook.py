@@ -9,7 +9,7 @@ import opcheck
 import pytest
 from opcheck import check_node, rand
 
-from aotc.board_runner import BoardRunner
+from aotc.targets.runner import BoardRunner
 
 
 def _runs(board: str, outcome: str) -> int:

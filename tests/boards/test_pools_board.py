@@ -16,9 +16,9 @@ import pytest
 from pool_models import conv_model
 
 import aotc
-from aotc import boards
-from aotc.board_runner import DoesNotFit
 from aotc.cli import main as cli_main
+from aotc.targets import boards
+from aotc.targets.runner import DoesNotFit
 
 BOARD = "cortex-m4f-pools"
 

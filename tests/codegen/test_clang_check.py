@@ -1,4 +1,4 @@
-"""The host build's clang check (aotc.host.clang_check, on for the whole test suite through
+"""The host build's clang check (aotc.targets.host.clang_check, on for the whole test suite through
 AOTC_CLANG_CHECK=1 in tests/conftest.py): a bundle gcc accepts but clang warns about is an
 AotcError naming clang's diagnostic; a clean bundle passes and is remembered by content."""
 
@@ -11,7 +11,7 @@ import pytest
 from onnx import TensorProto, helper
 
 import aotc
-from aotc import host
+from aotc.targets import host
 
 
 def _bundle(tmp_path: Path) -> Path:

@@ -11,8 +11,8 @@ import pytest
 from onnx import TensorProto, helper
 
 import aotc
-from aotc import host
 from aotc.errors import AotcError
+from aotc.targets import host
 
 
 def _bundle(tmp_path: Path) -> aotc.Bundle:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from aotc.codegen.names import C_KEYWORDS, Namer, c_comment, c_ident, c_string, is_reserved
+from aotc.names import C_KEYWORDS, Namer, c_comment, c_ident, c_string, is_reserved
 
 IDENT = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
 HOSTILE = ["", "_", "__", "1abc", "a-b", "a b", "int", "for", "main", "while", "NULL", "size_t",

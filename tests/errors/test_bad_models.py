@@ -271,7 +271,7 @@ def test_repeated_output_writes_every_buffer(tmp_path: Path) -> None:
     output buffers of ["y", "y"] directly."""
     import onnxruntime as ort
 
-    from aotc.host import Runner
+    from aotc.targets.host import Runner
 
     m = _mlp(["y", "y"])
     aotc.compile(m, tmp_path / "o", name="m")

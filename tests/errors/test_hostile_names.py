@@ -15,7 +15,7 @@ from onnx import TensorProto, helper, numpy_helper
 from opcheck import check, ort_run, rand
 
 import aotc
-from aotc.host import Runner
+from aotc.targets.host import Runner
 
 REPO = Path(__file__).resolve().parents[2]
 

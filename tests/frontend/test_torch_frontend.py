@@ -21,7 +21,7 @@ from torch import nn
 import aotc
 from aotc.cli import main
 from aotc.errors import AotcError
-from aotc.host import Runner
+from aotc.targets.host import Runner
 
 ATOL = 1e-4
 REPO = Path(__file__).resolve().parents[2]

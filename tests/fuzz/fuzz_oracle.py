@@ -3,10 +3,10 @@ case at a time: JSON requests on stdin, JSON progress lines on stdout.
 
 A case is a directory holding ``model.onnx`` (and any external-data files). The worker runs the
 real CLI entry point (``aotc.cli.main(["compile", ...])``), builds the bundle with the host cc
-(-Werror, aotc.host), runs it on seeded random inputs, checks the model with the ONNX checker,
-runs onnxruntime (ORT_DISABLE_ALL, one thread) and compares. It reports its stage before each
-step, so the parent (fuzz_driver) can tell a crash or hang of the compiler from one of the
-generated C or of onnxruntime. Outcomes are listed in OUTCOMES.
+(-Werror, aotc.targets.host), runs it on seeded random inputs, checks the model with the ONNX
+checker, runs onnxruntime (ORT_DISABLE_ALL, one thread) and compares. It reports its stage
+before each step, so the parent (fuzz_driver) can tell a crash or hang of the compiler from one
+of the generated C or of onnxruntime. Outcomes are listed in OUTCOMES.
 
 Comparison rule (the oracle's tolerances): float outputs rtol 1e-3, atol 1e-4, NaN in the same
 places, infinities equal; integer and bool outputs exact, except 8-bit integer outputs of models
@@ -210,7 +210,7 @@ def _line(text: str, limit: int = 300) -> str:
 def run_case(case_dir: Path, input_seed: int, emit: Any) -> dict[str, Any]:
     """One case; ``emit(dict)`` reports progress. Returns {'outcome': ..., 'message': ...}."""
     from aotc.errors import AotcError
-    from aotc.host import Runner
+    from aotc.targets.host import Runner
 
     model = case_dir / "model.onnx"
     bundle = case_dir / "bundle"
@@ -280,7 +280,7 @@ def fused_build_matches(bundle: Path, feeds: dict[str, np.ndarray],
     onnxruntime. Only on a CPU with FMA, and only when the unfused result has a NaN or an
     infinity the fused one does not: the difference is then contraction alone (a product that
     overflows float32 and meets an infinity), not a wrong kernel."""
-    from aotc.host import Runner
+    from aotc.targets.host import Runner
 
     if not _cpu_has_fma():
         return False

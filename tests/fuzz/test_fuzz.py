@@ -15,11 +15,20 @@ import onnx
 import pytest
 from fuzz_driver import _died, execute, run, write_case
 from fuzz_mutate import MUTATIONS, Case, make_case
-from fuzz_oracle import (FINDINGS, _cpu_has_fma, _differ_only_where_nonfinite,
-                         checker_verdict, compare, fused_build_matches, ort_outputs,
-                         ort_rejected, random_inputs, run_case)
-from onnx import helper
+from fuzz_oracle import (
+    FINDINGS,
+    _cpu_has_fma,
+    _differ_only_where_nonfinite,
+    checker_verdict,
+    compare,
+    fused_build_matches,
+    ort_outputs,
+    ort_rejected,
+    random_inputs,
+    run_case,
+)
 from fuzz_seeds import SEEDS, seed_model
+from onnx import helper
 
 CI_SEED = 20261123
 CI_CASES = 300

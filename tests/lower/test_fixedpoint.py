@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from aotc import qmath
-from aotc.board_runner import BoardRunner
 from aotc.paths import runtime_dir
+from aotc.targets.runner import BoardRunner
 
 FUNCS = """
 int32_t t_srdhm(int32_t a, int32_t b);

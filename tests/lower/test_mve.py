@@ -16,10 +16,10 @@ from onnx import helper, numpy_helper
 from test_dsp import INT8_MODELS, check_target_build, qconv, qmatmul
 
 import aotc
-from aotc.boards import load_board
-from aotc.host import WARN_FLAGS
 from aotc.lower.mve import pack_rows
 from aotc.paths import runtime_dir
+from aotc.targets.boards import load_board
+from aotc.targets.host import WARN_FLAGS
 
 CASES = {
     "conv1x1": (qconv, dict(kernel=(1, 1), pads=(0, 0, 0, 0), cin=32, m=8)),

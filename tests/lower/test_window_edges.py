@@ -1,7 +1,7 @@
 """Windowed ops on degenerate geometries, where the range analysis decides whole taps or whole
 windows at compile time (aotc.lower.ranges) and the bindings their guards used must vanish
 with them: kernel larger than the input, pads larger than the kernel, stride larger than the
-input, 1x1 (and length-1) feature maps. Each case is compiled with -Werror (aotc.host builds
+input, 1x1 (and length-1) feature maps. Each case is compiled with -Werror (aotc.targets.host builds
 with ``-std=c99 -Wall -Wextra -Werror -pedantic``, so an unused local fails the build) and its
 outputs are compared with onnxruntime through the generated C, tolerance atol=rtol=1e-5. Host
 only: the mechanism under test is in the compiler, not the target, and the boards run the same C.

@@ -27,7 +27,7 @@ from aotc.ops import resolve
 from aotc.passes import run_pipeline
 from aotc.passes.layout import permuted_views
 from aotc.passes.patches import graph_macs, split_stage, stage_chain
-from aotc.schedule import make_schedule
+from aotc.steps.schedule import make_schedule
 
 # (out channels, kernel, stride, dilation, pads [top, left, bottom, right], depthwise)
 Layer = tuple[int, int, int, int, tuple[int, int, int, int], bool]

@@ -25,7 +25,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from aotc.coverage import SuiteEntry, exclusion_reason, exclusions, suite  # noqa: F401
+from aotc.verification.coverage import SuiteEntry, exclusion_reason, exclusions, suite  # noqa: F401
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent

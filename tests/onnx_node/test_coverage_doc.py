@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from aotc import coverage
+from aotc.verification import coverage
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -233,7 +233,7 @@ def test_roialign_batch_index_outside_the_batch_gives_zeros():
 PROBE = textwrap.dedent('''
     import cffi
     import numpy as np
-    from aotc.host import build_shared
+    from aotc.targets.host import build_shared
 
     def _lib(tmp_path):
         (tmp_path / "probe.c").write_text(
@@ -280,7 +280,7 @@ def test_sanitize_script_catches_ub(tmp_path):
 
 
 def test_sanitize_flags_are_in_the_cache_key(tmp_path, monkeypatch):
-    from aotc.host import build_shared
+    from aotc.targets.host import build_shared
 
     (tmp_path / "k.c").write_text("int k(void);\nint k(void) { return 1; }\n")
     monkeypatch.setenv("AOTC_CACHE_DIR", str(tmp_path / "cache"))

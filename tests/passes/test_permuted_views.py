@@ -11,7 +11,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import aotc
-from aotc.verification import onnxruntime_outputs
+from aotc.verification.run import onnxruntime_outputs
 
 NHWC = (1, 7, 6, 5)
 

@@ -1,4 +1,4 @@
-"""Operator reordering (aotc/reorder.py): a branching graph runs in the order of smallest
+"""Operator reordering (aotc/steps/reorder.py): a branching graph runs in the order of smallest
 liveness bound, which brute force over every topological order confirms; --keep-order keeps
 the model's order; outputs still match onnxruntime; the bundle is deterministic."""
 
@@ -111,7 +111,7 @@ def test_mlperf_reordering_never_raises_the_bound(stem: str, mlperf_dir: Path,
 
 def test_greedy_beyond_the_exact_limit(monkeypatch: pytest.MonkeyPatch) -> None:
     """Past EXACT_STATES the greedy order runs; here it also finds the optimum."""
-    from aotc import reorder
+    from aotc.steps import reorder
 
     exact = _bound(_model(NODES))
     monkeypatch.setattr(reorder, "EXACT_STATES", 1)

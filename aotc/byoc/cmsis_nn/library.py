@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from aotc.errors import AotcError
-from aotc.host import cache_dir
+from aotc.paths import cache_dir
 
 ENV_VAR = "CMSIS_NN_PATH"
 MARKER = Path("Include") / "arm_nnfunctions.h"

@@ -21,7 +21,7 @@ import cffi
 import numpy as np
 
 from aotc.errors import AotcError
-from aotc.paths import runtime_dir
+from aotc.paths import cache_dir, runtime_dir
 
 WARN_FLAGS = ["-std=c99", "-Wall", "-Wextra", "-Werror", "-pedantic"]
 HOST_FLAGS = ["-O2", "-ffp-contract=off", "-fPIC", "-shared"]
@@ -32,12 +32,6 @@ SANITIZE_FLAGS = ["-fsanitize=address,undefined,float-cast-overflow",
                   "-fno-sanitize-recover=all", "-fno-omit-frame-pointer", "-g"]
 STATUS = {0: "ok", 1: "null pointer argument", 2: "arena too small", 3: "arena misaligned",
           4: "a BYOC kernel (external library) returned an error"}
-
-
-def cache_dir() -> Path:
-    d = Path(os.environ.get("AOTC_CACHE_DIR") or Path.home() / ".cache" / "aotc")
-    d.mkdir(parents=True, exist_ok=True)
-    return d
 
 
 def _cc() -> str:
@@ -105,7 +99,7 @@ def clang_check(bundle_dir: Path) -> None:
         h.update(f.read_bytes())
     libs = bundle_libraries(bundle_dir)
     if libs:
-        from aotc.byoc.build import include_flags
+        from aotc.targets.libraries import include_flags
 
         h.update(" ".join(include_flags(libs)).encode())
     ok = cache_dir() / f"clang_{h.hexdigest()[:24]}.ok"
@@ -130,7 +124,7 @@ def build_shared(bundle_dir: Path) -> Path:
     libs = bundle_libraries(bundle_dir)
     archives: list[str] = []
     if libs:  # BYOC libraries (CMSIS-NN, ...): built once per content into aotc's cache
-        from aotc.byoc.build import archive, include_flags
+        from aotc.targets.libraries import archive, include_flags
 
         archives = [str(archive(lib, cc, ["-O2", "-fPIC"])) for lib in libs]
     flags = host_flags() + (include_flags(libs) if libs else [])

@@ -215,7 +215,7 @@ def run_per_node(model: ModelLike, comp: Compilation,
                  reference: ModelLike | None = None) -> list[dict[str, Any]]:
     """The per-node rows of ``comp`` (the Compilation of ``model``) on ``inputs`` (default:
     the random vectors of run_verification), against ``reference`` (default: ``model``)."""
-    from aotc.verification import default_vectors, onnxruntime_outputs
+    from aotc.verification.run import default_vectors, onnxruntime_outputs
 
     proto = _proto(model)
     ref_proto = proto if reference is None else _proto(reference)

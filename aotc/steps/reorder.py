@@ -7,7 +7,7 @@ the set; the live bytes after it depend on the set only), as long as the number 
 stays at or below EXACT_STATES; beyond that, a greedy choice among the ready kernels. The
 model's order is kept unless the chosen order has a strictly smaller bound, so the output does
 not change where reordering gains nothing. Graphs with control flow (If/Loop/Scan) keep their
-order: their bodies' steps and markers must stay contiguous (aotc/schedule.py). Deterministic:
+order: their bodies' steps and markers must stay contiguous (aotc/steps/schedule.py). Deterministic:
 ties go to the kernel earlier in the model's order.
 """
 
@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from aotc.ir.graph import CHAIN, Graph, Node
-from aotc.schedule import CONTROL_OPS, is_view
+from aotc.steps.schedule import CONTROL_OPS, is_view
 
 # The exact search stops (and the greedy one runs) past this many sets of executed kernels.
 EXACT_STATES = 20_000

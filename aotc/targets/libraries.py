@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from aotc.errors import AotcError
-from aotc.host import cache_dir
+from aotc.paths import cache_dir
 
 
 def include_flags(libs: Iterable[dict[str, Any]]) -> list[str]:

@@ -1,6 +1,6 @@
-"""The fast build path: the firmware aotc.boards.build_firmware builds with CMake, built with one
-compiler invocation per bundle from a per-board recipe (CMake's own flags, startup and runtime
-objects), cached in aotc's cache directory."""
+"""The fast build path: the firmware aotc.targets.boards.build_firmware builds with CMake,
+built with one compiler invocation per bundle from a per-board recipe (CMake's own flags,
+startup and runtime objects), cached in aotc's cache directory."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from aotc import paths
-from aotc.boards import (
+from aotc.targets.boards import (
     Board,
     FirmwareTooBig,
     ensure_toolchain,
@@ -48,13 +48,6 @@ class Recipe:
     aux_files: tuple[str, ...]  # their .su and .ci files
 
 
-def cache_dir() -> Path:
-    """aotc's cache (AOTC_CACHE_DIR, else ~/.cache/aotc): recipes and cached firmware."""
-    d = Path(os.environ.get("AOTC_CACHE_DIR") or Path.home() / ".cache" / "aotc")
-    d.mkdir(parents=True, exist_ok=True)
-    return d
-
-
 def recipe_key(board: Board, runtime_dir: Path, build_type: str) -> str:
     """Hash of everything a recipe depends on: CMakeLists.txt, the board's files, the runtime
     and the compiler binary, by content and by place (a recipe holds absolute paths: one made
@@ -79,7 +72,8 @@ def board_recipe(
     """The board's recipe, from the cache or made now (one CMake build, ~2 s)."""
     board = load_board(board)
     runtime_dir = Path(runtime_dir or paths.runtime_dir()).resolve()
-    target = cache_dir() / "recipes" / f"{board.name}-{recipe_key(board, runtime_dir, build_type)}"
+    key = recipe_key(board, runtime_dir, build_type)
+    target = paths.cache_dir() / "recipes" / f"{board.name}-{key}"
     if not (target / "recipe.json").is_file():
         ensure_toolchain(board)
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -201,7 +195,7 @@ def build_firmware_fast(
     libs = meta.get("libraries", [])
     lib_flags, archives = [], []
     if libs:  # BYOC libraries (CMSIS-NN, ...) built for this board, cached by content
-        from aotc.byoc.build import archive, include_flags
+        from aotc.targets.libraries import archive, include_flags
 
         lib_flags = include_flags(libs)
         archives = [str(archive(lib, recipe.compiler, library_flags(recipe.strict_flags)))

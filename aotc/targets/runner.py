@@ -16,8 +16,9 @@ from typing import Any
 
 import numpy as np
 
-from aotc import boards, fastbuild, paths
+from aotc import paths
 from aotc.errors import AotcError
+from aotc.targets import boards, fastbuild
 
 
 class DoesNotFit(AotcError):
@@ -80,7 +81,7 @@ class BoardRunner:
                 raise DoesNotFit(msg)
 
     def _cached_build(self) -> Path:
-        fw = fastbuild.cache_dir() / "fw"
+        fw = paths.cache_dir() / "fw"
         final = fw / f"{self.board.name}_{_firmware_key(self.dir, self.board)}"
         if (final / "aotc_app.elf").is_file():
             return final / "aotc_app.elf"

@@ -1,7 +1,7 @@
 """Boards: build a compiled bundle into firmware for one board and run it under QEMU.
 
 A board is data in ``boards/<name>/`` (board.toml, toolchain.cmake, link.ld, startup); this
-module reads it and drives cmake, QEMU and binutils (aotc.fastbuild builds the same firmware
+module reads it and drives cmake, QEMU and binutils (aotc.targets.fastbuild builds the same firmware
 without cmake). Every emulator run has a timeout, and every failure becomes one RuntimeError
 naming the cause. Only stdlib, numpy and (for rendering) jinja2.
 """
@@ -25,7 +25,8 @@ from pathlib import Path
 
 import numpy as np
 
-from aotc import measure, paths
+from aotc import paths
+from aotc.targets import measure
 
 # Exit statuses with a meaning of their own (harness: templates/test_main.c.j2; fault handlers:
 # boards/common/cortexm_startup.c and boards/rv32imc/startup.S; 124/134: timeout(1) and QEMU).
@@ -393,7 +394,8 @@ def _describe_failure(rc: int, log: str, board: Board, name: str, timeout: float
 def _bundle_of(elf: Path) -> dict:
     path = Path(elf).parent / "aotc_bundle.json"
     if not path.is_file():
-        raise RuntimeError(f"{path} is missing: build the ELF with aotc.boards.build_firmware")
+        raise RuntimeError(f"{path} is missing: build the ELF with "
+                           f"aotc.targets.boards.build_firmware")
     return json.loads(path.read_text())
 
 
@@ -514,7 +516,7 @@ def _check_output(cmd: list[str]) -> str:
 
 
 if __name__ == "__main__":
-    # CMakeLists.txt without AOTC_MAIN: python -m aotc.boards render-main BUNDLE_DIR OUT.c
+    # CMakeLists.txt without AOTC_MAIN: python -m aotc.targets.boards render-main BUNDLE_DIR OUT.c
     if len(sys.argv) != 4 or sys.argv[1] != "render-main":
-        sys.exit("usage: python -m aotc.boards render-main BUNDLE_DIR OUT.c")
+        sys.exit("usage: python -m aotc.targets.boards render-main BUNDLE_DIR OUT.c")
     Path(sys.argv[3]).write_text(render_test_main(sys.argv[2]))

@@ -1,6 +1,6 @@
 """Measuring firmware, the parts that need no board: instruction counters (the QEMU TCG plugin
 boards/qemu_plugin/insncount.c for emulated boards, callgrind for the host) and parsers for
-`size -A`, `nm -S` and gcc's .su files. aotc.boards drives these; use it, not this module.
+`size -A`, `nm -S` and gcc's .su files. aotc.targets.boards drives these; use it, not this module.
 Counts per function are self counts (instructions inside the function's own address range);
 call counts are inclusive (from entering the function until it returns, callees included).
 """
