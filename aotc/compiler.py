@@ -34,7 +34,7 @@ from aotc.frontend.torch import (
     weight_check,
 )
 from aotc.ir.graph import Graph
-from aotc.lower.builder import STACK_TEMP_MAX
+from aotc.loops.builder import STACK_TEMP_MAX
 from aotc.lower.lowering import LoweredStep, lower_step
 from aotc.memory.buffers import Plan, check_no_overlap
 from aotc.memory.liveness import (
@@ -49,6 +49,7 @@ from aotc.memory.planner import plan
 from aotc.memory.pools import Pool, PoolsDoNotFit, plan_pools, resolve_pools
 from aotc.memory.report import ascii_timeline, plan_to_json
 from aotc.names import Namer, c_ident
+from aotc.ops.quant.arith import REQUANT_MODES
 from aotc.passes import PASS_NAMES, Pass, default_pipeline, run_pipeline
 from aotc.passes.layout import permuted_views, to_layout
 from aotc.passes.patches import (
@@ -59,7 +60,6 @@ from aotc.passes.patches import (
     stage_chain,
 )
 from aotc.progress import QUIET, Progress
-from aotc.qmath import REQUANT_MODES
 from aotc.steps.reorder import reorder
 from aotc.steps.schedule import Schedule, Step, make_schedule
 

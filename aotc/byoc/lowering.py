@@ -14,7 +14,7 @@ import numpy as np
 from aotc import dtypes
 from aotc.byoc.backend import Emitted, Subgraph
 from aotc.errors import AotcError
-from aotc.lower.loop_ir import Buffer, Kernel
+from aotc.loops.loop_ir import Buffer, Kernel
 from aotc.lower.lowering import LoweredStep
 from aotc.names import c_comment, c_ident
 from aotc.ops import resolve

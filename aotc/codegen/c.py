@@ -17,7 +17,7 @@ import math
 import numpy as np
 
 from aotc.dtypes import DType
-from aotc.lower.loop_ir import (
+from aotc.loops.loop_ir import (
     Assign,
     Bin,
     Block,

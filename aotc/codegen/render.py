@@ -12,7 +12,7 @@ from aotc import dtypes
 from aotc.byoc.backend import Library
 from aotc.codegen.bundle import TensorDecl, format_array, provenance
 from aotc.codegen.c import MVE_CALLS, CPrinter, acle_calls, vldm_sizes
-from aotc.lower.loop_ir import Kernel
+from aotc.loops.loop_ir import Kernel
 from aotc.lower.lowering import LoweredStep
 from aotc.names import Namer, c_comment
 from aotc.version import __version__

@@ -1,4 +1,4 @@
-"""Import of If, Loop and Scan: each subgraph becomes a closed Body (aotc/ops/control.py).
+"""Import of If, Loop and Scan: each subgraph becomes a closed Body (aotc/ops/control/if_loop_scan.py).
 
 Names: every value and node of a body is renamed ``<node>.<attribute>.<name>``, unique in the
 whole model. Outer-scope references (a body node reading a tensor of an enclosing graph by
@@ -21,7 +21,7 @@ from onnx import numpy_helper
 from aotc import dtypes
 from aotc.errors import AotcError
 from aotc.ir.graph import Graph, Node, TensorType, Value
-from aotc.ops.control import Body
+from aotc.ops.control.if_loop_scan import Body
 
 CONTROL_OPS = ("If", "Loop", "Scan")
 Resolver = Callable[[str], "str | None"]

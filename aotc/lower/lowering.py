@@ -15,9 +15,9 @@ import numpy as np
 
 from aotc.errors import AotcError
 from aotc.ir.graph import CHAIN, Graph, Node
-from aotc.lower import ranges, transforms
-from aotc.lower.builder import BufRef, KernelBuilder
-from aotc.lower.loop_ir import Buffer, Expr, Kernel, used_buffers
+from aotc.loops import ranges, transforms
+from aotc.loops.builder import BufRef, KernelBuilder
+from aotc.loops.loop_ir import Buffer, Expr, Kernel, used_buffers
 from aotc.names import c_comment, c_ident
 from aotc.ops import OpDef, resolve
 from aotc.schedules import common as COMMON

@@ -8,7 +8,7 @@ an epilogue operand such as a residual). The output then shares the input's buff
 In-place convolutions (conv_inplace_modes) go further, with a stated temporary (the kernel's
 scratch, or a local array on the C stack when small and that saves arena): a depthwise conv
 writes each output channel over its dead input channel, a 2-D conv its output rows through a
-ring of rows (aotc/ops/conv_line.py), a 1x1 stride-1 conv each output pixel over its dead
+ring of rows (aotc/schedules/conv/line.py), a 1x1 stride-1 conv each output pixel over its dead
 input pixel. The buffer then has the size of the larger of the two tensors.
 """
 
@@ -99,7 +99,7 @@ def conv_inplace_modes(s: Schedule, io_in_arena: bool = False) -> dict[int, str]
     conv with batch 1 and constant weights: output pixel p needs input pixel p only, and in
     NCHW lands on input pixel p (or past the input when there are more output channels). All
     need equal element sizes."""
-    from aotc.ops.conv import conv_pads
+    from aotc.ops.nn.conv import conv_pads
 
     g = s.graph
     planned = ("arena", "input", "output") if io_in_arena else ("arena",)
@@ -147,8 +147,8 @@ def conv_inplace_modes(s: Schedule, io_in_arena: bool = False) -> dict[int, str]
 
 def _line_bytes(xt: Any, yt: Any, wt: Any, group: int, pb: Sequence[int],
                 strides: Sequence[int], dil: Sequence[int]) -> int | None:
-    """The ring an in-place conv by line needs (aotc/ops/conv_line.py), or None."""
-    from aotc.ops.conv_line import line_delay, line_temp_elems
+    """The ring an in-place conv by line needs (aotc/schedules/conv/line.py), or None."""
+    from aotc.schedules.conv.line import line_delay, line_temp_elems
 
     depthwise = group == xt.shape[1] == yt.shape[1] and group > 1
     if not depthwise and group != 1:
@@ -197,14 +197,14 @@ def inplace_temp_bytes(s: Schedule, step: int, mode: str) -> int:
     ring of output rows ("line"), or none ("element": each output stored at once). One of at
     most STACK_TEMP_MAX bytes counts 0: the compiler puts it on the C stack where it would
     make the arena larger (aotc/compiler.py _stack_temporaries)."""
-    from aotc.lower.builder import STACK_TEMP_MAX
+    from aotc.loops.builder import STACK_TEMP_MAX
 
     if mode == "element":
         return 0
     n, g = s.steps[step].node, s.graph
     t = g.type(n.outputs[0])
     if mode == "line":
-        from aotc.ops.conv import conv_pads
+        from aotc.ops.nn.conv import conv_pads
 
         xt, wt = g.type(n.inputs[0]), g.type(n.inputs[_CONV_WEIGHTS[n.op]])
         pb, _ = conv_pads(n, xt.shape[2:], wt.shape[2:])

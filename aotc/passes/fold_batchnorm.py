@@ -14,7 +14,7 @@ import numpy as np
 
 from aotc import dtypes
 from aotc.ir.graph import Graph, Node, TensorType, Value
-from aotc.ops.norm import _BatchNorm
+from aotc.ops.nn.norm import _BatchNorm
 
 
 def fold_batchnorm(g: Graph) -> Graph:

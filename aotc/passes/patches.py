@@ -114,7 +114,7 @@ class _Geo:
 
 
 def _geometry(g: Graph, n: Node) -> _Geo:
-    from aotc.ops.conv import conv_pads
+    from aotc.ops.nn.conv import conv_pads
 
     in_sp = g.type(n.inputs[0]).shape[2:]
     k = tuple(g.type(n.inputs[STAGE_OPS[n.op]]).shape[2:])

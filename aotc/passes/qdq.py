@@ -16,9 +16,10 @@ from collections.abc import Callable
 
 import numpy as np
 
-from aotc import dtypes, qmath
+from aotc import dtypes
 from aotc.ir.graph import Graph, Node, TensorType, Value
-from aotc.ops.qtable import lut_table, tflm_table
+from aotc.ops.quant import arith as qmath
+from aotc.ops.quant.tables import lut_table, tflm_table
 
 QUANT_OPS = {"QLinearConv", "QLinearMatMul", "ConvInteger", "MatMulInteger", "QLinearAdd",
              "QLinearMul", "QLinearAveragePool", "QLinearGlobalAveragePool", "QLinearSoftmax",
@@ -30,7 +31,7 @@ TRANSPARENT = {"Reshape", "Transpose", "Flatten", "Squeeze", "Unsqueeze", "Ident
 MOVES = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose"}
 # Float ops computed as a 256-entry table on int8: the float formula quantised (onnx mode), or,
 # for Sigmoid/Tanh in tflite mode with TFLite's output parameters, TFLM's fixed-point LOGISTIC/TANH
-# evaluated for each of the 256 inputs (aotc.qmath.int8_activation_table).
+# evaluated for each of the 256 inputs (aotc.ops.quant.arith.int8_activation_table).
 LUT_FUNCS: dict[str, Callable[[np.ndarray, Node], np.ndarray]] = {
     "Sigmoid": lambda x, n: 1 / (1 + np.exp(-x)),
     "Tanh": lambda x, n: np.tanh(x),

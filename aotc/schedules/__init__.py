@@ -129,4 +129,6 @@ def checked(schedule: Schedule) -> dict[str, Any]:
 
 
 # The families' knobs register on import.
-from aotc.schedules import common, conv, gemm  # noqa: E402,F401
+from aotc.schedules import common  # noqa: E402,F401
+from aotc.schedules.conv import knobs as conv_knobs  # noqa: E402,F401
+from aotc.schedules.gemm import knobs as gemm_knobs  # noqa: E402,F401

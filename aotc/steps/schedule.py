@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from aotc.errors import AotcError
 from aotc.ir.graph import Graph, Node, Value
 from aotc.ops import resolve
-from aotc.ops.control import Body
+from aotc.ops.control.if_loop_scan import Body
 
 CONTROL_OPS = ("If", "Loop", "Scan")
 CTRL_DOMAIN = "aotc.ctrl"  # marker steps: C control flow around the kernels between them
@@ -163,9 +163,9 @@ class _Expander:
     def _strided_view(self, n: Node) -> None:
         """A PermuteView's strides are its source's permuted; a SliceView keeps its source's
         and starts at the box's first element."""
-        from aotc.lower.builder import strides_of
-        from aotc.ops.shape import permuted_strides
-        from aotc.ops.window import view_offset
+        from aotc.loops.builder import strides_of
+        from aotc.ops.tensor.shape import permuted_strides
+        from aotc.ops.tensor.slice_view import view_offset
 
         x, y = n.inputs[0], n.outputs[0]
         src = self.strides.get(x) or strides_of(self.values[x].type.shape)

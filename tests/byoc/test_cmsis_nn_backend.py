@@ -178,7 +178,7 @@ def test_refused_kernels_fall_back_to_native(case, tmp_path, cmsis_nn):
         # onnxruntime's (and the reference evaluator's) int32 accumulator wraps here; aotc
         # defines the result as exact arithmetic would give it (docs/operators.md, QLinearConv):
         # computed here in float64 from the model's own numbers.
-        from aotc.ops.conv import Conv
+        from aotc.ops.nn.conv import Conv
 
         init = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
         acc = Conv().reference((x.astype(np.float64) - float(init["xz"])),

@@ -13,9 +13,9 @@ import pytest
 
 from aotc import dtypes
 from aotc.codegen.c import CPrinter
-from aotc.lower.builder import BufRef, KernelBuilder
-from aotc.lower.loop_ir import Buffer, Outline, Store
-from aotc.lower.transforms import scalarize_locals, unroll_hinted
+from aotc.loops.builder import BufRef, KernelBuilder
+from aotc.loops.loop_ir import Buffer, Outline, Store
+from aotc.loops.transforms import scalarize_locals, unroll_hinted
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "lower"))
 from kernel_harness import build  # noqa: E402

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from aotc import dtypes
 from aotc.codegen.c import CPrinter
-from aotc.lower.loop_ir import (
+from aotc.loops.loop_ir import (
     INDEX,
     Assign,
     Buffer,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from aotc import dtypes
 from aotc.codegen.c import CPrinter
-from aotc.lower.loop_ir import Buffer, Const, Decl, Load, Var, consecutive, vldm
+from aotc.loops.loop_ir import Buffer, Const, Decl, Load, Var, consecutive, vldm
 
 F32 = dtypes.float32
 X = Buffer("x", F32, 64, "in")

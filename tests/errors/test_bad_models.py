@@ -223,7 +223,7 @@ def test_shapes_inferred_without_running_the_reference(tmp_path: Path,
     """Above INFER_BY_RUNNING_MAX elements the default infer asks ONNX's shape inference instead
     of running the reference on zeros; the shapes it gives make a bundle onnxruntime agrees
     with (the limit is lowered here so a small model takes that path)."""
-    monkeypatch.setattr(aotc.ops, "INFER_BY_RUNNING_MAX", 16)
+    monkeypatch.setattr(aotc.ops.opdef, "INFER_BY_RUNNING_MAX", 16)
     calls: list[str] = []
     real = aotc.ops.OpDef.run_reference
 

@@ -16,7 +16,7 @@ import cffi
 import numpy as np
 
 from aotc.codegen.c import CPrinter
-from aotc.lower.loop_ir import Kernel
+from aotc.loops.loop_ir import Kernel
 from aotc.paths import runtime_dir
 
 CFLAGS = ["-std=c99", "-Wall", "-Wextra", "-Werror", "-pedantic", "-shared", "-fPIC", "-O1",

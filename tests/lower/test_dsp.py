@@ -1,4 +1,4 @@
-"""The DSP-extension schedule (aotc/lower/dsp.py): int8 conv and matmul compiled --target
+"""The DSP-extension schedule (aotc/loops/dsp.py): int8 conv and matmul compiled --target
 cortex-m4f reduce two channels per SMLAD. The same model compiled for a generic MCU is the
 reference: the DSP build must give the same bytes on the cortex-m4f board (QEMU) and, through
 the C definitions of the intrinsics, on the host; the MLPerf int8 models stay bit-exact with
@@ -14,7 +14,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import aotc
-from aotc.lower.dsp import pack_words
+from aotc.loops.dsp import pack_words
 
 
 def _model(node: onnx.NodeProto, inits: dict, x_shape: tuple, xdt: type, opset: int

@@ -1,5 +1,5 @@
 """The fixed-point requantisation primitives: the C inline functions of the runtime header
-against their Python twins in aotc.qmath (which build tables at compile time), and both against
+against their Python twins in aotc.ops.quant.arith (which build tables at compile time), and both against
 values that follow from TFLite's published definitions."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import cffi
 import numpy as np
 import pytest
 
-from aotc import qmath
+from aotc.ops.quant import arith as qmath
 from aotc.paths import runtime_dir
 from aotc.targets.runner import BoardRunner
 

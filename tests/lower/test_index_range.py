@@ -18,8 +18,8 @@ from opcheck import compile_and_run, make_model, ort_run, rand
 
 import aotc
 from aotc.errors import AotcError
-from aotc.lower.loop_ir import Buffer, Kernel
-from aotc.lower.ranges import index_overflow
+from aotc.loops.loop_ir import Buffer, Kernel
+from aotc.loops.ranges import index_overflow
 
 
 def _conv(pad: int, stride: int):  # type: ignore[no-untyped-def]

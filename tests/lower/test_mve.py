@@ -1,4 +1,4 @@
-"""The Helium (MVE) schedule (aotc/lower/mve.py): int8 conv and matmul compiled --target
+"""The Helium (MVE) schedule (aotc/loops/mve.py): int8 conv and matmul compiled --target
 cortex-m55 reduce 16 channels per VMLADAVA. The same model compiled for a generic MCU is the
 reference: the MVE build must give the same bytes on the cortex-m55 board (QEMU) and, through
 the C twins of the intrinsics, on the host; the MLPerf int8 models stay bit-exact with TFLite
@@ -16,7 +16,7 @@ from onnx import helper, numpy_helper
 from test_dsp import INT8_MODELS, check_target_build, qconv, qmatmul
 
 import aotc
-from aotc.lower.mve import pack_rows
+from aotc.loops.mve import pack_rows
 from aotc.paths import runtime_dir
 from aotc.targets.boards import load_board
 from aotc.targets.host import WARN_FLAGS

@@ -9,9 +9,9 @@ import numpy as np
 from kernel_harness import build
 from test_transforms import H, W, np_stencil, stencil
 
-from aotc.lower.loop_ir import If, Stmt
-from aotc.lower.ranges import prune_guards
-from aotc.lower.transforms import unroll
+from aotc.loops.loop_ir import If, Stmt
+from aotc.loops.ranges import prune_guards
+from aotc.loops.transforms import unroll
 
 
 def count_ifs(body: tuple[Stmt, ...]) -> int:
@@ -47,7 +47,7 @@ def test_guards_on_loop_variables_without_unrolling_stay() -> None:
 
 
 def test_prune_removes_half_the_checks_of_a_border_tap() -> None:
-    from aotc.lower.loop_ir import Bin
+    from aotc.loops.loop_ir import Bin
 
     unrolled = unroll(unroll(stencil(), "di"), "dj")
     pruned = prune_guards(unrolled)

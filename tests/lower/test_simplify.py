@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from aotc import dtypes
 from aotc.codegen.c import CPrinter
-from aotc.lower.loop_ir import (
+from aotc.loops.loop_ir import (
     BOOL,
     INDEX,
     Assign,
@@ -21,7 +21,7 @@ from aotc.lower.loop_ir import (
     Var,
     cmp,
 )
-from aotc.lower.simplify import simplify, simplify_body, simplify_expr
+from aotc.loops.simplify import simplify, simplify_body, simplify_expr
 
 F32 = dtypes.float32
 X = Buffer("x", F32, 64, "in")

@@ -17,9 +17,9 @@ import pytest
 from kernel_harness import build
 
 from aotc import dtypes
-from aotc.lower.builder import BufRef, KernelBuilder
-from aotc.lower.loop_ir import Assign, Block, Buffer, If, Kernel, Loop, Stmt, Store, cmp, land
-from aotc.lower.transforms import ScheduleError, reorder, tile, unroll
+from aotc.loops.builder import BufRef, KernelBuilder
+from aotc.loops.loop_ir import Assign, Block, Buffer, If, Kernel, Loop, Stmt, Store, cmp, land
+from aotc.loops.transforms import ScheduleError, reorder, tile, unroll
 
 F32 = dtypes.float32
 M, K, N = 5, 7, 6      # none divides the tile factors used below: remainders everywhere

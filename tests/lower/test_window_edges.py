@@ -1,5 +1,5 @@
 """Windowed ops on degenerate geometries, where the range analysis decides whole taps or whole
-windows at compile time (aotc.lower.ranges) and the bindings their guards used must vanish
+windows at compile time (aotc.loops.ranges) and the bindings their guards used must vanish
 with them: kernel larger than the input, pads larger than the kernel, stride larger than the
 input, 1x1 (and length-1) feature maps. Each case is compiled with -Werror (aotc.targets.host builds
 with ``-std=c99 -Wall -Wextra -Werror -pedantic``, so an unused local fails the build) and its

@@ -15,7 +15,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import aotc
 from aotc.compiler import CompileOptions, compile_model
-from aotc.lower.builder import STACK_TEMP_MAX
+from aotc.loops.builder import STACK_TEMP_MAX
 from aotc.memory.liveness import _writes_behind_reads
 
 

@@ -1,4 +1,4 @@
-"""In-place convs by line (aotc/ops/conv_line.py): a 2-D conv writes its output over its dead
+"""In-place convs by line (aotc/schedules/conv/line.py): a 2-D conv writes its output over its dead
 input through a ring of D output rows. line_delay against a run that overwrites its input,
 the generated C against onnxruntime (float: rtol 1e-5, atol 1e-5; int8: equal to the conv
 not in place, and to onnxruntime with its requantisation), and the plans as the kernels touch
@@ -18,7 +18,7 @@ from test_inplace_planner import _replay
 import aotc
 from aotc.compiler import CompileOptions, compile_model
 from aotc.memory import check_no_overlap
-from aotc.ops.conv_line import line_delay
+from aotc.schedules.conv.line import line_delay
 
 
 def _out_sp(h, w, kh, kw, pads, strides, dil):  # type: ignore[no-untyped-def]

@@ -1,4 +1,4 @@
-"""Conv and ConvTranspose (aotc/ops/conv.py) against onnxruntime: 1-D/2-D/3-D, groups, pads,
+"""Conv and ConvTranspose (aotc/ops/nn/conv.py) against onnxruntime: 1-D/2-D/3-D, groups, pads,
 auto_pad, strides, dilations, bias, and the fusions around Conv (BatchNormalization folding,
 residual Add + Relu epilogue)."""
 

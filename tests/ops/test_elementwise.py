@@ -1,4 +1,4 @@
-"""Elementwise ops (aotc/ops/elementwise.py) against onnxruntime: broadcasting, activations,
+"""Elementwise ops (aotc/ops/math/elementwise.py) against onnxruntime: broadcasting, activations,
 Clip across opsets, Cast, integer arithmetic, and the errors for what is not supported."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Gemm and MatMul (aotc/ops/gemm.py) against onnxruntime: transposes, alpha/beta, every shape
+"""Gemm and MatMul (aotc/ops/nn/gemm.py) against onnxruntime: transposes, alpha/beta, every shape
 of C, constant and run-time B, 1-D operands, batched broadcasting, and fused epilogues."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Normalisation ops (aotc/ops/norm.py, norm2.py) against onnxruntime: standalone, folded and
+"""Normalisation ops (aotc/ops/nn/norm.py, norm2.py) against onnxruntime: standalone, folded and
 training-mode BatchNormalization, LayerNormalization (axis, bias, Mean/InvStdDev),
 InstanceNormalization, LpNormalization, RMSNormalization, GroupNormalization (opsets 18, 21),
 MeanVarianceNormalization, LRN, their fusion with a following elementwise op, and the errors."""

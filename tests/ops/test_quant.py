@@ -6,7 +6,7 @@ are within 1 LSB of onnxruntime in both modes: ``onnx`` mode computes what onnxr
 (float scale, round half to even) and is usually exact; ``tflite`` mode rounds with TFLite's
 fixed-point multiplier, which may differ by one at a tie. tflite-mode outputs of conv/matmul
 are also checked exactly against a fixed-point reference written here from TFLite's published
-formulas (independent of aotc.qmath).
+formulas (independent of aotc.ops.quant.arith).
 
 Where onnxruntime is known to be wrong, the oracle is the ONNX reference evaluator instead (one
 narrow rule, ``ort_known_wrong``): QLinearConv with uint8 activations and int8 weights, where
@@ -190,7 +190,7 @@ def test_qlinearconv(case, mode, tmp_path):
     lo, hi = np.iinfo(xdt).min, np.iinfo(xdt).max
     assert (want == lo).any() and (want == hi).any(), "the case must saturate at both ends"
     if mode == "tflite":
-        from aotc.ops.conv import Conv
+        from aotc.ops.nn.conv import Conv
 
         acc = Conv().reference((x.astype(np.int64) - xz).astype(np.float64),
                                (w.astype(np.int64) - wzp.astype(np.int64).reshape(

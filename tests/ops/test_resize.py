@@ -17,7 +17,7 @@ from test_shape import expect_error
 import aotc
 from aotc.errors import AotcError
 from aotc.ir.graph import Node
-from aotc.ops.resize import resize_plan
+from aotc.ops.image.resize import resize_plan
 
 F32 = np.float32
 TOL = {"atol": 1e-5, "rtol": 1e-4}

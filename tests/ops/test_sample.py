@@ -12,7 +12,7 @@ from test_shape import expect_error
 
 from aotc.errors import AotcError
 from aotc.ir.graph import Node
-from aotc.ops.sample import Col2Im
+from aotc.ops.image.sample import Col2Im
 
 F32, I64 = np.float32, np.int64
 

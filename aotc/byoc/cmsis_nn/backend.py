@@ -18,11 +18,11 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
-from aotc import qmath
 from aotc.byoc.backend import Backend, Constant, Emitted, Library, Pattern, Subgraph
 from aotc.byoc.cmsis_nn import library, params
 from aotc.byoc.cmsis_nn.library import FEATURES
 from aotc.errors import AotcError
+from aotc.ops.quant import arith as qmath
 
 INCLUDES = ("arm_nnfunctions.h",)
 
@@ -44,7 +44,7 @@ def _act(sub: Subgraph) -> tuple[int | None, int | None]:
 
 # ------------------------------------------------------------------------------ conv
 def _conv_args(sub: Subgraph) -> dict:
-    from aotc.ops.conv import conv_pads
+    from aotc.ops.nn.conv import conv_pads
 
     x, y = sub.input_type(0), sub.output_type(0)
     w = sub.const(3)
@@ -95,7 +95,7 @@ MS = "com.microsoft"
 
 
 def _pool_geometry(sub: Subgraph):  # type: ignore[no-untyped-def]
-    from aotc.ops.pool import global_geometry, pool_geometry
+    from aotc.ops.nn.pool import global_geometry, pool_geometry
 
     x = sub.input_type(0)
     assert x is not None
@@ -132,7 +132,7 @@ def _pool_check(sub: Subgraph) -> str | None:
 
 # ------------------------------------------------------------------------------ softmax, add, mul
 def _softmax_check(sub: Subgraph) -> str | None:
-    from aotc.ops.qtable import QLinearSoftmax
+    from aotc.ops.quant.tables import QLinearSoftmax
 
     why = _requant(sub)
     if why:
@@ -273,7 +273,7 @@ class CmsisNNBackend(Backend):
     # -------------------------------------------------------------------- add, mul
     def _binary(self, sub: Subgraph, symbol: str) -> Emitted:
 
-        from aotc.ops.qlinear import QLinearAdd
+        from aotc.ops.quant.qlinear import QLinearAdd
 
         y = sub.output_type(0)
         assert y is not None

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from aotc import qmath
 from aotc.errors import AotcError
+from aotc.ops.quant import arith as qmath
 
 INT8 = (-128, 127)
 

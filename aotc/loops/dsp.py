@@ -1,0 +1,76 @@
+"""Integer dot products with the Arm DSP extension's dual 16-bit MAC, as loop IR.
+
+A schedule choice for targets whose board.toml features include "dsp" (Cortex-M4, M7, M33):
+integer conv and matmul kernels reduce over input channels two at a time. Two int8 activations
+become one word of two int16 lanes (SXTB16), and ``__smlad(w, x, acc)`` adds both products to
+the int32 accumulator in one instruction. Weights are packed at compile time into int32 words
+of four int8, two output channels x two input channels, in SXTB16's lane order (CMSIS-NN's
+"reordered" weights): SXTB16 of the word gives channel j's pair, SXTB16 of the word shifted
+right by 8 (SXTB16's rotate operand) gives channel j + 1's. The sums are the same int32 sums as the generic kernels (a
+16 x 16 product of 8-bit values and the int32 sum of two cannot overflow where the plain sum
+does not), so both schedules are bit-identical.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from aotc import dtypes
+from aotc.loops.loop_ir import Bin, Cast, Const, Expr, call
+
+I32 = dtypes.BY_NAME["int32"]
+U32 = dtypes.BY_NAME["uint32"]
+U8 = dtypes.BY_NAME["uint8"]
+
+
+def pack_words(w: np.ndarray) -> np.ndarray:
+    """Weights (C, K, J) -> int32 words (ceil(C/2), K, ceil(J/2)): the word [cp, k, jp] holds
+    the bytes w[c0, k, j0], w[c0, k, j1], w[c1, k, j0], w[c1, k, j1] (c0, c1 = 2cp, 2cp + 1;
+    j0, j1 = 2jp, 2jp + 1; zeros past C or J), little-endian."""
+    c, k, j = w.shape
+    cp, jp = -(-c // 2), -(-j // 2)
+    padded = np.zeros((2 * cp, k, 2 * jp), np.int8)
+    padded[:c, :, :j] = w
+    quads = padded.reshape(cp, 2, k, jp, 2).transpose(0, 2, 3, 1, 4)  # (cp, k, jp, c2, j2)
+    return np.ascontiguousarray(quads).reshape(cp, k, jp, 4).view("<i4")[..., 0]
+
+
+def x_pair(x0: Expr, x1: Expr | None, x_zp: int) -> Expr:
+    """The int16 pair (x0 - x_zp, x1 - x_zp) of two 8-bit loads as one int32 word. Without x1
+    (the last of an odd channel count) only the low lane counts: its weight's high lane is 0."""
+    signed = x0.dtype.is_signed
+    if x1 is None:
+        v = Cast(x0, I32)
+        return v - Const(x_zp, I32) if x_zp else v
+    lo = Cast(Cast(x0, U8), U32)
+    hi = Bin("shl", Cast(Cast(x1, U8), U32), Const(16, U32), U32)
+    word: Expr = Cast(Bin("bor", hi, lo, U32), I32)
+    # int8: SXTB16 sign-extends bytes 0 and 2; uint8 bytes are already the zero-extended lanes.
+    pair = call("sxtb16", word, dtype=I32) if signed else word
+    if x_zp:
+        both = ((-x_zp) & 0xFFFF) * 0x10001  # -x_zp in each 16-bit lane
+        pair = call("sadd16", pair, Const(both - (1 << 32) if both >= 1 << 31 else both, I32),
+                    dtype=I32)
+    return pair
+
+
+def mac_tile(kb: Any, accs: Any, words: Any, row: Expr, width: int, xps: Any) -> None:
+    """accs[p][j] += the pair dot product of channel j's weights with ``xps[p]``, for j <
+    width, for each pixel p (one accumulator array and activation pair each; a single pair and
+    array for one pixel); the weight words of the tile are words[row], words[row + 1], ...
+    (pack_words' jp). With several pixels each weight word is loaded and unpacked once."""
+    accs = accs if isinstance(accs, (list, tuple)) else [accs]
+    xps = xps if isinstance(xps, (list, tuple)) else [xps]
+    for jp in range(-(-width // 2)):
+        w = kb.local(words.flat(row + jp), "wq", I32)
+        lanes: list[Expr] = [call("sxtb16", w, dtype=I32)]
+        if 2 * jp + 1 < width:
+            lanes.append(call("sxtb16_ror8", w, dtype=I32))
+        if len(xps) > 1:
+            lanes = [kb.local(lane, "wl", I32) for lane in lanes]
+        for acc, xp in zip(accs, xps):
+            for h, lane in enumerate(lanes):
+                j = 2 * jp + h
+                kb.store(acc, [j], call("smlad", lane, xp, acc[[j]], dtype=I32))

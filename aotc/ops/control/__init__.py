@@ -1,0 +1,1 @@
+"""Control flow with subgraphs: If, Loop, Scan and their closed bodies."""

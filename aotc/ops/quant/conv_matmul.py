@@ -1,0 +1,571 @@
+"""Integer kernels QLinearConv, ConvInteger, QLinearMatMul, MatMulInteger, and what all
+quantised kernels share: requantisation (Requant) and integer conv/matmul arithmetic
+(IntArith). QuantizeLinear/DequantizeLinear are in quantize_linear.py, the com.microsoft
+QLinear* element ops in qlinear.py, softmax and table ops in qtable.py. The QDQ pass
+(aotc/passes/qdq.py) rewrites DequantizeLinear -> op -> QuantizeLinear into these kernels, so
+QDQ and QOperator models share one set of integer kernels.
+
+Integer kernels accumulate in int32 and requantise in the compile's mode (``_requant`` attr,
+set by the qdq pass from ``CompileOptions.requant``): ``tflite`` (fixed-point multiplier and
+shift, integer-only, bit-exact with TFLM's reference kernels) or ``onnx`` (float scale, round half
+to even). Scales, zero points, multipliers and shifts are compile-time constants: they become
+immediates or const tables in flash, never RAM.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from aotc import dtypes
+from aotc.dtypes import DType
+from aotc.errors import AotcError
+from aotc.ir.graph import Node, TensorType, Value
+from aotc.loops.loop_ir import Call, Cast, Const, Expr, bmax, bmin, call
+from aotc.ops import OpDef, register
+from aotc.ops.nn.conv import Conv, ConvArith
+from aotc.ops.nn.gemm import MatMul
+from aotc.ops.quant import arith as qmath
+
+QT = ("int8", "uint8")
+I32 = dtypes.int32
+I64 = dtypes.int64
+F32 = dtypes.float32
+# ONNX TensorProto codes of the output_dtype attribute.
+ONNX_DTYPES = {2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 6: "int32"}
+
+
+def qrange(dt: DType) -> tuple[int, int]:
+    info = np.iinfo(dt.np)
+    return int(info.min), int(info.max)
+
+
+def const_of(node: Node, v: Value | None, what: str) -> np.ndarray | None:
+    if v is None:
+        return None
+    if not v.is_const:
+        raise AotcError(f"{what} must be a compile-time constant", node.name, node.op)
+    return np.asarray(v.const)
+
+
+def mode_of(node: Node) -> str:
+    return str(node.attrs.get("_requant", "tflite"))
+
+
+class QuantOp(OpDef):
+    """Base of the integer ops: the reference gets the requant mode from ``_requant``."""
+
+    kind = "kernel"
+
+    def run_reference(self, node: Node, args: Sequence[np.ndarray | None]) -> list[np.ndarray]:
+        attrs = {k: v for k, v in node.attrs.items() if not k.startswith("_")}
+        out = self.compute(list(args), attrs, node)
+        outs = list(out) if isinstance(out, (tuple, list)) else [out]
+        return [np.asarray(o) for o in outs]
+
+    def compute(self, args: list[np.ndarray | None], attrs: dict[str, Any], node: Node) -> Any:
+        return self.reference(*[a for a in args], **attrs)
+
+
+# ------------------------------------------------------------------------------ requantisation
+class Requant:
+    """int32 accumulator -> clamp(requant(acc) + zero point) as the output integer type.
+    ``real`` holds the multipliers (one, or one per channel) in float64."""
+
+    def __init__(self, real: np.ndarray, zero_point: int, lo: int, hi: int, mode: str,
+                 out: DType) -> None:
+        self.real = np.atleast_1d(np.asarray(real, np.float64))
+        self.zp, self.lo, self.hi, self.mode, self.out = int(zero_point), lo, hi, mode, out
+        self._tables: dict[int, tuple[Any, ...]] = {}
+        # The largest |accumulator| of the kernel, where a DSP lowering proved one
+        # (conv_dsp.py, conv_depthwise.py): below 2^30 it may be doubled (aotc_q_requant_h).
+        self.acc_bound: int | None = None
+
+    def _per(self, kb: Any, name: str, values: np.ndarray, dt: DType, ch: Expr | None) -> Expr:
+        """One value per channel: a constant when all channels share it, else a table in
+        flash (int8 tables are widened to int32 where they are read)."""
+        if (values == values.ravel()[0]).all():
+            return Const(values.ravel()[0].item(), I32 if dt == dtypes.int8 else dt)
+        key = (id(kb), name)
+        if key not in self._tables:
+            self._tables[key] = (kb.const(name, values, dt),)
+        assert ch is not None
+        v = self._tables[key][0][[ch]]
+        return Cast(v, I32) if dt == dtypes.int8 else v
+
+    def tflite_params(self) -> tuple[np.ndarray, np.ndarray]:
+        """(significand, shift) per channel (int64, shift > 0 a left shift) of the tflite
+        mode; a zero multiplier, which gives 0 whatever the shift, gets a right shift."""
+        qm = [qmath.quantize_multiplier(float(r)) for r in self.real]
+        mult = np.array([m for m, _ in qm], np.int64)
+        shift = np.array([s for _, s in qm], np.int64)
+        return mult, np.where(mult == 0, np.minimum(shift, -1), shift)
+
+    def _doubled(self, right: np.ndarray) -> bool:
+        """Whether aotc_q_requant_h applies: a proven |acc| < 2^30 and |c| < 2^30."""
+        add = (1 << (right - 1)) + (self.zp << right)
+        return (self.acc_bound is not None and self.acc_bound < 1 << 30
+                and int(np.abs(add).max()) < 1 << 30)
+
+    def __call__(self, kb: Any, acc: Expr, ch: Expr | None) -> Expr:
+        if self.mode == "tflite":
+            mult, shift = self.tflite_params()
+            mul = self._per(kb, "qmul", mult.astype(np.int32), I32, ch)
+            if (mult == qmath.INT32_MIN).any():  # SRDHM's saturating case: keep it
+                # Shifts fit int8: a quarter of the flash of int32 (TFLM keeps int32 in RAM).
+                sh = self._per(kb, "qshift", shift.astype(np.int8), dtypes.int8, ch)
+                v = call("q_mbqm", acc, mul, sh, dtype=I32)
+            elif (shift < 0).all() and "dsp" in kb.features and self._doubled(-shift):
+                # |acc| < 2^30 on a DSP core: SMMULR of the doubled accumulator, the output
+                # zero point in the added constant (runtime_c/aotc_runtime.h).
+                right = -shift
+                add = (1 << (right - 1)) + (self.zp << right)
+                c = self._per(kb, "qadd", add.astype(np.int32), I32, ch)
+                rsh = self._per(kb, "qright", right.astype(np.int8), dtypes.int8, ch)
+                v = call("q_requant_h", acc, mul, c, rsh, dtype=I32)
+            elif (shift < 0).all():
+                # Right shifts only (the usual case): both roundings in one 64-bit sum and
+                # one shift, from per-channel constants (runtime_c/aotc_runtime.h).
+                right = -shift
+                rnd = self._per(kb, "qrnd", (1 << 30) + (1 << (30 + right)), I64, ch)
+                rsh = self._per(kb, "qrsh", (right - 1).astype(np.int8), dtypes.int8, ch)
+                v = call("q_requant_r", acc, mul, rnd, rsh, dtype=I32)
+            else:
+                # The shift split into its left and right parts at compile time (TFLM's
+                # Prepare): no branch on its sign per output; a part every channel shares is
+                # an immediate.
+                left = self._per(kb, "qlsh", np.maximum(shift, 0).astype(np.int8),
+                                 dtypes.int8, ch)
+                right = self._per(kb, "qrsh", np.maximum(-shift, 0).astype(np.int8),
+                                  dtypes.int8, ch)
+                v = call("q_requant", acc, mul, left, right, dtype=I32)
+            if self.zp and not (isinstance(v, Call) and v.fn == "q_requant_h"):
+                v = v + Const(self.zp, I32)
+            full = qrange(self.out) == (self.lo, self.hi)
+            if full and "dsp" in kb.features and self.out.itemsize == 1:
+                # SSAT/USAT: one instruction where gcc -Os would branch twice.
+                v = call("ssat" if self.out.is_signed else "usat", v, Const(8, I32), dtype=I32)
+            else:
+                v = bmin(bmax(v, Const(self.lo, I32)), Const(self.hi, I32))
+            return Cast(v, self.out)
+        scale = self._per(kb, "qscale", self.real.astype(np.float32), F32, ch)
+        f = call("rint", Cast(acc, F32) * scale)
+        if self.zp:
+            f = f + Const(float(self.zp), F32)
+        f = bmin(bmax(f, Const(float(self.lo), F32)), Const(float(self.hi), F32))
+        return Cast(f, self.out)
+
+
+class IntArith(ConvArith):
+    """Integer convolution / matmul arithmetic: (x - x_zp) * (w - w_zp) summed in int32 from
+    the int32 bias, then ``requant`` (None: the int32 accumulator is the output)."""
+
+    rolled_finish = True
+
+    def __init__(self, x_zp: int, w_zp: np.ndarray, requant: Requant | None) -> None:
+        super().__init__(I32)
+        self.x_zp = int(x_zp)
+        self.x_zp_input = int(x_zp)  # kept when x_zp is folded: the value of a padding tap
+        self.w_zp = np.atleast_1d(np.asarray(w_zp, np.int64))
+        self.requant = requant
+        self._wtab: dict[int, Any] = {}
+        self.folded_bias: Any = None
+
+    def x(self, e: Expr) -> Expr:
+        v = Cast(e, I32)
+        return v - Const(self.x_zp, I32) if self.x_zp else v
+
+    def w(self, kb: Any, e: Expr, m: Expr) -> Expr:
+        v = Cast(e, I32)
+        if not self.w_zp.any():
+            return v
+        if self.w_zp.size == 1:
+            return v - Const(int(self.w_zp[0]), I32)
+        if id(kb) not in self._wtab:
+            self._wtab[id(kb)] = kb.const("wzp", self.w_zp.astype(np.int32), I32)
+        return v - self._wtab[id(kb)][[m]]
+
+    def wide(self, e: Expr) -> Expr:
+        return Cast(e, I32)
+
+    def packed_weights(self, w: np.ndarray) -> np.ndarray:
+        if not self.w_zp.any():
+            return w
+        return minus_zp(w, self.w_zp, 0).astype(np.int16)
+
+    def wdtype(self, dt: DType, w: np.ndarray) -> DType:
+        return dtypes.from_numpy(w.dtype)
+
+    def dsp_ok(self, w: np.ndarray | None) -> bool:
+        # SXTB16 unpacks signed bytes: int8 weights, and w - w_zp stays int8 only for zp 0.
+        return w is not None and w.dtype == np.int8 and not self.w_zp.any()
+
+    def init(self, B: Any, m: Expr) -> Expr:
+        if self.folded_bias is not None:
+            return self.folded_bias[[m]]
+        return Cast(B[[m]], I32) if B is not None else Const(0, I32)
+
+    def fold_bias(self, kb: Any, w: np.ndarray, bias: np.ndarray | None, axis: int,
+                  x_dtype: DType, fold_zp: bool) -> None:
+        """The int32 bias the accumulator starts from, fixed at compile time from constant
+        weights and bias:
+
+        - with ``fold_zp`` (every tap reads the input: no padding), sum (x - zx)(w - zw) =
+          sum x (w - zw) - zx sum (w - zw), and the second term is a per-channel constant
+          folded into the bias, so the inner loop reads x as it is (CMSIS-NN's trick);
+        - the bias is clamped to [INT32_MIN + bound, INT32_MAX - bound], bound being the
+          largest |sum| the products can reach, so no partial sum overflows int32. A bias
+          outside that range would wrap around in the accumulator (onnxruntime's kernels give
+          the saturated output, as exact arithmetic does); clamped, every output of such a
+          channel still saturates the same way unless the requantisation multiplier is below
+          about 1e-7 (docs/operators.md, Defined results)."""
+        red = tuple(k for k in range(w.ndim) if k != axis)
+        wz = minus_zp(w, self.w_zp, axis)
+        b = np.zeros(wz.sum(axis=red).shape, np.int64) if bias is None else \
+            np.broadcast_to(bias.astype(np.int64).reshape(-1), wz.sum(axis=red).shape)
+        x_zp, folded = self.x_zp, False
+        if fold_zp and x_zp:
+            cand = b - x_zp * wz.sum(axis=red)
+            if np.abs(cand).max(initial=0) < 2 ** 31:
+                b, x_zp, folded = cand, 0, True
+        lo, hi = qrange(x_dtype)
+        xmax = max(abs(lo - x_zp), abs(hi - x_zp))
+        bound = np.abs(wz).sum(axis=red) * xmax
+        top = 2 ** 31 - 1 - bound
+        if (top < 0).any():
+            if folded:  # the clamp cannot help; keep the plain (unfolded) form
+                return
+            top = np.maximum(top, 0)
+        clamped = np.clip(b, -top, top)
+        if not folded and (bias is None or (clamped == b).all()):
+            return
+        self.folded_bias = kb.const("bias", clamped.astype(np.int32), I32)
+        self.x_zp = x_zp
+
+    def finish(self, kb: Any, acc: Expr, m: Expr, B: Any = None) -> Expr:
+        # The bias already started the accumulator (init).
+        return self.requant(kb, acc, m) if self.requant is not None else acc
+
+
+def minus_zp(w: np.ndarray, zp: np.ndarray | None, axis: int) -> np.ndarray:
+    """w - zero point (int64): the zero point is per-tensor, or per-channel along ``axis``."""
+    z = np.asarray(0 if zp is None else zp, np.int64).reshape(-1)
+    if z.size == 1:
+        return w.astype(np.int64) - z[0]
+    return w.astype(np.int64) - z.reshape([-1 if k == axis else 1 for k in range(w.ndim)])
+
+
+def int_conv(x: np.ndarray, xz: np.ndarray | None, w: np.ndarray, wz: np.ndarray | None,
+             attrs: dict[str, Any]) -> np.ndarray:
+    """The int64 accumulators of sum (x - x_zp)(w - w_zp) over each window (exact: float64
+    holds the sums of int8 products)."""
+    acc = Conv().reference(minus_zp(x, xz, 1).astype(np.float64),
+                           minus_zp(w, wz, 0).astype(np.float64), **attrs)
+    return np.rint(acc).astype(np.int64)
+
+
+def _per_channel(a: np.ndarray | None, n: int, node: Node, what: str) -> np.ndarray:
+    """A scale/zero point that is per-tensor (size 1) or per-channel (size n)."""
+    if a is None:
+        return np.zeros(1)
+    a = np.asarray(a).ravel()
+    if a.size not in (1, n):
+        raise AotcError(f"{what} has {a.size} values; expected 1 or {n} (per channel)",
+                        node.name, node.op)
+    return a
+
+
+def _check_int_inputs(node: Node, ins: Sequence[Value | None], data: Sequence[int],
+                      consts: Sequence[int]) -> None:
+    for i in data:
+        v = ins[i] if i < len(ins) else None
+        if v is not None and v.type.dtype.name not in QT:
+            raise AotcError(f"input {i} has dtype {v.type.dtype.name}; supported: int8, uint8",
+                            node.name, node.op)
+    for i in consts:
+        if i < len(ins) and ins[i] is not None and not ins[i].is_const:  # type: ignore[union-attr]
+            raise AotcError(f"input {i} (a scale or zero point) must be a compile-time "
+                            f"constant", node.name, node.op)
+
+
+def act_range(node: Node, out: DType) -> tuple[int, int]:
+    lo, hi = qrange(out)
+    return max(lo, int(node.attrs.get("_act_lo", lo))), min(hi, int(node.attrs.get("_act_hi", hi)))
+
+
+# ------------------------------------------------------------------------------ conv / matmul
+@register
+class QLinearConv(QuantOp):
+    """Integer convolution: int8/uint8 activations and weights (per-tensor or per-channel),
+    int32 bias and accumulator, requantised to the output scale."""
+
+    name = "QLinearConv"
+    since = 10
+    kind = "anchor"  # takes an integer epilogue: a residual QLinearAdd (ResNet's skip)
+    reads_permuted = True  # Conv's lowering
+    dtypes = QT
+    const_inputs = (1, 2, 4, 5, 6, 7)
+    onnx_tests = ("test_qlinearconv*",)
+    defined = ("a constant int32 bias is clamped to [INT32_MIN + b, INT32_MAX - b], b the "
+               "largest sum the products can reach, so the int32 accumulator never wraps: "
+               "the output saturates as in exact arithmetic (onnxruntime) unless the "
+               "requantisation multiplier is below about 1e-7")
+
+    def reference(self, x: np.ndarray, x_scale: np.ndarray, x_zero_point: np.ndarray,
+                  w: np.ndarray, w_scale: np.ndarray, w_zero_point: np.ndarray,
+                  y_scale: np.ndarray, y_zero_point: np.ndarray, B: np.ndarray | None = None, *,
+                  auto_pad: str = "NOTSET", dilations: Sequence[int] = (), group: int = 1,
+                  kernel_shape: Sequence[int] = (), pads: Sequence[int] = (),
+                  strides: Sequence[int] = ()) -> np.ndarray:
+        raise NotImplementedError  # compute() below: needs the node's requant mode
+
+    def compute(self, args: list[np.ndarray | None], attrs: dict[str, Any], node: Node) -> Any:
+        x, xs, xz, w, ws, wz, ys, yz = args[:8]
+        b = args[8] if len(args) > 8 else None
+        assert x is not None and w is not None and yz is not None
+        m = w.shape[0]
+        acc = int_conv(x, xz, w, wz, attrs)
+        if b is not None:
+            acc = acc + b.astype(np.int64).reshape((1, -1) + (1,) * (acc.ndim - 2))
+        real = _multipliers(xs, ws, ys, m, node)
+        lo, hi = act_range(node, dtypes.from_numpy(yz.dtype))
+        return qmath.requantize_np(acc, real,
+                                   int(np.asarray(yz).reshape(-1)[0]), lo, hi, mode_of(node),
+                                   channel_axis=1).astype(yz.dtype)
+
+    def infer(self, node: Node, ins: Sequence[Value | None]) -> list[TensorType]:
+        t = Conv().infer(node, [ins[0], ins[3]])[0]
+        yz = ins[7]
+        return [TensorType(t.shape, yz.type.dtype if yz is not None else dtypes.uint8)]
+
+    def macs(self, node: Node, g: Any) -> int:
+        w = g.type(node.inputs[3]).shape
+        return g.type(node.outputs[0]).numel * int(np.prod(w[1:], dtype=np.int64))
+
+    def check(self, node: Node, ins: Sequence[Value | None]) -> None:
+        _check_int_inputs(node, ins, (0, 3), (1, 2, 4, 5, 6, 7))
+        _check_conv(node, ins[0], ins[3])
+        from aotc.ops.nn.conv import check_bias
+
+        check_bias(node, ins[8] if len(ins) > 8 else None, ins[3].type.shape[0])  # type: ignore[union-attr]
+
+    def prepare(self, node: Node, ins: Sequence[Value | None]) -> Node:
+        x, w = ins[0], ins[3]
+        assert x is not None and w is not None
+        xz = const_of(node, ins[2], "x_zero_point")
+        wz = const_of(node, ins[5], "w_zero_point")
+        yz = const_of(node, ins[7], "y_zero_point")
+        m = w.type.shape[0]
+        out = yz.dtype if yz is not None else np.dtype(np.uint8)
+        real = _multipliers(const_of(node, ins[1], "x_scale"), const_of(node, ins[4], "w_scale"),
+                            const_of(node, ins[6], "y_scale"), m, node)
+        keep = [node.inputs[0], node.inputs[3]] + ([node.inputs[8]] if len(node.inputs) > 8
+                                                    and node.inputs[8] else [])
+        return node.with_(inputs=tuple(keep), attrs={
+            **node.attrs, "_xz": int(xz.reshape(-1)[0]) if xz is not None else 0,
+            "_wz": _per_channel(wz, m, node, "w_zero_point").astype(np.int64),
+            "_real": real, "_yz": int(yz.reshape(-1)[0]) if yz is not None else 0,
+            "_out": np.dtype(out).name})
+
+    def lower(self, node: Node, kb: Any) -> None:
+        out = dtypes.BY_NAME[node.attrs["_out"]]
+        lo, hi = act_range(node, out)
+        rq = Requant(node.attrs["_real"], node.attrs["_yz"], lo, hi, mode_of(node), out)
+        arith = IntArith(node.attrs["_xz"], node.attrs["_wz"], rq)
+        _fold_bias(node, kb, arith)
+        Conv().lower(node, kb, arith)
+
+
+def _fold_bias(node: Node, kb: Any, arith: IntArith) -> None:
+    from aotc.ops.nn.conv import conv_pads
+    from aotc.schedules.conv.mve import mve_conv_ok
+
+    X, w = kb.inputs[0], kb.input_const(1)
+    if w is None or (len(kb.inputs) > 2 and kb.input_const(2) is None):
+        return
+    pb, pe = conv_pads(node, X.shape[2:], w.shape[2:])
+    # With padding the fold needs padding taps that read x_zp: conv_mve.py's column has them.
+    arith.fold_bias(kb, w, kb.input_const(2) if len(kb.inputs) > 2 else None, 0, X.dtype,
+                    fold_zp=not any(pb) and not any(pe) or mve_conv_ok(node, kb, arith))
+
+
+def _check_conv(node: Node, x: Value | None, w: Value | None) -> None:
+    from aotc.ops.nn.conv import _check_rank
+
+    assert x is not None and w is not None
+    _check_rank(node, x, w)
+    g = node.attrs["group"]
+    if x.type.shape[1] % g or w.type.shape[0] % g or w.type.shape[1] * g != x.type.shape[1]:
+        raise AotcError(f"channels do not match group={g}: X {x.type.shape}, W "
+                        f"{w.type.shape}", node.name, node.op)
+
+
+def _multipliers(xs: Any, ws: Any, ys: Any, n: int, node: Node) -> np.ndarray:
+    """Per-channel real multipliers x_scale * w_scale / y_scale, in double from the float32
+    scales (TFLite's PopulateConvolutionQuantizationParams)."""
+    wsv = _per_channel(np.asarray(ws, np.float32), n, node, "w_scale")
+    xsv = float(np.asarray(xs, np.float32).reshape(-1)[0])
+    ysv = float(np.asarray(ys, np.float32).reshape(-1)[0]) if ys is not None else 1.0
+    return np.array([xsv * float(s) / ysv for s in wsv], np.float64)
+
+
+@register
+class ConvInteger(QuantOp):
+    """Integer convolution with an int32 output (no requantisation)."""
+
+    name = "ConvInteger"
+    since = 10
+    dtypes = QT
+    const_inputs = (2, 3)
+    onnx_tests = ("test_convinteger*",)
+
+    def reference(self, x: np.ndarray, w: np.ndarray, x_zero_point: np.ndarray | None = None,
+                  w_zero_point: np.ndarray | None = None, *, auto_pad: str = "NOTSET",
+                  dilations: Sequence[int] = (), group: int = 1,
+                  kernel_shape: Sequence[int] = (), pads: Sequence[int] = (),
+                  strides: Sequence[int] = ()) -> np.ndarray:
+        return int_conv(x, x_zero_point, w, w_zero_point, dict(
+            auto_pad=auto_pad, dilations=dilations, group=group, kernel_shape=kernel_shape,
+            pads=pads, strides=strides)).astype(np.int32)
+
+    def check(self, node: Node, ins: Sequence[Value | None]) -> None:
+        _check_int_inputs(node, ins, (0, 1), (2, 3))
+        _check_conv(node, ins[0], ins[1])
+
+    def infer(self, node: Node, ins: Sequence[Value | None]) -> list[TensorType]:
+        t = Conv().infer(node, [ins[0], ins[1]])[0]
+        return [TensorType(t.shape, I32)]
+
+    def prepare(self, node: Node, ins: Sequence[Value | None]) -> Node:
+        w = ins[1]
+        assert w is not None
+        xz = const_of(node, ins[2] if len(ins) > 2 else None, "x_zero_point")
+        wz = const_of(node, ins[3] if len(ins) > 3 else None, "w_zero_point")
+        return node.with_(inputs=node.inputs[:2], attrs={
+            **node.attrs, "_xz": int(xz.reshape(-1)[0]) if xz is not None else 0,
+            "_wz": _per_channel(wz, w.type.shape[0], node, "w_zero_point").astype(np.int64)})
+
+    def lower(self, node: Node, kb: Any) -> None:
+        Conv().lower(node, kb, IntArith(node.attrs["_xz"], node.attrs["_wz"], None))
+
+
+class _MatMulQ(QuantOp):
+    def _shape(self, node: Node, a: Value, b: Value) -> tuple[int, ...]:
+        return MatMul().infer(node, [a, b])[0].shape
+
+
+@register
+class QLinearMatMul(_MatMulQ):
+    """Integer matmul (N-D, broadcast); b per-tensor or per-column. aotc's QDQ pass appends an
+    int32 bias as a 9th input (MatMul + Add of a quantised bias, TFLite's FULLY_CONNECTED)."""
+
+    name = "QLinearMatMul"
+    since = 10
+    dtypes = QT
+    const_inputs = (1, 2, 4, 5, 6, 7)
+    onnx_tests = ("test_qlinearmatmul*",)
+    defined = ("a constant int32 bias is clamped to [INT32_MIN + b, INT32_MAX - b], b the "
+               "largest sum the products can reach, so the int32 accumulator never wraps: "
+               "the output saturates as in exact arithmetic (onnxruntime) unless the "
+               "requantisation multiplier is below about 1e-7")
+
+    def reference(self, a: np.ndarray, a_scale: np.ndarray, a_zero_point: np.ndarray,
+                  b: np.ndarray, b_scale: np.ndarray, b_zero_point: np.ndarray,
+                  y_scale: np.ndarray, y_zero_point: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def compute(self, args: list[np.ndarray | None], attrs: dict[str, Any], node: Node) -> Any:
+        a, as_, az, b, bs, bz, ys, yz = args[:8]
+        bias = args[8] if len(args) > 8 else None
+        assert a is not None and b is not None and yz is not None
+        n = b.shape[-1]
+        acc = np.matmul(minus_zp(a, az, -1), minus_zp(b, bz, b.ndim - 1))
+        if bias is not None:
+            acc = acc + bias.astype(np.int64)
+        real = _multipliers(as_, bs, ys, n, node)
+        lo, hi = act_range(node, dtypes.from_numpy(yz.dtype))
+        return qmath.requantize_np(acc, real, int(np.asarray(yz).reshape(-1)[0]), lo, hi,
+                                   mode_of(node), channel_axis=acc.ndim - 1).astype(yz.dtype)
+
+    def infer(self, node: Node, ins: Sequence[Value | None]) -> list[TensorType]:
+        assert ins[0] is not None and ins[3] is not None and ins[7] is not None
+        return [TensorType(self._shape(node, ins[0], ins[3]), ins[7].type.dtype)]
+
+    def macs(self, node: Node, g: Any) -> int:
+        return g.type(node.outputs[0]).numel * g.type(node.inputs[0]).shape[-1]
+
+    def check(self, node: Node, ins: Sequence[Value | None]) -> None:
+        _check_int_inputs(node, ins, (0, 3), (1, 2, 4, 5, 6, 7))
+        b = ins[3]
+        assert b is not None
+        if len(b.type.shape) < 2:
+            raise AotcError("1-D b is not supported", node.name, node.op)
+
+    def prepare(self, node: Node, ins: Sequence[Value | None]) -> Node:
+        b = ins[3]
+        assert b is not None
+        n = b.type.shape[-1]
+        az = const_of(node, ins[2], "a_zero_point")
+        bz = const_of(node, ins[5], "b_zero_point")
+        yz = const_of(node, ins[7], "y_zero_point")
+        real = _multipliers(const_of(node, ins[1], "a_scale"), const_of(node, ins[4], "b_scale"),
+                            const_of(node, ins[6], "y_scale"), n, node)
+        keep = [node.inputs[0], node.inputs[3]] + ([node.inputs[8]] if len(node.inputs) > 8
+                                                    and node.inputs[8] else [])
+        assert yz is not None
+        return node.with_(inputs=tuple(keep), attrs={
+            **node.attrs, "_xz": int(az.reshape(-1)[0]) if az is not None else 0,
+            "_wz": _per_channel(bz, n, node, "b_zero_point").astype(np.int64),
+            "_real": real, "_yz": int(yz.reshape(-1)[0]), "_out": yz.dtype.name})
+
+    def lower(self, node: Node, kb: Any) -> None:
+        out = dtypes.BY_NAME[node.attrs["_out"]]
+        lo, hi = act_range(node, out)
+        rq = Requant(node.attrs["_real"], node.attrs["_yz"], lo, hi, mode_of(node), out)
+        bias = kb.inputs[2] if len(kb.inputs) > 2 else None
+        arith = IntArith(node.attrs["_xz"], node.attrs["_wz"], rq)
+        w = kb.input_const(1)
+        if w is not None and w.ndim == 2 and (bias is None or kb.input_const(2) is not None):
+            arith.fold_bias(kb, w, kb.input_const(2) if bias is not None else None, 1,
+                            kb.inputs[0].dtype, fold_zp=True)
+        MatMul().lower(node, kb, arith, bias)
+
+
+register(type("QLinearMatMul", (QLinearMatMul,), {"since": 21}))
+
+
+@register
+class MatMulInteger(_MatMulQ):
+    """Integer matmul with an int32 output."""
+
+    name = "MatMulInteger"
+    since = 10
+    dtypes = QT
+    const_inputs = (2, 3)
+    onnx_tests = ("test_matmulinteger*",)
+
+    def reference(self, A: np.ndarray, B: np.ndarray, a_zero_point: np.ndarray | None = None,
+                  b_zero_point: np.ndarray | None = None) -> np.ndarray:
+        return np.matmul(minus_zp(A, a_zero_point, -1),
+                         minus_zp(B, b_zero_point, B.ndim - 1)).astype(np.int32)
+
+    def check(self, node: Node, ins: Sequence[Value | None]) -> None:
+        _check_int_inputs(node, ins, (0, 1), (2, 3))
+
+    def infer(self, node: Node, ins: Sequence[Value | None]) -> list[TensorType]:
+        assert ins[0] is not None and ins[1] is not None
+        return [TensorType(self._shape(node, ins[0], ins[1]), I32)]
+
+    def prepare(self, node: Node, ins: Sequence[Value | None]) -> Node:
+        b = ins[1]
+        assert b is not None
+        az = const_of(node, ins[2] if len(ins) > 2 else None, "a_zero_point")
+        bz = const_of(node, ins[3] if len(ins) > 3 else None, "b_zero_point")
+        return node.with_(inputs=node.inputs[:2], attrs={
+            **node.attrs, "_xz": int(az.reshape(-1)[0]) if az is not None else 0,
+            "_wz": _per_channel(bz, b.type.shape[-1], node, "b_zero_point").astype(np.int64)})
+
+    def lower(self, node: Node, kb: Any) -> None:
+        MatMul().lower(node, kb, IntArith(node.attrs["_xz"], node.attrs["_wz"], None))

@@ -1,0 +1,265 @@
+"""Quantised softmax and table ops: com.microsoft QLinearSoftmax (TFLM's fixed-point int8
+softmax in tflite mode), QLinearSigmoid, QLinearLeakyRelu, and aotc's QLut (any int8 -> int8
+unary function as a 256-entry table computed at compile time; TFLM's LOGISTIC/TANH in tflite
+mode)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from aotc import dtypes
+from aotc.errors import AotcError
+from aotc.ir.graph import Node, TensorType, Value
+from aotc.loops.loop_ir import Cast, Const, Expr, bmax, bmin, call
+from aotc.ops import register
+from aotc.ops.quant import arith as qmath
+from aotc.ops.quant.conv_matmul import F32, I32, QT, QuantOp, mode_of, qrange
+from aotc.ops.quant.qlinear import MS, _clamp_i32, _quantize_f32, _scalar, unary_params
+
+
+# ------------------------------------------------------------------------------ softmax
+@register
+class QLinearSoftmax(QuantOp):
+    """Softmax over the last axis. tflite mode (int8 output with scale 1/256 and zero point
+    -128, as TFLite requires): TFLM's fixed-point algorithm, with exp of the 256 possible
+    differences from the row maximum tabulated at compile time; onnx mode: float32."""
+
+    name = "QLinearSoftmax"
+    since = 1
+    domain = MS
+    dtypes = QT
+    defined = ("with --requant tflite, int8, output scale 1/256 and zero point -128: TFLite's "
+               "integer softmax (bit-exact with TFLM) when the input scale is above 2^-26, "
+               "which TFLM's Prepare requires; otherwise float exp and rounding, as onnxruntime")
+
+    def reference(self, X: np.ndarray, X_scale: np.ndarray, x_zero_point: np.ndarray,
+                  y_scale: np.ndarray, y_zero_point: np.ndarray | None = None, *,
+                  axis: int = -1, opset: int = 13) -> np.ndarray:
+        raise NotImplementedError
+
+    def check(self, node: Node, ins: Sequence[Value | None]) -> None:
+        x = ins[0]
+        if x is None or x.type.dtype.name not in QT:
+            raise AotcError("X must be int8 or uint8", node.name, node.op)
+        r = len(x.type.shape)
+        axis = int(node.attrs.get("axis", -1))
+        if (axis + r if axis < 0 else axis) != r - 1:
+            raise AotcError(f"axis={axis}: only the last axis is supported", node.name, node.op)
+
+    def infer(self, node: Node, ins: Sequence[Value | None]) -> list[TensorType]:
+        x = ins[0]
+        assert x is not None
+        return [TensorType(x.type.shape, x.type.dtype)]
+
+    @staticmethod
+    def fixed_point(node: Node, p: dict[str, Any], dt: np.dtype) -> bool:
+        """TFLite's integer softmax applies: int8, output 1/256 and -128, and an input scale
+        TFLM's Prepare accepts (input scale * 2^26 > 1, its QuantizeMultiplierGreaterThanOne
+        check). Otherwise the kernel computes in float, as onnxruntime does."""
+        return (mode_of(node) == "tflite" and np.dtype(dt) == np.int8 and p["zy"] == -128
+                and np.float32(p["sy"]) == np.float32(1 / 256)
+                and float(p["sx"]) * (1 << 26) > 1.0)
+
+    def prepare(self, node: Node, ins: Sequence[Value | None]) -> Node:
+        return node.with_(inputs=node.inputs[:1], attrs={**node.attrs, "_p": unary_params(ins)})
+
+    def compute(self, args: list[np.ndarray | None], attrs: dict[str, Any], node: Node) -> Any:
+        x = args[0]
+        assert x is not None
+        p = unary_params(args)
+        rows = x.reshape(-1, x.shape[-1])
+        if self.fixed_point(node, p, x.dtype):
+            exp = qmath.softmax_table(p["sx"])
+            return np.stack([qmath.softmax_int8_row(r, exp) for r in rows]).reshape(
+                x.shape)
+        f = (rows.astype(np.int64) - p["zx"]).astype(np.float32) * np.float32(p["sx"])
+        e = np.exp(f - f.max(axis=1, keepdims=True))
+        sm = (e / e.sum(axis=1, keepdims=True)).astype(np.float32)
+        lo, hi = qrange(dtypes.from_numpy(x.dtype))
+        y = np.clip(np.rint(sm / np.float32(p["sy"])) + p["zy"], lo, hi)
+        return y.astype(x.dtype).reshape(x.shape)
+
+    def lower(self, node: Node, kb: Any) -> None:
+        X, Y = kb.inputs[0], kb.outputs[0]
+        p = node.attrs["_p"]
+        depth = X.shape[-1]
+        rows = X.numel // depth
+        lo, hi = qrange(Y.dtype)
+        with kb.loop(rows, "r") as r:
+            base = r * depth
+            mx = kb.local(Cast(X.flat(base), I32), "mx", I32)
+            with kb.loop(depth, "i") as i:
+                kb.assign(mx, bmax(mx, Cast(X.flat(base + i), I32)))
+            if self.fixed_point(node, p, X.dtype.np):
+                exp = qmath.softmax_table(p["sx"])
+                # Past diff_min the table is zero: keep it up to its first zero and clamp.
+                zeros = np.flatnonzero(exp == 0)
+                size = int(zeros[0]) + 1 if zeros.size else 256
+                texp = kb.const("exp", exp[:size], I32)
+
+                def e_at(i: Expr) -> Expr:
+                    d = mx - Cast(X.flat(base + i), I32)
+                    return texp[[bmin(d, Const(size - 1, I32)) if size < 256 else d]]
+
+                total = kb.local(Const(0, I32), "sum", I32)
+                with kb.loop(depth, "i") as i:  # Rescale<12>: the Q12.19 sum of exps
+                    kb.assign(total, total + call("q_rdbpot", e_at(i), Const(12, I32),
+                                                  dtype=I32))
+                scale = kb.local(call("q_softmax_scale", total, Const(0, I32), dtype=I32),
+                                 "scale", I32)
+                bits = kb.local(call("q_softmax_scale", total, Const(1, I32), dtype=I32)
+                                + Const(31 - 8, I32), "bits", I32)
+                with kb.loop(depth, "i") as i:
+                    e = e_at(i)
+                    v = call("q_rdbpot", call("q_srdhm", scale, e, dtype=I32), bits, dtype=I32)
+                    kb.store_output([], Cast(_clamp_i32(v - Const(128, I32), lo, hi), Y.dtype),
+                                    flat=base + i)
+            else:
+                sx = Const(p["sx"], F32)
+                total_f = kb.local(Const(0.0, F32), "sum", F32)
+                with kb.loop(depth, "i") as i:
+                    d = Cast(Cast(X.flat(base + i), I32) - mx, F32) * sx
+                    kb.assign(total_f, total_f + call("exp", d))
+                with kb.loop(depth, "i") as i:
+                    d = Cast(Cast(X.flat(base + i), I32) - mx, F32) * sx
+                    kb.store_output([], _quantize_f32(call("exp", d) / total_f, p["sy"], p["zy"],
+                                                      lo, hi, Y.dtype), flat=base + i)
+
+
+# ------------------------------------------------------------------------------ tables
+def lut_table(fn: Callable[[np.ndarray], np.ndarray], dt: np.dtype, sx: float, zx: int,
+              sy: float, zy: int) -> np.ndarray:
+    """table[q - qmin] = saturate(rint(fn(dequant(q)) / sy) + zy), in float32 (onnx mode)."""
+    info = np.iinfo(dt)
+    q = np.arange(info.min, info.max + 1, dtype=np.int64)
+    x = (q - zx).astype(np.float32) * np.float32(sx)
+    with np.errstate(all="ignore"):
+        y = np.asarray(fn(x), np.float32)
+    return np.clip(np.rint(y / np.float32(sy)) + zy, info.min, info.max).astype(dt)
+
+
+def tflm_table(op: str, mode: str, dt: np.dtype, sx: float, zx: int, sy: float, zy: int
+               ) -> np.ndarray | None:
+    """TFLM's int8 LOGISTIC (output 1/256, -128) / TANH (output 1/128, 0) as a table, when the
+    mode is tflite and the output parameters are TFLite's; else None (use the float formula)."""
+    if mode != "tflite" or np.dtype(dt) != np.int8:
+        return None
+    if op in ("Sigmoid", "QLinearSigmoid") and zy == -128 and np.float32(sy) == np.float32(
+            1 / 256):
+        return qmath.int8_activation_table("sigmoid", sx, zx)
+    if op == "Tanh" and zy == 0 and np.float32(sy) == np.float32(1 / 128):
+        return qmath.int8_activation_table("tanh", sx, zx)
+    return None
+
+
+@register
+class QLut(QuantOp):
+    """int8/uint8 -> int8/uint8 through a 256-entry table computed at compile time (``_table``,
+    set by the QDQ pass or by the QLinearSigmoid/QLinearLeakyRelu imports)."""
+
+    name = "QLut"
+    since = 1
+    domain = "aotc"
+    dtypes = QT
+
+    def reference(self, X: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def compute(self, args: list[np.ndarray | None], attrs: dict[str, Any], node: Node) -> Any:
+        x = args[0]
+        assert x is not None
+        table = np.asarray(node.attrs["_table"])
+        return table[x.astype(np.int64) - int(np.iinfo(x.dtype).min)]
+
+    def infer(self, node: Node, ins: Sequence[Value | None]) -> list[TensorType]:
+        x = ins[0]
+        assert x is not None
+        return [TensorType(x.type.shape, dtypes.from_numpy(np.asarray(node.attrs["_table"]).dtype))]
+
+    def lower(self, node: Node, kb: Any) -> None:
+        X = kb.inputs[0]
+        table = np.asarray(node.attrs["_table"])
+        tab = kb.const("lut", table, dtypes.from_numpy(table.dtype))
+        off = -int(np.iinfo(X.dtype.np).min)
+        with kb.loop(X.numel, "i") as i:
+            kb.store_output([], tab[[Cast(X.flat(i), I32) + Const(off, I32)]], flat=i)
+
+
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    return 1 / (1 + np.exp(-x))
+
+
+class _LutImport(QuantOp):
+    """A com.microsoft unary QLinear op lowered as a table (X, X_scale, X_zp, Y_scale, Y_zp)."""
+
+    domain = MS
+    dtypes = QT
+    fn: Callable[..., np.ndarray]
+
+    def check(self, node: Node, ins: Sequence[Value | None]) -> None:
+        x = ins[0]
+        if x is None or x.type.dtype.name not in QT:
+            raise AotcError("X must be int8 or uint8", node.name, node.op)
+        for i in (1, 2, 3, 4):
+            if i < len(ins):
+                _scalar(node, ins[i], "scales and zero points")
+
+    def table(self, node: Node, ins: Sequence[Any], dt: np.dtype) -> np.ndarray:
+        p = unary_params(ins)
+        t = tflm_table(node.op, mode_of(node), dt, p["sx"], p["zx"], p["sy"], p["zy"])
+        if t is not None:
+            return t
+        alpha = float(node.attrs.get("alpha", 0.01))
+        return lut_table(lambda x: self.fn(x, alpha), dt, p["sx"], p["zx"], p["sy"], p["zy"])
+
+    def infer(self, node: Node, ins: Sequence[Value | None]) -> list[TensorType]:
+        x = ins[0]
+        assert x is not None
+        return [TensorType(x.type.shape, x.type.dtype)]
+
+    def compute(self, args: list[np.ndarray | None], attrs: dict[str, Any], node: Node) -> Any:
+        x = args[0]
+        assert x is not None
+        t = self.table(node, args, x.dtype)
+        return t[x.astype(np.int64) - int(np.iinfo(x.dtype).min)]
+
+    def prepare(self, node: Node, ins: Sequence[Value | None]) -> Node:
+        x = ins[0]
+        assert x is not None
+        return node.with_(inputs=node.inputs[:1],
+                          attrs={**node.attrs, "_table": self.table(node, ins, x.type.dtype.np)})
+
+    def lower(self, node: Node, kb: Any) -> None:
+        QLut().lower(node, kb)
+
+
+@register
+class QLinearSigmoid(_LutImport):
+    name = "QLinearSigmoid"
+    since = 1
+
+    @staticmethod
+    def fn(x: np.ndarray, alpha: float) -> np.ndarray:
+        return _sigmoid(x)
+
+    def reference(self, X: np.ndarray, X_scale: np.ndarray, X_zero_point: np.ndarray,
+                  Y_scale: np.ndarray, Y_zero_point: np.ndarray | None = None) -> np.ndarray:
+        raise NotImplementedError
+
+
+@register
+class QLinearLeakyRelu(_LutImport):
+    name = "QLinearLeakyRelu"
+    since = 1
+
+    @staticmethod
+    def fn(x: np.ndarray, alpha: float) -> np.ndarray:
+        return np.where(x >= 0, x, x * np.float32(alpha))
+
+    def reference(self, X: np.ndarray, X_scale: np.ndarray, X_zero_point: np.ndarray,
+                  Y_scale: np.ndarray, Y_zero_point: np.ndarray | None = None, *,
+                  alpha: float = 0.01) -> np.ndarray:
+        raise NotImplementedError

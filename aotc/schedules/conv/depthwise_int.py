@@ -1,0 +1,342 @@
+"""Integer depthwise convolution (one input and one output channel per group) on targets
+with the DSP extension: Conv.lower's schedule choice for integer weights without a zero point.
+
+Each channel's plane is first copied into a scratch plane bordered by the input zero point
+(the padding), so every output reads all its taps without a bounds check. A tap then adds
+x * w, and the zero point's share, zp * sum(w) over the taps, is folded into the channel's
+bias at compile time (CMSIS-NN's trick; a padded tap holds zp, whose share the fold removes,
+so it adds nothing, as in the generic kernel). The weights of a channel are loaded once, and
+its pixel loop is outlined (loop_ir.Outline), away from the kernel's other live values.
+With Helium (int8 on an "mve" target), a kernel row of taps is one VMLADAVA of two predicated
+vector loads, the row's inputs in the plane and its weights in W (lower/mve.py).
+The int32 sums wrap alike in any order: same bytes as the generic schedule.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from aotc import dtypes
+from aotc.ir.graph import Node
+from aotc.loops import mve
+from aotc.loops.loop_ir import Cast, Const, Expr, call
+from aotc.schedules.conv import knobs as CONV
+from aotc.schedules.conv.mve import requantise_plane, vector_requant
+from aotc.schedules.conv.pixels import flat_tap, strides
+
+I8 = dtypes.int8
+I16 = dtypes.BY_NAME["int16"]
+I32 = dtypes.int32
+
+
+def depthwise_ok(node: Node, kb: Any, arith: Any, pads: tuple[list[int], list[int]]) -> bool:
+    """Integer arithmetic (quant.IntArith) with weights that are a constant without a zero
+    point, one channel per group, no negative padding, on a target with the DSP extension."""
+    X, Y = kb.inputs[0], kb.outputs[0]
+    w = kb.input_const(1)
+    group = node.attrs["group"]
+    return ("dsp" in kb.features and kb.unroll_tiles and w is not None
+            and w.dtype in (np.int8, np.uint8) and hasattr(arith, "x_zp")
+            and not np.asarray(arith.w_zp).any() and arith.requant is not None
+            and group == X.shape[1] == Y.shape[1] and min(pads[0] + pads[1]) >= 0)
+
+
+def lower_depthwise(node: Node, kb: Any, X: Any, B: Any, arith: Any,
+                    pads: tuple[list[int], list[int]], s: list[int], d: list[int]) -> None:
+    Y = kb.outputs[0]
+    nd = len(X.shape) - 2
+    w = kb.input_const(1)
+    in_sp, k_sp, out_sp = X.shape[2:], w.shape[2:], Y.shape[2:]
+    pb, _ = pads
+    # The scratch plane: the input at offset pb, zero point around it, as far as taps reach.
+    plane = [max(i + b, (o - 1) * ss + (k - 1) * dd + 1)
+             for i, b, o, ss, k, dd in zip(in_sp, pb, out_sp, s, k_sp, d)]
+    pstr = [int(np.prod(plane[k + 1:], dtype=np.int64)) for k in range(nd)]
+    x_zp = arith.x_zp
+    # The bias the sum of x * w starts from: init - zp * sum(w), modulo 2^32 like the sum.
+    init = _init_values(kb, arith, B, w.shape[0])
+    folded = None
+    if init is not None:
+        vals = init - x_zp * w.reshape(w.shape[0], -1).astype(np.int64).sum(axis=1)
+        vals = ((vals + (1 << 31)) % (1 << 32)) - (1 << 31)
+        folded = kb.const("dwbias", vals.astype(np.int32), I32)
+        if not mve.usable(kb, X.dtype, w, arith):  # the DSP schedules: x as it is
+            prove_bound(kb, arith, B, w, X.dtype, 0, vals)
+    taps = list(np.ndindex(*k_sp))
+    # Helium (int8): a kernel row of inputs and of weights per predicated vector load. A row
+    # runs along axis ``a``, the last one not of size 1 in both plane and kernel (a (k, 1)
+    # kernel on a (h, 1) plane has rows of k taps); its taps are contiguous in the plane (no
+    # dilation) and in W. One tap per row stays scalar, which is faster.
+    a = nd - 1
+    while a > 0 and plane[a] == 1 and k_sp[a] == 1:
+        a -= 1
+    nrows = int(np.prod(k_sp[:a], dtype=np.int64))
+    helium = (mve.usable(kb, X.dtype, w, arith) and folded is not None and d[a] == 1
+              and 2 <= k_sp[a] <= mve.LANES)
+    # DSP extension: the plane in int16, two taps of a kernel row per SMLAD (one word load
+    # of two adjacent int16, possibly unaligned) against a word of two int16 weights; one
+    # more plane element, 0, for the high lane of an odd row's last word (its weight is 0).
+    pairs = (not helium and folded is not None and d[a] == 1 and k_sp[a] >= 2
+             and kb.knob(CONV.DEPTHWISE) == "pairs")
+    npl = int(np.prod(plane, dtype=np.int64))
+    # Helium's row vectors (channel_lanes) read up to 3 bytes past the plane.
+    xpad = kb.scratch_buffer("plane", I16 if pairs else X.dtype,
+                             (npl + 1 if pairs else npl + 4 if helium else npl,))
+    half = -(-k_sp[a] // 2)
+    if pairs:
+        wp = np.zeros((w.shape[0], nrows, 2 * half), np.int16)
+        wp[..., :k_sp[a]] = w.reshape(w.shape[0], nrows, k_sp[a])
+        wpair = kb.const("wpair", wp.reshape(-1).view("<i4"), I32)
+    # split_requant: the sums of a block of outputs (the trailing output axes from ``sa`` on,
+    # the whole plane when it has at most 256 outputs) go to int32 scratch, then the block is
+    # requantised in a loop of its own.
+    sa = next(k for k in range(nd) if np.prod(out_sp[k:], dtype=np.int64) <= 256 or k == nd - 1)
+    block = int(np.prod(out_sp[sa:], dtype=np.int64))
+    sums = (kb.scratch_buffer("sum", I32, (block,))
+            if pairs and kb.knob(CONV.SPLIT_REQUANT) else None)
+    # Outputs per step along axis v, the one before a (none for a row kernel on a row).
+    v = a - 1
+    rows = kb.knob(CONV.DEPTHWISE_ROWS) if pairs and v >= 0 and out_sp[v] >= 2 else 1
+
+    def channel_pairs(n: Expr, m: Expr) -> None:
+        """A kernel row's taps two per SMLAD; the channel's weight words stay in registers."""
+        assert folded is not None
+        wv = [kb.local(wpair.flat((m * nrows + r) * half + h), "w", I32)
+              for r in range(nrows) for h in range(half)]
+
+        def tap_sum(o: list[Expr], shift: int = 0, biased: bool = True) -> Expr:
+            """The sum for output ``o`` (its plane index ``shift`` further on), from the
+            folded bias or (not ``biased``) from 0: the first pair an SMUAD. Every tap reads
+            the output's plane index plus a constant, so gcc -Os keeps one pointer."""
+            base = _flat([ov * ss for ov, ss in zip(o, s)], pstr)
+            acc = kb.local(folded[[m]], "acc", I32) if biased else None
+            for r, t in enumerate(np.ndindex(*k_sp[:a])):
+                tap = (*t, *([0] * (nd - a)))
+                off = shift + sum(kv * dd * ps for kv, dd, ps in zip(tap, d, pstr))
+                for h in range(half):
+                    xv = call("ld_pair16", xpad.flat(base + (off + 2 * h)), dtype=I32)
+                    if acc is None:
+                        acc = kb.local(call("smuad", xv, wv[r * half + h], dtype=I32), "acc",
+                                       I32)
+                    else:
+                        kb.assign(acc, call("smlad", xv, wv[r * half + h], acc, dtype=I32))
+            assert acc is not None
+            return acc
+
+        if sums is None and rows == 2:
+            # Two outputs a step along axis v (the one before the rows' axis a): they read
+            # the input rows between them once (gcc -Os merges the identical loads).
+            names = [f"o{k}" for k in range(nd)]
+            with kb.loops(out_sp[:v], names[:v]) as pre:
+                with kb.loop(out_sp[v] // 2, names[v]) as ov:
+                    with kb.loops(out_sp[v + 1:], names[v + 1:]) as post:
+                        o = [*pre, ov * 2, *post]
+                        accs = [tap_sum(o, q * s[v] * pstr[v]) for q in range(2)]
+                        for q, acc in enumerate(accs):
+                            kb.store_output([n, m, *pre, ov * 2 + q, *post],
+                                            arith.finish(kb, acc, m, B))
+                if out_sp[v] % 2:
+                    with kb.loops(out_sp[v + 1:], names[v + 1:]) as post:
+                        o = [*pre, Const(out_sp[v] - 1), *post]
+                        kb.store_output([n, m, *o], arith.finish(kb, tap_sum(o), m, B))
+            return
+        if sums is None:
+            with kb.loops(out_sp, [f"o{k}" for k in range(nd)]) as o:
+                kb.store_output([n, m, *o], arith.finish(kb, tap_sum(o), m, B))
+            return
+        # A block of sums from 0, then the bias and requantisation in a loop of their own:
+        # the sum loop keeps the weight words in registers, the requantisation its
+        # multipliers. Two rows (axis v inside the block) a step with conv.depthwise_rows.
+        bstr = [int(np.prod(out_sp[k + 1:], dtype=np.int64)) for k in range(sa, nd)]
+        names = [f"o{k}" for k in range(nd)]
+        with kb.loops(out_sp[:sa], names[:sa]) as pre:
+            if rows == 2 and v >= sa:
+                with kb.loops(out_sp[sa:v], names[sa:v]) as mid:
+                    with kb.loop(out_sp[v] // 2, names[v]) as ov:
+                        with kb.loops(out_sp[v + 1:], names[v + 1:]) as post:
+                            ob = [*mid, ov * 2, *post]
+                            accs = [tap_sum([*pre, *ob], q * s[v] * pstr[v], False)
+                                    for q in range(2)]
+                            for q, acc in enumerate(accs):
+                                kb.store(sums, [_flat(ob, bstr) + q * bstr[v - sa]], acc)
+                    if out_sp[v] % 2:
+                        with kb.loops(out_sp[v + 1:], names[v + 1:]) as post:
+                            ob = [*mid, Const(out_sp[v] - 1), *post]
+                            kb.store(sums, [_flat(ob, bstr)], tap_sum([*pre, *ob], 0, False))
+            else:
+                with kb.loops(out_sp[sa:], names[sa:]) as ob:
+                    kb.store(sums, [_flat(ob, bstr)], tap_sum([*pre, *ob], 0, False))
+            with kb.loops(out_sp[sa:], [f"j{k}" for k in range(sa, nd)]) as jb:
+                kb.store_output([n, m, *pre, *jb], arith.finish(
+                    kb, sums[[_flat(jb, bstr)]] + folded[[m]], m, B))
+
+    def channel(n: Expr, m: Expr) -> None:
+        wv = [kb.local(Cast(kb.inputs[1][[m, 0, *t]], I32), "w") for t in taps]
+        with kb.loops(out_sp, [f"o{k}" for k in range(nd)]) as o:
+            acc = kb.local(folded[[m]] if folded is not None else arith.init(B, m), "acc", I32)
+            for t, wt in zip(taps, wv):
+                idx = _flat([ov * ss + kv * dd for ov, ss, kv, dd in zip(o, s, t, d)], pstr)
+                xv = Cast(xpad.flat(idx), I32)
+                if folded is None:
+                    xv = arith.x(xpad.flat(idx))
+                kb.assign(acc, acc + xv * wt)
+            kb.store_output([n, m, *o], arith.finish(kb, acc, m, B))
+
+    # Two outputs along axis a per input load where both rows fit a vector: the second
+    # output's taps start s[a] lanes on, so its weights are the row shifted by s[a] lanes.
+    # Packed at compile time with s[a] leading zeros, which the first output's load skips
+    # (W itself is then unused).
+    span = k_sp[a] + s[a]
+    paired = helium and span <= mve.LANES and out_sp[a] >= 2
+    if paired:
+        shifted = np.zeros((w.shape[0] * nrows, span), np.int8)
+        shifted[:, s[a]:] = w.reshape(-1, k_sp[a])
+        wshift = kb.const("wshift", shifted.reshape(-1), I8)
+
+    # Helium's int32x4_t requantisation (knob conv.requant): the sums of a block of outputs
+    # (the trailing output axes from ``va`` on, va <= a) to int32 scratch, then 4 per vector,
+    # each vector's bytes contiguous in the output plane.
+    vq, vsums, va = None, None, a
+    if helium:
+        va = min(sa, a)
+        vblock = int(np.prod(out_sp[va:], dtype=np.int64))
+        if vblock <= 1024:
+            vq = vector_requant(kb, arith, None, vblock)
+    # conv.mve_depthwise=pixels (stride 1 along rows of the last axis, the sums in scratch):
+    # 4 outputs of a row per int32x4_t, each tap one VMLA of 4 widened inputs by its weight;
+    # a row's last vector spills up to 3 sums past it, which the next row overwrites.
+    lanes = (vq is not None and a == nd - 1 and s[a] == 1
+             and kb.knob(CONV.MVE_DEPTHWISE) == "pixels")
+    if vq is not None:
+        vsums = kb.scratch_buffer("vsum", I32, (vblock + (mve.WORDS - 1 if lanes else 0),))
+    vstr = strides(out_sp[va:]) if vq is not None else []
+
+    def row_vectors(m: Expr, pre: list[Expr], wk: list[Expr]) -> None:
+        """Sums of the row at ``pre`` (the axes before a), 4 outputs per vector, two vectors
+        per step sharing each weight."""
+        assert folded is not None and vsums is not None
+        nv = -(-out_sp[a] // mve.WORDS)
+
+        def step(first: Expr, count: int) -> None:
+            accs = [kb.local(mve.vec("vdupq_n_s32", folded[[m]]), "acc", mve.INT32X4)
+                    for _ in range(count)]
+            for t, wt in zip(taps, wk):
+                for k, acc in enumerate(accs):
+                    idx = _flat([pv * ss + kv * dd for pv, ss, kv, dd in zip(pre, s, t, d)]
+                                + [(first + k) * mve.WORDS + t[a] * d[a]], pstr)
+                    kb.assign(acc, mve.vec("vmlaq_n_s32", acc, mve.load_words(xpad.flat(idx)),
+                                           wt))
+            for k, acc in enumerate(accs):
+                kb.store(vsums, [flat_tap([*pre, (first + k) * mve.WORDS][va:], vstr)],
+                         mve.vec("vstrwq_s32", acc))
+
+        if nv >= 2:
+            with kb.loop(nv // 2, "ov") as ov:
+                step(ov * 2, 2)
+        if nv % 2:
+            step(Const(nv - 1), 1)
+
+    def channel_mve(n: Expr, m: Expr) -> None:
+        """One kernel row of taps per VMLADAVA (the folded bias holds the zero point's share);
+        the C compiler keeps a channel's weight vectors in registers."""
+        assert folded is not None
+        kw = k_sp[a]
+        if lanes:
+            wk = [kb.local(Cast(kb.inputs[1][[m, 0, *t]], I32), "w") for t in taps]
+        wvs = [kb.local(mve.load(wshift.flat((m * nrows + r) * span + s[a]) if paired else
+                                 kb.inputs[1].flat((m * nrows + r) * kw), kw), "wv", mve.INT8X16)
+               for r in range(nrows)] if not lanes else []
+        wss = [kb.local(mve.load(wshift.flat((m * nrows + r) * span), span), "ws", mve.INT8X16)
+               for r in range(nrows)] if paired and not lanes else []
+
+        def outputs(o: list[Expr], count: int) -> None:
+            """``count`` (1 or 2) outputs from ``o`` on along axis a."""
+            accs = [kb.local(folded[[m]], "acc", I32) for _ in range(count)]
+            for r, t in enumerate(np.ndindex(*k_sp[:a])):
+                tap = (*t, *([0] * (nd - a)))
+                idx = _flat([ov * ss + kv * dd for ov, ss, kv, dd in zip(o, s, tap, d)], pstr)
+                xv = mve.load(xpad.flat(idx), span if count == 2 else kw)
+                for acc, wv in zip(accs, (wvs[r], *wss[r:r + 1])):
+                    kb.assign(acc, mve.dot(acc, xv, wv))
+            for q, acc in enumerate(accs):
+                oq = [ov + q if k == a else ov for k, ov in enumerate(o)]
+                if vsums is not None:
+                    kb.store(vsums, [flat_tap(oq[va:], vstr)], acc)
+                else:
+                    kb.store_output([n, m, *oq], arith.finish(kb, acc, m, B))
+
+        # The axes after a have one output each (plane and kernel of size 1 there).
+        after = [Const(0)] * (nd - a - 1)
+        lead = va if vq is not None else a
+        with kb.loops(out_sp[:lead], [f"o{k}" for k in range(lead)]) as outer:
+            with kb.loops(out_sp[lead:a], [f"o{k}" for k in range(lead, a)]) as inner:
+                pre = [*outer, *inner]
+                if lanes:
+                    row_vectors(m, pre, wk)
+                elif paired:
+                    with kb.loop(out_sp[a] // 2, "oa") as oa:
+                        outputs([*pre, oa * 2, *after], 2)
+                    if out_sp[a] % 2:
+                        outputs([*pre, Const(out_sp[a] - 1), *after], 1)
+                else:
+                    with kb.loop(out_sp[a], "oa") as oa:
+                        outputs([*pre, oa, *after], 1)
+            if vq is not None:
+                assert vsums is not None
+                requantise_plane(kb, vq, vsums, vblock, kb.outputs[0].index(
+                    [n, m, *outer, *[0] * (nd - lead)]), m, arith, B)
+
+    with kb.loop(Y.shape[0], "n") as n:
+        if any(p != i for p, i in zip(plane, in_sp)):  # the border: the zero point
+            with kb.loop(npl, "p") as p:
+                kb.store(xpad, [p], Const(x_zp, xpad.dtype))
+        if pairs:
+            kb.store(xpad, [npl], Const(0, I16))
+        with kb.loop(Y.shape[1], "m") as m:
+            # The channel into the plane; on tap pairs a short row's copy unrolled (unroll_max).
+            with kb.loops(in_sp[:-1], [f"i{k}" for k in range(nd - 1)]) as ii0:
+                with kb.loop(in_sp[-1], f"i{nd - 1}", unroll=pairs) as il:
+                    ii = [*ii0, il]
+                    xv = X[[n, m, *ii]]
+                    kb.store(xpad, [_flat([i + b for i, b in zip(ii, pb)], pstr)],
+                             Cast(xv, I16) if pairs else xv)
+            with kb.outline():
+                (channel_mve if helium else channel_pairs if pairs else channel)(n, m)
+
+
+def _flat(idx: list[Expr], strides: list[int]) -> Expr:
+    out: Expr = Const(0)
+    for i, st in zip(idx, strides):
+        out = out + i * st
+    return out
+
+
+def prove_bound(kb: Any, arith: Any, B: Any, w: np.ndarray, x_dtype: Any, x_zp: int,
+                init: np.ndarray | None = None) -> None:
+    """Tell the requantisation (quant.Requant.acc_bound) the largest |accumulator| of a conv
+    whose accumulators start from ``init`` (default: IntArith.init's values) and add
+    (x - x_zp) * w for x of ``x_dtype``: the bias plus the largest sum of products."""
+    rq = arith.requant
+    if init is None:
+        init = _init_values(kb, arith, B, w.shape[0])
+    if rq is None or init is None or not hasattr(rq, "acc_bound"):
+        return
+    lo, hi = (-128, 127) if x_dtype.is_signed else (0, 255)
+    xmax = max(abs(lo - x_zp), abs(hi - x_zp))
+    wsum = np.abs(w.reshape(w.shape[0], -1).astype(np.int64)).sum(axis=1)
+    bound = np.abs(np.broadcast_to(np.asarray(init, np.int64).reshape(-1), wsum.shape)) \
+        + wsum * xmax
+    rq.acc_bound = int(bound.max(initial=0))
+
+
+def _init_values(kb: Any, arith: Any, B: Any, m: int) -> np.ndarray | None:
+    """The accumulator's start per channel as numbers (IntArith.init's), or None when the
+    bias is not a compile-time constant."""
+    if arith.folded_bias is not None:
+        return np.asarray(kb.consts[arith.folded_bias.buf.name], np.int64)
+    if B is None:
+        return np.zeros(m, np.int64)
+    b = kb.input_const(2)
+    return None if b is None else np.asarray(b, np.int64).reshape(-1)

@@ -1,0 +1,162 @@
+"""Integer convolution on cores with the DSP extension (board feature "dsp"): Conv.lower's
+schedule for int8 weights without a zero point, through lower/dsp.py's SMLAD tiles.
+
+Per group of output pixels (the conv.pixels knob), the activations a pixel reads are first
+gathered into a scratch column of int32 words, each the pair (x[c] - zp, x[c + 1] - zp) of two
+input channels at one kernel tap as two int16 lanes (im2col, CMSIS-NN's trick; a tap in the
+padding is the pair 0). The column is built once and read by every output-channel tile, and
+each weight word is loaded and unpacked once for all the pixels of the group. The int32 sums
+are those of the generic schedule (the products and their order within each pair add up to the
+same exact sum), so both give the same bytes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from aotc import dtypes
+from aotc.ir.graph import Node
+from aotc.loops import dsp
+from aotc.loops.loop_ir import Cast, Const, Expr, call
+from aotc.schedules.conv import knobs as CONV
+from aotc.schedules.conv.depthwise_int import prove_bound
+from aotc.schedules.conv.pixels import (
+    flat_tap,
+    over_pixel_groups,
+    pixel_coords,
+    pixel_tiles,
+    requantise_group,
+    store_sums,
+    strides,
+    zero_accumulators,
+)
+
+I16 = dtypes.BY_NAME["int16"]
+I32 = dtypes.int32
+
+
+def lower_conv_dsp(conv: Any, node: Node, kb: Any, X: Any, B: Any, arith: Any,
+                   pads: tuple[list[int], list[int]], s: list[int], d: list[int]) -> None:
+    """Conv (``conv``: the Conv op, whose ``_window`` walks a kernel window) with the integer
+    arithmetic ``arith`` (quant.IntArith: x_zp, init from the bias, finish = requantise)."""
+    Y = kb.outputs[0]
+    nd = len(X.shape) - 2
+    w = kb.input_const(1)
+    in_sp, k_sp, out_sp = X.shape[2:], w.shape[2:], Y.shape[2:]
+    pb, pe = pads
+    group = node.attrs["group"]
+    mg, cg = Y.shape[1] // group, w.shape[1]
+    kprod = int(np.prod(k_sp, dtype=np.int64))
+    npix = int(np.prod(out_sp, dtype=np.int64))
+    # The column: words of two int16 lanes, either (channel pairs x taps), each word a pair
+    # of input channels at one tap, or "flat": (channel, tap) flattened, one int16 each, a
+    # word any two neighbours (no idle lane with an odd channel count, e.g. one channel).
+    flat = kb.knob(CONV.COLUMN, default=CONV.column_default(cg)) == "flat"
+    length = cg * kprod
+    q_len = -(-length // 2) if flat else -(-cg // 2) * kprod  # words per column
+    px, tw, full, rest = pixel_tiles(kb, npix, mg, CONV.dsp_pixels_default(kprod))
+    # Per group, tile after tile: pack_words of the tile's [cg, K, width] weights, so word
+    # (cp * kprod + k) * half + jp of a tile pairs with column word cp * kprod + k.
+    parts = []
+    for gi in range(group):
+        wg = w[gi * mg:(gi + 1) * mg].reshape(mg, cg, kprod)
+        for m0 in range(0, mg, tw):
+            wt = (wg[m0:m0 + tw].reshape(-1, length).T[:, None, :] if flat
+                  else wg[m0:m0 + tw].transpose(1, 2, 0))
+            parts.append(dsp.pack_words(wt).reshape(-1))
+    words = kb.const("wq", np.concatenate(parts), I32)
+    per_group = sum(p.size for p in parts) // group
+    tile_words = q_len * (tw // 2)
+    col = (kb.scratch_buffer("col", I16, (px * 2 * q_len,)) if flat
+           else kb.scratch_buffer("col", I32, (px * q_len,)))
+    sums = kb.scratch_buffer("sum", I32, (px * mg,))  # the int32 sums of a group of pixels
+    kstrides = strides(k_sp)
+    prove_bound(kb, arith, B, w, X.dtype, arith.x_zp)
+    padded = any(pb) or any(pe)
+    # Each tile a function of its own (its accumulators alone in the registers), or inline
+    # (no call per tile: better when a column is short).
+    outline = kb.knob(CONV.OUTLINE, default=CONV.outline_default(q_len))
+    steps = kb.knob(CONV.DSP_UNROLL, default=CONV.dsp_unroll_default(q_len))
+
+    def column(n: Expr, gi: Expr, pix: Expr, slot: int) -> list[Expr]:
+        """Fill column ``slot`` for output pixel ``pix`` (flat); returns its coordinates."""
+        o = pixel_coords(kb, pix, out_sp)
+        if flat:
+            return flat_column(n, gi, o, slot)
+        if padded:  # taps in the padding stay the zero pair
+            with kb.loop(q_len, "q") as q:
+                kb.store(col, [slot * q_len + q], Const(0, I32))
+
+        def taps(cp: Expr, paired: bool) -> None:
+            ic = gi * cg + 2 * cp if group > 1 else 2 * cp
+
+            def tap(xv: Expr, kk: list[Expr], ii: list[Expr]) -> None:
+                kflat = flat_tap(kk, kstrides)
+                x1 = X[[n, ic + 1, *ii]] if paired else None
+                kb.store(col, [slot * q_len + cp * kprod + kflat],
+                         dsp.x_pair(xv, x1, arith.x_zp))
+
+            conv._window(kb, 0, nd, X, tap, n, ic, o, [], [], pb, pe, s, d, None, in_sp, k_sp)
+
+        if cg // 2:
+            with kb.loop(cg // 2, "cp") as cp:
+                taps(cp, True)
+        if cg % 2:
+            taps(Const(cg // 2), False)
+        return o
+
+    def flat_column(n: Expr, gi: Expr, o: list[Expr], slot: int) -> list[Expr]:
+        at = slot * 2 * q_len
+        if padded:  # taps in the padding stay 0
+            with kb.loop(2 * q_len, "q") as q:
+                kb.store(col, [at + q], Const(0, I16))
+        elif length % 2:  # the idle lane of the last word
+            kb.store(col, [at + length], Const(0, I16))
+        with kb.loop(cg, "c") as c:
+            ic = gi * cg + c if group > 1 else c
+
+            def tap(xv: Expr, kk: list[Expr], ii: list[Expr]) -> None:
+                v = Cast(xv, I32) - Const(arith.x_zp, I32) if arith.x_zp else Cast(xv, I32)
+                kb.store(col, [at + c * kprod + flat_tap(kk, kstrides)], Cast(v, I16))
+
+            conv._window(kb, 0, nd, X, tap, n, ic, o, [], [], pb, pe, s, d, None, in_sp, k_sp)
+        return o
+
+    def tile(gi: Expr, ml: Expr, base: Expr, width: int, pixels: int) -> None:
+        """Channels ml .. ml + width of group gi for the pixels' columns: sums to ``sums``."""
+        half = -(-width // 2)
+        accs = zero_accumulators(kb, pixels, width)
+
+        def step(q: Expr) -> None:
+            xps = [kb.local(call("ld_pair16", col.flat(2 * (p * q_len + q)), dtype=I32)
+                            if flat else col.flat(p * q_len + q), "xp", I32)
+                   for p in range(pixels)]
+            dsp.mac_tile(kb, accs, words, base + q * half, width, xps)
+
+        # ``steps`` words of the column per iteration (one loop counter, compare and branch),
+        # the rest after the loop, in order: the same sums.
+        if q_len // steps > 1 or steps == 1:
+            with kb.loop(q_len // steps, "q") as qs:
+                for u in range(steps):
+                    step(qs * steps + u)
+        else:
+            for u in range(q_len - q_len % steps):
+                step(Const(u))
+        for u in range(q_len - q_len % steps, q_len):
+            step(Const(u))
+        store_sums(kb, sums, accs, mg, ml, width)
+
+    def pixels(n: Expr, gi: Expr, pix0: Expr, count: int) -> None:
+        coords = [column(n, gi, pix0 + p, p) for p in range(count)]
+        gbase = gi * per_group
+        if full:
+            with kb.loop(full, "mt") as mt:
+                with kb.outline(opaque=True) if outline else kb.block():
+                    tile(gi, mt * tw, gbase + mt * tile_words, tw, count)
+        if rest:
+            with kb.outline(opaque=True) if outline else kb.block():
+                tile(gi, Const(full * tw), gbase + full * tile_words, rest, count)
+        requantise_group(kb, sums, coords, n, gi, mg, arith, B, pix0=pix0)
+
+    over_pixel_groups(kb, Y.shape[0], group, npix, px, pixels)
