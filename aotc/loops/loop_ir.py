@@ -7,6 +7,7 @@ a multi-dimensional access is a Load/Store with a flat index expression.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Union
 
@@ -158,6 +159,21 @@ def land(*conds: Expr) -> Expr:
     out = conds[0]
     for c in conds[1:]:
         out = Bin("land", out, c, BOOL)
+    return out
+
+
+def lor(*conds: Expr) -> Expr:
+    out = conds[0]
+    for c in conds[1:]:
+        out = Bin("lor", out, c, BOOL)
+    return out
+
+
+def flat(idx: Sequence[Expr], strides: Sequence[int]) -> Expr:
+    """The flat element offset sum(idx[k] * strides[k]), from 0."""
+    out: Expr = Const(0)
+    for i, st in zip(idx, strides):
+        out = out + i * st
     return out
 
 

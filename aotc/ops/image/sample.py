@@ -16,7 +16,6 @@ import numpy as np
 from aotc.errors import AotcError
 from aotc.ir.graph import Node, TensorType, Value
 from aotc.loops.loop_ir import (
-    BOOL,
     INDEX,
     Bin,
     Cast,
@@ -27,17 +26,13 @@ from aotc.loops.loop_ir import (
     call,
     cmp,
     land,
+    lor,
     select,
 )
 from aotc.ops import OpDef, register
-from aotc.ops.tensor.shape import ANY
+from aotc.ops.common import ANY, ints
 
 CUBIC_A = -0.75
-
-
-def _ints(v: Value | np.ndarray | None) -> list[int] | None:
-    arr = v.const if isinstance(v, Value) else v
-    return None if arr is None else [int(x) for x in np.asarray(arr).reshape(-1)]
 
 
 # ------------------------------------------------------------------------------------ GridSample
@@ -48,10 +43,6 @@ def _cubic_weights(t: Any) -> list[Any]:
             ((t * (a + 2)) - (a + 3)) * t * t + 1,
             (((1 - t) * (a + 2)) - (a + 3)) * (1 - t) * (1 - t) + 1,
             ((2 - t) * a - 5 * a) * (2 - t) * (2 - t) + (2 - t) * (8 * a) - 4 * a]
-
-
-def _lor(a: Expr, b: Expr) -> Expr:
-    return Bin("lor", a, b, BOOL)
 
 
 def _borders(n: int, align: bool) -> tuple[float, float]:
@@ -182,9 +173,9 @@ class _GridSample(OpDef):
         # k is a non-negative whole float: fmod gives its parity without an int overflow.
         odd = cmp("eq", Bin("fmod", k, Const(2.0, dt), dt), 1.0)
         even = cmp("eq", Bin("fmod", k, Const(2.0, dt), dt), 0.0)
-        low_side = _lor(land(below, even), land(above, odd))
+        low_side = lor(land(below, even), land(above, odd))
         res = select(low_side, r + lo, Const(hi, dt) - r, dt)
-        return kb.local(select(_lor(below, above), res, v, dt), "refl", dt)
+        return kb.local(select(lor(below, above), res, v, dt), "refl", dt)
 
     def _taps(self, kb: Any, v: Expr, n: int, mode: str, pad: str, align: bool, d: int
               ) -> list[tuple[Expr, Expr | None]]:
@@ -198,7 +189,7 @@ class _GridSample(OpDef):
         # Cubic + border clamps each tap, not the coordinate (onnxruntime, PyTorch).
         if pad == "border" and mode != "cubic":
             clamped = bmin(bmax(x, 0.0), float(n - 1))
-            x = kb.local(select(_lor(cmp("lt", x, lo), cmp("gt", x, hi)), clamped, x, dt),
+            x = kb.local(select(lor(cmp("lt", x, lo), cmp("gt", x, hi)), clamped, x, dt),
                          f"ub{d}", dt)
         elif pad == "reflection":
             x = self._reflect(kb, x, lo, hi)
@@ -306,7 +297,7 @@ class AffineGrid(OpDef):
     onnx_tests = ("test_affine_grid_*",)
 
     def _size(self, node: Node, ins: Sequence[Value | None]) -> list[int]:
-        size = _ints(ins[1])
+        size = ints(ins[1])
         theta = ins[0]
         assert size is not None and theta is not None
         ts = theta.type.shape
@@ -387,7 +378,7 @@ class CenterCropPad(OpDef):
     def _plan(self, node: Node, ins: Sequence[Value | None]) -> list[tuple[int, int, int]]:
         x = ins[0]
         assert x is not None
-        return self.plan(node, x.type.shape, _ints(ins[1]), node.attrs.get("axes"))
+        return self.plan(node, x.type.shape, ints(ins[1]), node.attrs.get("axes"))
 
     def check(self, node: Node, ins: Sequence[Value | None]) -> None:
         super().check(node, ins)
@@ -396,7 +387,7 @@ class CenterCropPad(OpDef):
     def reference(self, input_data: np.ndarray, shape: np.ndarray, *,
                   axes: Sequence[int] | None = None) -> np.ndarray:
         node = Node("CenterCropPad", "reference", (), ())
-        plan = self.plan(node, input_data.shape, _ints(shape), axes)
+        plan = self.plan(node, input_data.shape, ints(shape), axes)
         res = np.zeros([m for _, _, m in plan], input_data.dtype)
         src = tuple(slice(c, c + min(n, m)) for (c, _, m), n in zip(plan, input_data.shape))
         dst = tuple(slice(p, p + min(n, m)) for (_, p, m), n in zip(plan, input_data.shape))
@@ -461,7 +452,7 @@ class Col2Im(OpDef):
     def _geo(self, node: Node, ins: Sequence[Value | None]) -> dict[str, list[int]]:
         x = ins[0]
         assert x is not None
-        return self.geometry(node, x.type.shape, _ints(ins[1]), _ints(ins[2]))
+        return self.geometry(node, x.type.shape, ints(ins[1]), ints(ins[2]))
 
     def check(self, node: Node, ins: Sequence[Value | None]) -> None:
         super().check(node, ins)
@@ -492,7 +483,7 @@ class Col2Im(OpDef):
                   ) -> np.ndarray:
         node = Node("Col2Im", "reference", (), (),
                     {"dilations": dilations, "pads": pads, "strides": strides})
-        g = self.geometry(node, input.shape, _ints(image_shape), _ints(block_shape))
+        g = self.geometry(node, input.shape, ints(image_shape), ints(block_shape))
         N, CK, _ = input.shape
         block, cols = g["block"], g["cols"]
         x = input.reshape(N, CK // int(np.prod(block)), *block, *cols)

@@ -18,19 +18,12 @@ import numpy as np
 from aotc import dtypes
 from aotc.errors import AotcError
 from aotc.ir.graph import Node, TensorType, Value
-from aotc.loops.loop_ir import BOOL, Bin, Const, Expr, cmp, land, select
+from aotc.loops.loop_ir import Const, Expr, cmp, land, lor, select
 from aotc.ops import OpDef, register
-from aotc.ops.tensor.movement import _axis, _ints, _nest
-from aotc.ops.tensor.shape import ANY
+from aotc.ops.common import ANY, ints, nest
+from aotc.ops.common import axis as axis_of
 
 NUMERIC = tuple(d for d in ANY if d != "bool")
-
-
-def _lor(*conds: Expr) -> Expr:
-    out = conds[0]
-    for c in conds[1:]:
-        out = Bin("lor", out, c, BOOL)
-    return out
 
 
 def _need(cond: bool, node: Node, reason: str) -> None:
@@ -45,7 +38,7 @@ def _scalar_const(node: Node, ins: Sequence[Value | None], i: int, what: str) ->
         return None
     _need(v.type.dtype.name in ("int32", "int64"), node,
           f"{what} has dtype {v.type.dtype.name}; supported: int32, int64")
-    vals = _ints(v)
+    vals = ints(v)
     _need(vals is not None and len(vals) == 1, node, f"{what} must hold exactly one value")
     assert vals is not None
     return vals[0]
@@ -84,7 +77,7 @@ class _TopK(OpDef):
         x = ins[0]
         assert x is not None
         shape = x.type.shape
-        axis = _axis(node, node.attrs.get("axis", -1), len(shape))
+        axis = axis_of(node, node.attrs.get("axis", -1), len(shape))
         k = self.k_of(node, ins)
         _need(0 <= k <= shape[axis], node, f"k={k} is out of range for dim {shape[axis]} "
               f"(axis {axis})")
@@ -107,7 +100,7 @@ class _TopK(OpDef):
 
     def lower(self, node: Node, kb: Any) -> None:
         X = kb.inputs[0]
-        axis = _axis(node, node.attrs.get("axis", -1), len(X.shape))
+        axis = axis_of(node, node.attrs.get("axis", -1), len(X.shape))
         k, n = int(node.attrs["_k"]), X.shape[axis]
         outer, inner = math.prod(X.shape[:axis]), math.prod(X.shape[axis + 1:])
         if 0 in (outer, inner, k):
@@ -115,7 +108,7 @@ class _TopK(OpDef):
         largest = bool(node.attrs.get("largest", 1))
         better, worse = ("gt", "lt") if largest else ("lt", "gt")
         dt = X.dtype
-        with _nest(kb, [outer, inner], "t") as (o, r):
+        with nest(kb, [outer, inner], "t") as (o, r):
             # (pv, pi): the previous output; the next one is the best strictly after it.
             pv = kb.local(Const(0, dt), "pv", dt)
             pi = kb.local(Const(-1), "pi")
@@ -124,10 +117,10 @@ class _TopK(OpDef):
                 bi = kb.local(Const(-1), "bi")
                 with kb.loop(n, "i") as i:
                     x = kb.local(X.flat((o * n + i) * inner + r), "x", dt)
-                    after = _lor(cmp("lt", pi, 0), cmp(worse, x, pv),
+                    after = lor(cmp("lt", pi, 0), cmp(worse, x, pv),
                                  land(cmp("eq", x, pv), cmp("gt", i, pi)))
                     # Scanning upwards with a strict comparison: the lowest index wins ties.
-                    with kb.if_(land(after, _lor(cmp("lt", bi, 0), cmp(better, x, bv)))):
+                    with kb.if_(land(after, lor(cmp("lt", bi, 0), cmp(better, x, bv)))):
                         kb.assign(bv, x)
                         kb.assign(bi, i)
                 at = (o * k + j) * inner + r
@@ -233,7 +226,7 @@ class _Cumulative(OpDef):
         a = _scalar_const(node, ins, 1, "axis")
         _need(a is not None, node, "the axis input is required")
         assert a is not None
-        return _axis(node, a, len(x.type.shape))
+        return axis_of(node, a, len(x.type.shape))
 
     def check(self, node: Node, ins: Sequence[Value | None]) -> None:
         super().check(node, ins)
@@ -256,21 +249,21 @@ class _Cumulative(OpDef):
 
     def prepare(self, node: Node, ins: Sequence[Value | None]) -> Node:
         return node.with_(inputs=node.inputs[:1],
-                          attrs={**node.attrs, "_axis": self._axis_of(node, ins)})
+                          attrs={**node.attrs, "axis_of": self._axis_of(node, ins)})
 
     def combine(self, acc: Expr, x: Expr) -> Expr:
         raise NotImplementedError
 
     def lower(self, node: Node, kb: Any) -> None:
         X = kb.inputs[0]
-        axis = int(node.attrs["_axis"])
+        axis = int(node.attrs["axis_of"])
         n = X.shape[axis]
         outer, inner = math.prod(X.shape[:axis]), math.prod(X.shape[axis + 1:])
         if 0 in (outer, inner, n):
             return
         exclusive = bool(node.attrs.get("exclusive", 0))
         reverse = bool(node.attrs.get("reverse", 0))
-        with _nest(kb, [outer, inner], "c") as (o, r):
+        with nest(kb, [outer, inner], "c") as (o, r):
             acc = kb.local(Const(self.init if X.dtype.is_float else int(self.init), X.dtype),
                            "acc", X.dtype)
             with kb.loop(n, "t") as t:

@@ -14,8 +14,7 @@ index (like the onnx reference's ``take(mode="clip")``) so it never reads out of
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 import numpy as np
@@ -26,6 +25,7 @@ from aotc.ir.graph import Node, TensorType, Value
 from aotc.loops.builder import BufRef
 from aotc.loops.loop_ir import INDEX, Cast, Const, Expr, bmax, bmin, call, cmp, select
 from aotc.ops import OpDef, register
+from aotc.ops.common import loop_unless_one
 
 REDUCTIONS = ("none", "sum", "mean")
 LABEL_DTYPES = ("int32", "int64")
@@ -34,16 +34,6 @@ LABEL_DTYPES = ("int32", "int64")
 def _ncd(shape: Sequence[int]) -> tuple[int, int, int]:
     """(N, C, D): the scores as [N, C, D]."""
     return shape[0], shape[1], math.prod(shape[2:])
-
-
-@contextmanager
-def _loop_unless_one(kb: Any, extent: int, name: str) -> Iterator[Expr]:
-    """A loop over ``extent``, or no loop (index 0) when the extent is 1."""
-    if extent == 1:
-        yield Const(0)
-        return
-    with kb.loop(extent, name) as v:
-        yield v
 
 
 def _np_loss(logp: np.ndarray, labels: np.ndarray, weight: np.ndarray | None, reduction: str,
@@ -132,7 +122,7 @@ class _Loss(OpDef):
         acc = kb.local(Const(0.0, f32), "acc", f32) if reduce else None
         wsum = (kb.local(Const(0.0, f32), "wsum", f32)
                 if reduction == "mean" and not count_const else None)
-        with _loop_unless_one(kb, n_, "n") as n, _loop_unless_one(kb, d_, "d") as d:
+        with loop_unless_one(kb, n_, "n") as n, loop_unless_one(kb, d_, "d") as d:
             pos = n * d_ + d  # the position in labels and the unreduced loss
             base = n * (c_ * d_) + d  # scores[n, 0, d]; class k is at base + k * D
             raw: Expr = T.flat(pos)

@@ -15,14 +15,9 @@ from aotc.errors import AotcError
 from aotc.ir.graph import Node, TensorType, Value
 from aotc.loops.loop_ir import Const, Expr, Var, call, cmp, select
 from aotc.ops import OpDef, register
+from aotc.ops.common import axis as axis_of
 
 F32 = dtypes.float32
-
-
-def _axis(node: Node, axis: int, rank: int) -> int:
-    if not -rank <= axis < rank:
-        raise AotcError(f"axis={axis} is out of range for rank {rank}", node.name, node.op)
-    return axis + rank if axis < 0 else axis
 
 
 def _broadcasts_to(shape: tuple[int, ...], target: tuple[int, ...]) -> bool:
@@ -219,7 +214,7 @@ class LayerNormalization(OpDef):
         super().check(node, ins)
         x = ins[0]
         assert x is not None
-        axis = _axis(node, node.attrs["axis"], len(x.type.shape))
+        axis = axis_of(node, node.attrs["axis"], len(x.type.shape))
         if node.attrs["stash_type"] != 1:
             raise AotcError(f"stash_type={node.attrs['stash_type']} is not supported (only 1: "
                             f"float32 statistics)", node.name, node.op)
@@ -246,7 +241,7 @@ class LayerNormalization(OpDef):
         x = ins[0]
         assert x is not None
         rank = len(x.type.shape)
-        axis = _axis(node, node.attrs["axis"], rank)
+        axis = axis_of(node, node.attrs["axis"], rank)
         stat = TensorType(x.type.shape[:axis] + (1,) * (rank - axis), F32)
         return [x.type, stat, stat]
 
@@ -254,7 +249,7 @@ class LayerNormalization(OpDef):
         X, scale = kb.inputs[0], kb.inputs[1]
         B = kb.inputs[2] if len(kb.inputs) > 2 else None
         rank = len(X.shape)
-        axis = _axis(node, node.attrs["axis"], rank)
+        axis = axis_of(node, node.attrs["axis"], rank)
         axes = list(range(axis, rank))
         wants = [k < len(node.outputs) and bool(node.outputs[k]) for k in range(3)]
         with kb.loops(X.shape[:axis], [f"o{k}" for k in range(axis)]) as o:
@@ -329,7 +324,7 @@ class LpNormalization(OpDef):
     def check(self, node: Node, ins: Sequence[Value | None]) -> None:
         super().check(node, ins)
         assert ins[0] is not None
-        _axis(node, node.attrs["axis"], len(ins[0].type.shape))
+        axis_of(node, node.attrs["axis"], len(ins[0].type.shape))
         if node.attrs["p"] not in (1, 2):
             raise AotcError(f"p={node.attrs['p']} is not supported (only 1 and 2)",
                             node.name, node.op)
@@ -348,7 +343,7 @@ class LpNormalization(OpDef):
     def lower(self, node: Node, kb: Any) -> None:
         X = kb.inputs[0]
         rank = len(X.shape)
-        axis = _axis(node, node.attrs["axis"], rank)
+        axis = axis_of(node, node.attrs["axis"], rank)
         kept = [d for k, d in enumerate(X.shape) if k != axis]
         with kb.loops(kept, [f"o{k}" for k in range(rank - 1)]) as o:
             acc = kb.local(Const(0.0, F32), "acc", F32)

@@ -15,7 +15,8 @@ from aotc.ir.graph import Node, TensorType, Value
 from aotc.loops.builder import BufRef
 from aotc.loops.loop_ir import Bin, Const, Expr, call, cmp, land
 from aotc.ops import OpDef, register
-from aotc.ops.nn.norm import F32, _axis, _broadcasts_to, _full_index, _row_stats
+from aotc.ops.common import axis as axis_of
+from aotc.ops.nn.norm import F32, _broadcasts_to, _full_index, _row_stats
 
 
 def _same_type(ins: Sequence[Value | None]) -> list[TensorType]:
@@ -43,7 +44,7 @@ class RMSNormalization(OpDef):
         super().check(node, ins)
         x, scale = ins[0], ins[1]
         assert x is not None and scale is not None
-        axis = _axis(node, node.attrs["axis"], len(x.type.shape))
+        axis = axis_of(node, node.attrs["axis"], len(x.type.shape))
         _check_stash(node)
         norm_shape = x.type.shape[axis:]
         if not _broadcasts_to(scale.type.shape, norm_shape):
@@ -63,7 +64,7 @@ class RMSNormalization(OpDef):
     def lower(self, node: Node, kb: Any) -> None:
         X, scale = kb.inputs[0], kb.inputs[1]
         rank = len(X.shape)
-        axis = _axis(node, node.attrs["axis"], rank)
+        axis = axis_of(node, node.attrs["axis"], rank)
         inner = X.shape[axis:]
         count = float(math.prod(inner))
         with kb.loops(X.shape[:axis], [f"o{k}" for k in range(axis)]) as o:
@@ -169,7 +170,7 @@ class MeanVarianceNormalization(OpDef):
     onnx_tests = ("test_mvn*",)
 
     def _axes(self, node: Node, rank: int) -> list[int]:
-        axes = sorted({_axis(node, int(a), rank) for a in node.attrs["axes"]})
+        axes = sorted({axis_of(node, int(a), rank) for a in node.attrs["axes"]})
         if len(axes) != len(node.attrs["axes"]):
             raise AotcError(f"axes {list(node.attrs['axes'])} repeat an axis", node.name, node.op)
         return axes

@@ -8,8 +8,7 @@ flattened tail; opset >= 13 normalises along the single dimension ``axis`` (defa
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 import numpy as np
@@ -19,9 +18,10 @@ from aotc.ir.graph import Node, Value
 from aotc.loops.builder import BufRef
 from aotc.loops.loop_ir import Const, Expr, Select, bmax, call, cmp
 from aotc.ops import OpDef, register
+from aotc.ops.common import loop_unless_one
 
 
-def _axis(node: Node, rank: int) -> int:
+def _softmax_axis(node: Node, rank: int) -> int:
     axis = int(node.attrs["axis"])
     if not -max(rank, 1) <= axis < max(rank, 1):
         raise AotcError(f"axis={axis} is out of range for rank {rank}", node.name, node.op)
@@ -45,16 +45,6 @@ def _np_softmax(x: np.ndarray, axis: int, coerce_2d: bool, log: bool) -> np.ndar
     return out.reshape(x.shape).astype(x.dtype)
 
 
-@contextmanager
-def _loop_unless_one(kb: Any, extent: int, name: str) -> Iterator[Expr]:
-    """A loop over ``extent``, or no loop (index 0) when the extent is 1."""
-    if extent == 1:
-        yield Const(0)
-        return
-    with kb.loop(extent, name) as v:
-        yield v
-
-
 class _Softmax(OpDef):
     kind = "kernel"
     log: ClassVar[bool] = False
@@ -64,7 +54,7 @@ class _Softmax(OpDef):
         super().check(node, ins)
         x = ins[0]
         assert x is not None
-        _axis(node, len(x.type.shape))
+        _softmax_axis(node, len(x.type.shape))
 
     def _reference(self, x: np.ndarray, axis: int) -> np.ndarray:
         rank = x.ndim
@@ -75,8 +65,8 @@ class _Softmax(OpDef):
         X: BufRef = kb.inputs[0]
         Y: BufRef = kb.outputs[0]
         f32 = X.dtype
-        outer, n, inner = softmax_split(X.shape, _axis(node, len(X.shape)), self.coerce_2d)
-        with _loop_unless_one(kb, outer, "o") as o, _loop_unless_one(kb, inner, "j") as j:
+        outer, n, inner = softmax_split(X.shape, _softmax_axis(node, len(X.shape)), self.coerce_2d)
+        with loop_unless_one(kb, outer, "o") as o, loop_unless_one(kb, inner, "j") as j:
             base = o * (n * inner) + j
 
             def at(k: Expr) -> Expr:
@@ -163,8 +153,8 @@ class _Hardmax(_Softmax):
     def lower(self, node: Node, kb: Any) -> None:
         X: BufRef = kb.inputs[0]
         f32 = X.dtype
-        outer, n, inner = softmax_split(X.shape, _axis(node, len(X.shape)), self.coerce_2d)
-        with _loop_unless_one(kb, outer, "o") as o, _loop_unless_one(kb, inner, "j") as j:
+        outer, n, inner = softmax_split(X.shape, _softmax_axis(node, len(X.shape)), self.coerce_2d)
+        with loop_unless_one(kb, outer, "o") as o, loop_unless_one(kb, inner, "j") as j:
             base = o * (n * inner) + j
             m = kb.local(X.flat(base), "m", f32)
             arg = kb.local(Const(0), "arg")

@@ -20,7 +20,7 @@ from aotc.errors import AotcError
 from aotc.ir.graph import Node, TensorType, Value
 from aotc.loops.loop_ir import BOOL, INDEX, Bin, Cast, Const, Expr, cmp, select
 from aotc.ops import OpDef, register
-from aotc.ops.tensor.shape import ANY
+from aotc.ops.common import ANY
 
 INDICES = ("float32", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64")
 

@@ -24,8 +24,10 @@ from aotc.ir.graph import Node, TensorType, Value
 from aotc.loops.builder import strides_of
 from aotc.loops.loop_ir import INDEX, Cast, Const, Expr, Store, bmax, bmin
 from aotc.ops import OpDef, register
-from aotc.ops.tensor.movement import _axis, _nest, check_indices, clamp_indices, runtime_index
-from aotc.ops.tensor.shape import ANY, copy_flat
+from aotc.ops.common import ANY, nest
+from aotc.ops.common import axis as axis_of
+from aotc.ops.tensor.movement import check_indices, clamp_indices, runtime_index
+from aotc.ops.tensor.shape import copy_flat
 
 COMBINE: dict[str, Callable[[Expr, Expr], Expr]] = {
     "none": lambda y, u: u,
@@ -86,7 +88,7 @@ class _ElementsShape:
 
     def elements_check(self, node: Node, data: Value, indices: Value) -> int:
         shape, ishape = data.type.shape, indices.type.shape
-        axis = _axis(node, node.attrs.get("axis", 0), len(shape))
+        axis = axis_of(node, node.attrs.get("axis", 0), len(shape))
         _need(len(ishape) == len(shape), node,
               f"indices have rank {len(ishape)}, data rank {len(shape)}")
         _need(all(i <= d or k == axis for k, (i, d) in enumerate(zip(ishape, shape))), node,
@@ -114,7 +116,7 @@ class _GatherElements(OpDef, _ElementsShape):
 
     def lower(self, node: Node, kb: Any) -> None:
         X, ind = kb.inputs[0], kb.inputs[1]
-        axis = _axis(node, node.attrs["axis"], len(X.shape))
+        axis = axis_of(node, node.attrs["axis"], len(X.shape))
         if ind.numel == 0:
             return
         with kb.loops(ind.shape) as o:
@@ -188,14 +190,14 @@ class _GatherND(OpDef):
             return
         strides = strides_of(X.shape)
         batch = math.prod(X.shape[b:])
-        with _nest(kb, [B, K], "g") as (bi, k):
+        with nest(kb, [B, K], "g") as (bi, k):
             row = bi * K + k
             pos: Expr = bi * batch
             for t in range(m):
                 at = runtime_index(ind.flat(row * m + t), X.shape[b + t], kb)
                 pos = pos + at * strides[b + t]
             base = kb.local(pos, "pos")
-            with _nest(kb, [T], "e") as (e,):
+            with nest(kb, [T], "e") as (e,):
                 kb.store_output([], X.flat(base + e), flat=row * T + e)
 
 
@@ -272,7 +274,7 @@ class _ScatterElements(_Scatter, _ElementsShape):
     def lower(self, node: Node, kb: Any) -> None:
         X, ind, U = kb.inputs[0], kb.inputs[1], kb.inputs[2]
         Y = kb.outputs[0]
-        axis = _axis(node, node.attrs.get("axis", 0), len(X.shape))
+        axis = axis_of(node, node.attrs.get("axis", 0), len(X.shape))
         f = COMBINE[str(node.attrs.get("reduction", "none"))]
         copy_flat(kb)
         if ind.numel == 0:
@@ -377,12 +379,12 @@ class _ScatterND(_Scatter):
         if U.numel == 0:
             return
         strides = strides_of(X.shape)
-        with _nest(kb, [K], "u") as (k,):
+        with nest(kb, [K], "u") as (k,):
             pos: Expr = Const(0)
             for t in range(m):
                 pos = pos + runtime_index(ind.flat(k * m + t), X.shape[t], kb) * strides[t]
             base = kb.local(pos, "pos")
-            with _nest(kb, [T], "e") as (e,):
+            with nest(kb, [T], "e") as (e,):
                 _update(kb, Y, base + e, U.flat(k * T + e), f)
 
 
@@ -420,7 +422,7 @@ class ScatterND18(_ScatterNDReduce):
 
 # ----------------------------------------------------------------------------- TensorScatter
 def _seq_axis(node: Node, shape: Sequence[int]) -> int:
-    axis = _axis(node, node.attrs.get("axis", -2), len(shape))
+    axis = axis_of(node, node.attrs.get("axis", -2), len(shape))
     _need(axis >= 1, node, f"axis={node.attrs.get('axis', -2)} is the batch dim")
     return axis
 
@@ -482,7 +484,7 @@ class TensorScatter(OpDef):
         copy_flat(kb)
         if 0 in (outer, S, inner):
             return
-        with _nest(kb, [outer, S], "s") as (p, s):
+        with nest(kb, [outer, S], "s") as (p, s):
             if W is None:
                 c: Expr = s
             else:
@@ -492,6 +494,6 @@ class TensorScatter(OpDef):
                 else:
                     c = runtime_index(row, M, kb)
             at = kb.local(c, "row")
-            with _nest(kb, [inner], "e") as (e,):
+            with nest(kb, [inner], "e") as (e,):
                 kb.store_output([], U.flat((p * S + s) * inner + e),
                                 flat=(p * M + at) * inner + e)

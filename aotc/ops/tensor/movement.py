@@ -6,8 +6,7 @@ dims that move together are merged first so the loop nests stay shallow."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from contextlib import ExitStack, contextmanager
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -17,18 +16,8 @@ from aotc.ir.graph import Node, Value
 from aotc.loops.builder import strides_of
 from aotc.loops.loop_ir import INDEX, Cast, Const, Expr, Var, bmax, bmin, cmp, land, select
 from aotc.ops import OpDef, register
-from aotc.ops.tensor.shape import ANY
-
-
-def _axis(node: Node, axis: int, rank: int, what: str = "axis") -> int:
-    if not -rank <= axis < rank:
-        raise AotcError(f"{what}={axis} is out of range for rank {rank}", node.name, node.op)
-    return axis + rank if axis < 0 else axis
-
-
-def _ints(v: Value | np.ndarray | None) -> list[int] | None:
-    arr = v.const if isinstance(v, Value) else v
-    return None if arr is None else [int(x) for x in np.asarray(arr).reshape(-1)]
+from aotc.ops.common import ANY, ints, merged_perm, nest, strided_copy
+from aotc.ops.common import axis as axis_of
 
 
 def _shape(ins: Sequence[Value | None]) -> tuple[int, ...]:
@@ -41,60 +30,18 @@ def _outer_inner(shape: Sequence[int], axis: int) -> tuple[int, int]:
             int(np.prod(shape[axis + 1:], dtype=np.int64)))
 
 
-def _flat(idx: Sequence[Expr], shape: Sequence[int]) -> Expr:
-    out: Expr = Const(0)
-    for i, s in zip(idx, strides_of(shape)):
-        out = out + i * s
-    return out
-
-
-@contextmanager
-def _nest(kb: Any, extents: Sequence[int], prefix: str) -> Iterator[list[Expr]]:
-    """Loops over ``extents``, outermost first; a unit extent gets index 0 and no loop."""
-    with ExitStack() as stack:
-        yield [Const(0) if n == 1 else stack.enter_context(kb.loop(n, f"{prefix}{k}"))
-               for k, n in enumerate(extents)]
-
-
-def _strided_copy(kb: Any, X: Any, counts: Sequence[int], coeffs: Sequence[int], base: int,
-                  prefix: str) -> None:
-    """y[i] = x[base + sum_k i_k * coeffs[k]] for every i in the index space ``counts``."""
-    if 0 in counts:
-        return
-    with _nest(kb, counts, prefix) as idx:
-        src: Expr = Const(base)
-        for i, c in zip(idx, coeffs):
-            src = src + i * c
-        kb.store_output([], X.flat(src), flat=_flat(idx, counts))
-
-
 def _copy_blocks(kb: Any, X: Any, out: int, outer: int, width: int, src: tuple[int, int],
                  dst: tuple[int, int]) -> None:
     """y[o, dst_off + j] = x[o, src_off + j] for o < outer, j < width, with (offset, row
     length) pairs src and dst: the contiguous runs Concat and Split move."""
     if outer == 0 or width == 0:
         return
-    with _nest(kb, [outer, width], "c") as (o, j):
+    with nest(kb, [outer, width], "c") as (o, j):
         kb.store_output([], X.flat(o * src[1] + src[0] + j), out=out,
                         flat=o * dst[1] + dst[0] + j)
 
 
 # ------------------------------------------------------------------------------------ Transpose
-def _merged_perm(shape: Sequence[int], perm: Sequence[int]) -> tuple[list[int], list[int]]:
-    """Drop unit dims and merge input dims that stay adjacent and in order in the output: the
-    same data movement on fewer, larger dims."""
-    perm = [p for p in perm if shape[p] != 1]
-    runs: list[list[int]] = []
-    for p in perm:
-        if runs and p == runs[-1][-1] + 1:
-            runs[-1].append(p)
-        else:
-            runs.append([p])
-    order = sorted(range(len(runs)), key=lambda r: runs[r][0])  # the runs in input order
-    new_shape = [int(np.prod([shape[d] for d in runs[r]], dtype=np.int64)) for r in order]
-    return new_shape, [order.index(r) for r in range(len(runs))]
-
-
 @register
 class Transpose(OpDef):
     name = "Transpose"
@@ -115,10 +62,10 @@ class Transpose(OpDef):
 
     def lower(self, node: Node, kb: Any) -> None:
         X = kb.inputs[0]
-        perm = _ints(node.attrs.get("perm")) or list(range(len(X.shape)))[::-1]
-        shape, mperm = _merged_perm(X.shape, perm)
+        perm = ints(node.attrs.get("perm")) or list(range(len(X.shape)))[::-1]
+        shape, mperm = merged_perm(X.shape, perm)
         strides = strides_of(shape)
-        _strided_copy(kb, X, [shape[p] for p in mperm], [strides[p] for p in mperm], 0, "t")
+        strided_copy(kb, X, [shape[p] for p in mperm], [strides[p] for p in mperm], 0, "t")
 
 
 # --------------------------------------------------------------------------------------- Concat
@@ -134,14 +81,14 @@ class Concat(OpDef):
         types = {v.type.dtype.name for v in ins if v is not None}
         if len(types) > 1:
             raise AotcError(f"inputs mix dtypes {sorted(types)}", node.name, node.op)
-        _axis(node, node.attrs["axis"], len(_shape(ins)))
+        axis_of(node, node.attrs["axis"], len(_shape(ins)))
 
     def reference(self, *inputs: np.ndarray, axis: int) -> np.ndarray:
         return np.concatenate(inputs, axis=axis)
 
     def lower(self, node: Node, kb: Any) -> None:
         Y = kb.outputs[0]
-        axis = _axis(node, node.attrs["axis"], len(Y.shape))
+        axis = axis_of(node, node.attrs["axis"], len(Y.shape))
         outer, inner = _outer_inner(Y.shape, axis)
         offset = 0
         for X in kb.inputs:
@@ -161,11 +108,11 @@ class _Split(OpDef):
                   "test_split_*_uneven*")
 
     def split_arg(self, node: Node, split_input: np.ndarray | None) -> list[int] | None:
-        return _ints(split_input)
+        return ints(split_input)
 
     def sizes(self, node: Node, shape: Sequence[int], split_input: np.ndarray | None
               ) -> list[int]:
-        dim = shape[_axis(node, node.attrs["axis"], len(shape))]
+        dim = shape[axis_of(node, node.attrs["axis"], len(shape))]
         n = len(node.outputs)
         split = self.split_arg(node, split_input)
         if split is not None:
@@ -199,7 +146,7 @@ class _Split(OpDef):
         x = args[0]
         assert x is not None
         sizes = self.sizes(node, x.shape, args[1] if len(args) > 1 else None)
-        return _split(x, _axis(node, node.attrs["axis"], x.ndim), sizes)
+        return _split(x, axis_of(node, node.attrs["axis"], x.ndim), sizes)
 
     def prepare(self, node: Node, ins: Sequence[Value | None]) -> Node:
         return node.with_(inputs=node.inputs[:1],
@@ -207,7 +154,7 @@ class _Split(OpDef):
 
     def lower(self, node: Node, kb: Any) -> None:
         X = kb.inputs[0]
-        axis = _axis(node, node.attrs["axis"], len(X.shape))
+        axis = axis_of(node, node.attrs["axis"], len(X.shape))
         outer, inner = _outer_inner(X.shape, axis)
         offset = 0
         for k, size in enumerate(node.attrs["_sizes"]):
@@ -228,11 +175,11 @@ class Split11(_Split):
     since = 11
 
     def split_arg(self, node: Node, split_input: np.ndarray | None) -> list[int] | None:
-        return _ints(node.attrs.get("split"))
+        return ints(node.attrs.get("split"))
 
     def reference(self, input: np.ndarray, *, axis: int = 0,  # noqa: A002
                   split: Sequence[int] | None = None) -> list[np.ndarray]:
-        return _split(input, axis, _ints(split))
+        return _split(input, axis, ints(split))
 
 
 @register
@@ -243,7 +190,7 @@ class Split13(_Split):
 
     def reference(self, input: np.ndarray, split: np.ndarray | None = None, *,  # noqa: A002
                   axis: int = 0) -> list[np.ndarray]:
-        return _split(input, axis, _ints(split))
+        return _split(input, axis, ints(split))
 
 
 @register
@@ -252,7 +199,7 @@ class Split18(Split13):
 
     def reference(self, input: np.ndarray, split: np.ndarray | None = None, *,  # noqa: A002
                   axis: int = 0, num_outputs: int | None = None) -> list[np.ndarray]:
-        return _split(input, axis, _ints(split))
+        return _split(input, axis, ints(split))
 
 
 # ---------------------------------------------------------------------------------------- Slice
@@ -272,7 +219,7 @@ def _slice_plan(node: Node, shape: Sequence[int], starts: Sequence[int], ends: S
     plan = [(0, 1, d) for d in shape]
     seen: set[int] = set()
     for s, e, a, st in zip(starts, ends, axes, steps):
-        a = _axis(node, a, rank, "axes")
+        a = axis_of(node, a, rank, "axes")
         if a in seen:
             raise AotcError(f"axis {a} is sliced twice", node.name, node.op)
         seen.add(a)
@@ -310,7 +257,7 @@ class Slice(OpDef):
     onnx_tests = ("test_slice*",)
 
     def _plan(self, node: Node, ins: Sequence[Value | None]) -> list[SliceDim]:
-        starts, ends, axes, steps = [_ints(ins[k]) if k < len(ins) else None for k in (1, 2, 3, 4)]
+        starts, ends, axes, steps = [ints(ins[k]) if k < len(ins) else None for k in (1, 2, 3, 4)]
         return _slice_plan(node, _shape(ins), starts or [], ends or [], axes, steps)
 
     def check(self, node: Node, ins: Sequence[Value | None]) -> None:
@@ -319,8 +266,8 @@ class Slice(OpDef):
 
     def reference(self, data: np.ndarray, starts: np.ndarray, ends: np.ndarray,
                   axes: np.ndarray | None = None, steps: np.ndarray | None = None) -> np.ndarray:
-        plan = _slice_plan(Node("Slice", "ref", (), ()), data.shape, _ints(starts) or [],
-                           _ints(ends) or [], _ints(axes), _ints(steps))
+        plan = _slice_plan(Node("Slice", "ref", (), ()), data.shape, ints(starts) or [],
+                           ints(ends) or [], ints(axes), ints(steps))
         return data[np.ix_(*[s + st * np.arange(c, dtype=np.int64) for s, st, c in plan])]
 
     def prepare(self, node: Node, ins: Sequence[Value | None]) -> Node:
@@ -332,7 +279,7 @@ class Slice(OpDef):
         dims = _merge_slice(X.shape, node.attrs["_plan"])
         strides = strides_of([n for _, _, _, n in dims])
         base = sum(s * stride for (s, _, _, _), stride in zip(dims, strides))
-        _strided_copy(kb, X, [c for _, _, c, _ in dims],
+        strided_copy(kb, X, [c for _, _, c, _ in dims],
                       [st * stride for (_, st, _, _), stride in zip(dims, strides)], base, "s")
 
 
@@ -388,7 +335,7 @@ class Gather(OpDef):
     def check(self, node: Node, ins: Sequence[Value | None]) -> None:
         super().check(node, ins[:1])
         shape = _shape(ins)
-        axis = _axis(node, node.attrs["axis"], len(shape))
+        axis = axis_of(node, node.attrs["axis"], len(shape))
         check_indices(node, ins[1], shape[axis], axis)
 
     def reference(self, data: np.ndarray, indices: np.ndarray, *, axis: int = 0) -> np.ndarray:
@@ -401,22 +348,22 @@ class Gather(OpDef):
         if not idx.is_const:
             return node
         shape = _shape(ins)
-        n = shape[_axis(node, node.attrs["axis"], len(shape))]
+        n = shape[axis_of(node, node.attrs["axis"], len(shape))]
         return node.with_(inputs=node.inputs[:1],
                           attrs={**node.attrs, "_indices": clamp_indices(idx.const, n)})
 
     def lower(self, node: Node, kb: Any) -> None:
         X = kb.inputs[0]
-        axis = _axis(node, node.attrs["axis"], len(X.shape))
+        axis = axis_of(node, node.attrs["axis"], len(X.shape))
         outer, inner = _outer_inner(X.shape, axis)
         n = X.shape[axis]
         if "_indices" not in node.attrs:  # run-time indices
             ind = kb.inputs[1]
             if 0 in (outer, inner, ind.numel):
                 return
-            with _nest(kb, [outer, ind.numel], "g") as (o, j):
+            with nest(kb, [outer, ind.numel], "g") as (o, j):
                 pos = kb.local(runtime_index(ind.flat(j), n, kb), "pos")
-                with _nest(kb, [inner], "k") as (k,):
+                with nest(kb, [inner], "k") as (k,):
                     kb.store_output([], X.flat((o * n + pos) * inner + k),
                                     flat=(o * ind.numel + j) * inner + k)
             return
@@ -429,9 +376,9 @@ class Gather(OpDef):
         if m > 1 and np.any(np.diff(flat) != step):
             # Not an arithmetic progression (e.g. a permutation): read the indices from flash.
             table = kb.const("indices", flat.astype(np.int32), INDEX)
-        with _nest(kb, [outer, m], "g") as (o, j):
+        with nest(kb, [outer, m], "g") as (o, j):
             pos = j * step + int(flat[0]) if table is None else kb.local(table.flat(j), "pos")
-            with _nest(kb, [inner], "k") as (k,):
+            with nest(kb, [inner], "k") as (k,):
                 kb.store_output([], X.flat((o * n + pos) * inner + k),
                                 flat=(o * m + j) * inner + k)
 
@@ -455,7 +402,7 @@ class _Pad(OpDef):
     def _pads(self, node: Node, shape: Sequence[int], pads: Sequence[int],
               axes: Sequence[int] | None) -> list[tuple[int, int]]:
         rank = len(shape)
-        axes = list(range(rank)) if axes is None else [_axis(node, a, rank, "axes") for a in axes]
+        axes = list(range(rank)) if axes is None else [axis_of(node, a, rank, "axes") for a in axes]
         if len(pads) != 2 * len(axes) or len(set(axes)) != len(axes):
             raise AotcError(f"pads={list(pads)} do not match axes {axes} (need 2 per axis)",
                             node.name, node.op)
@@ -481,9 +428,9 @@ class _Pad(OpDef):
         return out
 
     def _prep(self, node: Node, ins: Sequence[Value | None]) -> tuple[list[tuple[int, int]], Any]:
-        pads = _ints(ins[1])
+        pads = ints(ins[1])
         assert pads is not None
-        axes = _ints(ins[3]) if len(ins) > 3 else None
+        axes = ints(ins[3]) if len(ins) > 3 else None
         value = ins[2].const.reshape(-1) if len(ins) > 2 and ins[2] is not None else None
         cval = value[0].item() if value is not None and value.size else 0
         return self._pads(node, _shape(ins), pads, axes), cval
@@ -495,7 +442,7 @@ class _Pad(OpDef):
     def pad(self, data: np.ndarray, pads: np.ndarray, constant_value: np.ndarray | None,
             axes: np.ndarray | None, mode: str) -> np.ndarray:
         node = Node("Pad", "ref", (), (), {"mode": mode})
-        both = self._pads(node, data.shape, _ints(pads) or [], _ints(axes))
+        both = self._pads(node, data.shape, ints(pads) or [], ints(axes))
         crop = tuple(slice(max(-b, 0), n - max(-e, 0)) for (b, e), n in zip(both, data.shape))
         widths = [(max(b, 0), max(e, 0)) for b, e in both]
         if mode != "constant":
@@ -514,7 +461,7 @@ class _Pad(OpDef):
         if Y.numel == 0:
             return
         mode = node.attrs["mode"]
-        with _nest(kb, Y.shape, "p") as o:
+        with nest(kb, Y.shape, "p") as o:
             src: list[Expr] = []
             inside: list[Expr] = []
             for d, (b, e) in enumerate(node.attrs["_pads"]):

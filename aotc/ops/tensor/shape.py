@@ -17,9 +17,8 @@ from aotc.ir.graph import Node, TensorType, Value
 from aotc.loops.builder import strides_of
 from aotc.loops.loop_ir import INDEX, Cast, bmax, bmin, call, cmp, select
 from aotc.ops import OpDef, register
+from aotc.ops.common import ANY, ints, merged_perm, strided_copy
 from aotc.ops.math.elementwise import Elementwise
-
-ANY = ("float32", "uint8", "int8", "uint16", "int16", "int32", "uint32", "int64", "uint64", "bool")
 
 
 class View(OpDef):
@@ -304,10 +303,6 @@ class Size(_StaticShapeOp):
 # Expand, Tile, DepthToSpace, SpaceToDepth and ReverseSequence move data without arithmetic:
 # each output element is one input element at an index fixed at compile time (ReverseSequence:
 # chosen by a length read at run time).
-def _ints(arr: np.ndarray | Sequence[int] | None) -> list[int]:
-    return [] if arr is None else [int(x) for x in np.asarray(arr).reshape(-1)]
-
-
 def _in(ins: Sequence[Value | None], k: int = 0) -> Value:
     v = ins[k] if k < len(ins) else None
     assert v is not None
@@ -332,7 +327,7 @@ class Expand(OpDef):
 
     def check(self, node: Node, ins: Sequence[Value | None]) -> None:
         super().check(node, ins)
-        shape = _ints(_in(ins, 1).const)
+        shape = ints(_in(ins, 1).const) or []
         try:
             np.broadcast_shapes(_in(ins).type.shape, tuple(shape))
         except ValueError:
@@ -342,14 +337,13 @@ class Expand(OpDef):
             raise AotcError(f"shape {shape} has a negative dim", node.name, node.op)
 
     def reference(self, input: np.ndarray, shape: np.ndarray) -> np.ndarray:  # noqa: A002
-        out = np.broadcast_shapes(input.shape, tuple(_ints(shape)))
+        out = np.broadcast_shapes(input.shape, tuple(ints(shape) or []))
         return np.array(np.broadcast_to(input, out))
 
     def lower(self, node: Node, kb: Any) -> None:
-        from aotc.ops.tensor.movement import _strided_copy
 
         X, Y = kb.inputs[0], kb.outputs[0]
-        _strided_copy(kb, X, Y.shape, _bcast_strides(X.shape, Y.shape), 0, "e")
+        strided_copy(kb, X, Y.shape, _bcast_strides(X.shape, Y.shape), 0, "e")
 
 
 @register
@@ -362,18 +356,17 @@ class Tile(OpDef):
 
     def check(self, node: Node, ins: Sequence[Value | None]) -> None:
         super().check(node, ins)
-        reps = _ints(_in(ins, 1).const)
+        reps = ints(_in(ins, 1).const) or []
         rank = len(_in(ins).type.shape)
         if len(reps) != rank or any(r < 0 for r in reps):
             raise AotcError(f"repeats {reps} must be {rank} non-negative counts (one per dim)",
                             node.name, node.op)
 
     def reference(self, input: np.ndarray, repeats: np.ndarray) -> np.ndarray:  # noqa: A002
-        return np.tile(input, _ints(repeats)) if input.ndim else input.copy()
+        return np.tile(input, ints(repeats) or []) if input.ndim else input.copy()
 
     def lower(self, node: Node, kb: Any) -> None:
         """Output dim d of size r*n is the index pair (copy, i): read x[i] at stride s_d."""
-        from aotc.ops.tensor.movement import _strided_copy
 
         X, Y = kb.inputs[0], kb.outputs[0]
         reps = [y // x if x else 0 for x, y in zip(X.shape, Y.shape)]
@@ -382,7 +375,7 @@ class Tile(OpDef):
         for r, n, s in zip(reps, X.shape, strides_of(X.shape)):
             counts += [r, n]
             coeffs += [0, s]
-        _strided_copy(kb, X, counts, coeffs, 0, "t")
+        strided_copy(kb, X, counts, coeffs, 0, "t")
 
 
 class _Blocks(OpDef):
@@ -411,13 +404,12 @@ class _Blocks(OpDef):
         return np.transpose(x.reshape(view), perm).reshape(out)
 
     def lower(self, node: Node, kb: Any) -> None:
-        from aotc.ops.tensor.movement import _merged_perm, _strided_copy
 
         X = kb.inputs[0]
         view, perm, _ = self.plan(node, X.shape)
-        shape, mperm = _merged_perm(view, perm)
+        shape, mperm = merged_perm(view, perm)
         strides = strides_of(shape)
-        _strided_copy(kb, X, [shape[p] for p in mperm], [strides[p] for p in mperm], 0, "b")
+        strided_copy(kb, X, [shape[p] for p in mperm], [strides[p] for p in mperm], 0, "b")
 
 
 def _ref_node(op: str, **attrs: Any) -> Node:
@@ -518,7 +510,7 @@ class ReverseSequence(OpDef):
     def reference(self, input: np.ndarray, sequence_lens: np.ndarray, *,  # noqa: A002
                   batch_axis: int = 1, time_axis: int = 0) -> np.ndarray:
         out = np.array(input)
-        for k, n in enumerate(_ints(sequence_lens)):
+        for k, n in enumerate(ints(sequence_lens) or []):
             idx: list[Any] = [slice(None)] * input.ndim
             idx[batch_axis], idx[time_axis] = k, slice(0, n)
             src = list(idx)

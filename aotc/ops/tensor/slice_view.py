@@ -15,7 +15,7 @@ import numpy as np
 from aotc.errors import AotcError
 from aotc.ir.graph import Node
 from aotc.ops import OpDef, register
-from aotc.ops.tensor.shape import ANY
+from aotc.ops.common import ANY
 
 
 @register

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from aotc.ir.graph import Node
-from aotc.loops.loop_ir import Const, Expr
+from aotc.loops.loop_ir import Const, Expr, flat
 from aotc.schedules.conv import knobs as CONV
 
 
@@ -74,7 +74,7 @@ def lower_float_depthwise(node: Node, kb: Any, X: Any, B: Any, arith: Any,
         for ti, t in enumerate(taps):
             rest = list(t)
             rest[a] = 0
-            origin = _flat([ov * ss + kv * dd for ov, ss, kv, dd in zip(o, s, rest, d)], pstr)
+            origin = flat([ov * ss + kv * dd for ov, ss, kv, dd in zip(o, s, rest, d)], pstr)
             for q in range(count):
                 off = q * s[a] + t[a] * d[a]
                 key = (*t[:a], *t[a + 1:], off)
@@ -112,14 +112,8 @@ def lower_float_depthwise(node: Node, kb: Any, X: Any, B: Any, arith: Any,
             with kb.loops(in_sp[:-1], [f"i{k}" for k in range(nd - 1)]) as ii:
                 with kb.loop(in_sp[-1], f"i{nd - 1}", unroll=in_sp[-1] <= 8) as il:
                     iv = [*ii, il]
-                    kb.store(xpad, [_flat([i + b for i, b in zip(iv, pb)], pstr)],
+                    kb.store(xpad, [flat([i + b for i, b in zip(iv, pb)], pstr)],
                              X[[n, m, *iv]])
             with kb.outline():
                 channel(n, m)
 
-
-def _flat(idx: list[Expr], strides: list[int]) -> Expr:
-    out: Expr = Const(0)
-    for i, st in zip(idx, strides):
-        out = out + i * st
-    return out

@@ -21,7 +21,7 @@ import numpy as np
 from aotc import dtypes
 from aotc.ir.graph import Node
 from aotc.loops import mve
-from aotc.loops.loop_ir import Cast, Const, Expr, call
+from aotc.loops.loop_ir import Cast, Const, Expr, call, flat
 from aotc.schedules.conv import knobs as CONV
 from aotc.schedules.conv.mve import requantise_plane, vector_requant
 from aotc.schedules.conv.pixels import flat_tap, strides
@@ -110,7 +110,7 @@ def lower_depthwise(node: Node, kb: Any, X: Any, B: Any, arith: Any,
             """The sum for output ``o`` (its plane index ``shift`` further on), from the
             folded bias or (not ``biased``) from 0: the first pair an SMUAD. Every tap reads
             the output's plane index plus a constant, so gcc -Os keeps one pointer."""
-            base = _flat([ov * ss for ov, ss in zip(o, s)], pstr)
+            base = flat([ov * ss for ov, ss in zip(o, s)], pstr)
             acc = kb.local(folded[[m]], "acc", I32) if biased else None
             for r, t in enumerate(np.ndindex(*k_sp[:a])):
                 tap = (*t, *([0] * (nd - a)))
@@ -160,24 +160,24 @@ def lower_depthwise(node: Node, kb: Any, X: Any, B: Any, arith: Any,
                             accs = [tap_sum([*pre, *ob], q * s[v] * pstr[v], False)
                                     for q in range(2)]
                             for q, acc in enumerate(accs):
-                                kb.store(sums, [_flat(ob, bstr) + q * bstr[v - sa]], acc)
+                                kb.store(sums, [flat(ob, bstr) + q * bstr[v - sa]], acc)
                     if out_sp[v] % 2:
                         with kb.loops(out_sp[v + 1:], names[v + 1:]) as post:
                             ob = [*mid, Const(out_sp[v] - 1), *post]
-                            kb.store(sums, [_flat(ob, bstr)], tap_sum([*pre, *ob], 0, False))
+                            kb.store(sums, [flat(ob, bstr)], tap_sum([*pre, *ob], 0, False))
             else:
                 with kb.loops(out_sp[sa:], names[sa:]) as ob:
-                    kb.store(sums, [_flat(ob, bstr)], tap_sum([*pre, *ob], 0, False))
+                    kb.store(sums, [flat(ob, bstr)], tap_sum([*pre, *ob], 0, False))
             with kb.loops(out_sp[sa:], [f"j{k}" for k in range(sa, nd)]) as jb:
                 kb.store_output([n, m, *pre, *jb], arith.finish(
-                    kb, sums[[_flat(jb, bstr)]] + folded[[m]], m, B))
+                    kb, sums[[flat(jb, bstr)]] + folded[[m]], m, B))
 
     def channel(n: Expr, m: Expr) -> None:
         wv = [kb.local(Cast(kb.inputs[1][[m, 0, *t]], I32), "w") for t in taps]
         with kb.loops(out_sp, [f"o{k}" for k in range(nd)]) as o:
             acc = kb.local(folded[[m]] if folded is not None else arith.init(B, m), "acc", I32)
             for t, wt in zip(taps, wv):
-                idx = _flat([ov * ss + kv * dd for ov, ss, kv, dd in zip(o, s, t, d)], pstr)
+                idx = flat([ov * ss + kv * dd for ov, ss, kv, dd in zip(o, s, t, d)], pstr)
                 xv = Cast(xpad.flat(idx), I32)
                 if folded is None:
                     xv = arith.x(xpad.flat(idx))
@@ -224,7 +224,7 @@ def lower_depthwise(node: Node, kb: Any, X: Any, B: Any, arith: Any,
                     for _ in range(count)]
             for t, wt in zip(taps, wk):
                 for k, acc in enumerate(accs):
-                    idx = _flat([pv * ss + kv * dd for pv, ss, kv, dd in zip(pre, s, t, d)]
+                    idx = flat([pv * ss + kv * dd for pv, ss, kv, dd in zip(pre, s, t, d)]
                                 + [(first + k) * mve.WORDS + t[a] * d[a]], pstr)
                     kb.assign(acc, mve.vec("vmlaq_n_s32", acc, mve.load_words(xpad.flat(idx)),
                                            wt))
@@ -256,7 +256,7 @@ def lower_depthwise(node: Node, kb: Any, X: Any, B: Any, arith: Any,
             accs = [kb.local(folded[[m]], "acc", I32) for _ in range(count)]
             for r, t in enumerate(np.ndindex(*k_sp[:a])):
                 tap = (*t, *([0] * (nd - a)))
-                idx = _flat([ov * ss + kv * dd for ov, ss, kv, dd in zip(o, s, tap, d)], pstr)
+                idx = flat([ov * ss + kv * dd for ov, ss, kv, dd in zip(o, s, tap, d)], pstr)
                 xv = mve.load(xpad.flat(idx), span if count == 2 else kw)
                 for acc, wv in zip(accs, (wvs[r], *wss[r:r + 1])):
                     kb.assign(acc, mve.dot(acc, xv, wv))
@@ -300,17 +300,10 @@ def lower_depthwise(node: Node, kb: Any, X: Any, B: Any, arith: Any,
                 with kb.loop(in_sp[-1], f"i{nd - 1}", unroll=pairs) as il:
                     ii = [*ii0, il]
                     xv = X[[n, m, *ii]]
-                    kb.store(xpad, [_flat([i + b for i, b in zip(ii, pb)], pstr)],
+                    kb.store(xpad, [flat([i + b for i, b in zip(ii, pb)], pstr)],
                              Cast(xv, I16) if pairs else xv)
             with kb.outline():
                 (channel_mve if helium else channel_pairs if pairs else channel)(n, m)
-
-
-def _flat(idx: list[Expr], strides: list[int]) -> Expr:
-    out: Expr = Const(0)
-    for i, st in zip(idx, strides):
-        out = out + i * st
-    return out
 
 
 def prove_bound(kb: Any, arith: Any, B: Any, w: np.ndarray, x_dtype: Any, x_zp: int,
