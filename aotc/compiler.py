@@ -23,8 +23,8 @@ from aotc.byoc.partition import Row, partition
 from aotc.codegen.bundle import write_bundle
 from aotc.codegen.render import render_context
 from aotc.errors import AotcError
-from aotc.frontend.onnx import import_model
-from aotc.frontend.onnx_file import load_model
+from aotc.frontend.onnx.file import load_model
+from aotc.frontend.onnx.importer import import_model
 from aotc.frontend.tflite import is_tflite, load_tflite
 from aotc.frontend.torch import (
     is_torch_model,

@@ -177,7 +177,7 @@ def quantize(model: str | os.PathLike[str], calibration: str | os.PathLike[str],
              symmetric_activations: bool = False, check: bool = True) -> QuantizeResult:
     """Quantise ``model`` to int8 QDQ calibrated on ``calibration`` (.npz) and write ``output``;
     with ``check``, compile the result with aotc to list integer and remaining float ops."""
-    from aotc.frontend.onnx_file import load_model
+    from aotc.frontend.onnx.file import load_model
 
     proto = load_model(model)
     present = sorted({n.op_type for n in proto.graph.node} & _QUANT_OPS)

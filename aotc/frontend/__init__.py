@@ -1,1 +1,1 @@
-"""Model importers. Only ONNX so far (frontend/onnx.py)."""
+"""Model importers: every door (onnx/, tflite/, torch.py) ends in the same graph IR."""

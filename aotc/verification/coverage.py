@@ -115,7 +115,7 @@ def op_table() -> list[OpRow]:
 
 def tflite_builtins() -> dict[str, list[str]]:
     """ONNX op label -> the TFLite builtins the TFLite frontend imports as it."""
-    from aotc.frontend.tflite_ops import ONNX_OPS
+    from aotc.frontend.tflite.builtins import ONNX_OPS
 
     out: dict[str, list[str]] = {}
     for builtin, labels in sorted(ONNX_OPS.items()):
@@ -125,7 +125,7 @@ def tflite_builtins() -> dict[str, list[str]]:
 
 
 def _builtins() -> list[str]:
-    from aotc.frontend.tflite_ops import CONVERTERS
+    from aotc.frontend.tflite.builtins import CONVERTERS
 
     return sorted(CONVERTERS)
 

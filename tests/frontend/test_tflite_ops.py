@@ -257,7 +257,7 @@ def test_tflite_op(case, after_conv, tmp_path):
 
 
 def test_every_builtin_has_a_test_and_an_ops_row():
-    from aotc.frontend.tflite_ops import CONVERTERS, ONNX_OPS
+    from aotc.frontend.tflite.builtins import CONVERTERS, ONNX_OPS
 
     assert set(ONNX_OPS) == set(CONVERTERS)
     tested = {c for c in CONVERTERS if any(k == c or k.startswith(c + "_") for k in CASES)}

@@ -8,7 +8,7 @@ from onnx import helper
 from opcheck import make_model, rand
 
 from aotc import dtypes
-from aotc.frontend.onnx import import_model
+from aotc.frontend.onnx.importer import import_model
 from aotc.ir.graph import CHAIN, Graph, Node, TensorType, Value
 from aotc.ir.verify import VerifyError, verify
 from aotc.passes import default_pipeline, run_pipeline

@@ -18,7 +18,7 @@ from onnx import TensorProto, helper, numpy_helper
 import aotc
 from aotc.cli import main as cli_main
 from aotc.compiler import CompileOptions, _pipeline, compile_model
-from aotc.frontend.onnx import import_model
+from aotc.frontend.onnx.importer import import_model
 from aotc.ir.graph import CHAIN, Graph
 from aotc.memory.buffers import check_no_overlap
 from aotc.memory.liveness import analyse, choose_inplace, conv_inplace_modes

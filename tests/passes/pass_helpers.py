@@ -13,7 +13,7 @@ import onnx
 import pytest
 from onnx import helper, numpy_helper
 
-from aotc.frontend.onnx import import_model
+from aotc.frontend.onnx.importer import import_model
 from aotc.ir.graph import Graph
 from aotc.ir.printer import print_graph
 from aotc.ir.verify import verify

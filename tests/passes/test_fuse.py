@@ -10,7 +10,7 @@ from onnx import helper
 from opcheck import check, make_model, rand
 from pass_helpers import build, expect, node, onnx_model, run_pass
 
-from aotc.frontend.onnx import import_model
+from aotc.frontend.onnx.importer import import_model
 from aotc.passes.fuse import fuse
 
 CONV = "Conv[auto_pad='NOTSET', dilations=[], group=1, kernel_shape=[], pads=[], strides=[]]"

@@ -1,6 +1,6 @@
 """Control flow with subgraphs: If, Loop, Scan.
 
-Each subgraph attribute is imported as a closed ``Body`` (aotc/frontend/subgraph.py): its values
+Each subgraph attribute is imported as a closed ``Body`` (aotc/frontend/onnx/subgraph.py): its values
 carry names unique in the whole model, and every outer-scope tensor it reads is an explicit
 input of the node (a capture), so graph passes see the dependency and never look inside. An If
 whose condition is known at compile time is replaced by its taken branch (at import, or by
@@ -13,6 +13,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
+import onnx
 
 from aotc.ir.graph import Node, TensorType, Value
 from aotc.ops import REQUIRED, OpDef, register
@@ -32,6 +35,33 @@ class Body:
 
     def type(self, name: str) -> TensorType:
         return self.values[name].type
+
+
+def inline(node: Node, body: Body, values: dict[str, Value], opset: int,
+           known: dict[str, np.ndarray] | None = None) -> list[Node]:
+    """The nodes that replace ``node`` by ``body`` (an If's taken branch); adds the body's
+    values to ``values``. Captures and results are joined with Identity, which the views pass
+    removes; a constant result becomes a constant."""
+    version = onnx.defs.get_schema("Identity", opset).since_version
+    values.update(body.values)
+    nodes = []
+    for local, k in body.captures:
+        if not body.values[local].is_const:
+            nodes.append(Node("Identity", f"{local}.capture", (node.inputs[k],), (local,), {},
+                              version))
+    nodes += body.nodes
+    for b, o in zip(body.outputs, node.outputs):
+        if not o:
+            continue
+        v = values[b]
+        if v.const is not None:
+            values[o] = Value(o, v.type, v.const)
+        else:
+            nodes.append(Node("Identity", f"{node.name}.result.{o}", (b,), (o,), {}, version))
+            values[o] = Value(o, v.type)
+            if known is not None and b in known:
+                known[o] = known[b]
+    return nodes
 
 
 class _ControlOp(OpDef):

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from aotc.errors import AotcError
-from aotc.frontend.tflite import TO_NCHW, TO_NHWC, Builder
+from aotc.frontend.tflite.builder import TO_NCHW, TO_NHWC, Builder
 
 INT64_MAX = np.iinfo(np.int64).max
 INT64_MIN = np.iinfo(np.int64).min

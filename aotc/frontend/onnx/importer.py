@@ -3,7 +3,7 @@
 Checks everything a user can get wrong before any conversion (opset, unsupported ops -- all of
 them in one error --, symbolic dims, cycles, types against the schema) and turns each problem
 into one AotcError line. Reading the file (protobuf, external data, tensor sizes) is
-aotc/frontend/onnx_file.py.
+aotc/frontend/onnx/file.py.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from onnx import numpy_helper
 
 from aotc import dtypes
 from aotc.errors import AotcError
-from aotc.frontend import subgraph
-from aotc.frontend.onnx_file import check_size, declared_nbytes, onnx_dtype_name
+from aotc.frontend.onnx import subgraph
+from aotc.frontend.onnx.file import check_size, declared_nbytes, onnx_dtype_name
 from aotc.ir.graph import Graph, Node, TensorType, Value
 from aotc.ops import REQUIRED, resolve, values_known
 

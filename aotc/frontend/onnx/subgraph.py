@@ -21,7 +21,8 @@ from onnx import numpy_helper
 from aotc import dtypes
 from aotc.errors import AotcError
 from aotc.ir.graph import Graph, Node, TensorType, Value
-from aotc.ops.control.if_loop_scan import Body
+from aotc.ops.control.if_loop_scan import Body, inline
+from aotc.ops.evaluate import fold_constants
 
 CONTROL_OPS = ("If", "Loop", "Scan")
 Resolver = Callable[[str], "str | None"]
@@ -117,8 +118,6 @@ def _body(gp: onnx.GraphProto, prefix: str, formal_types: list[TensorType], ctx:
         if r is None:
             raise AotcError(f"body {gp.name!r} output {o.name!r} is never produced", node, op)
         outs.append(r)
-    from aotc.passes.fold_constants import fold_constants
-
     folded = fold_constants(Graph(prefix, formals + [c for c, _ in caps], outs, vals, nodes,
                                   ctx.opset))
     body = Body(tuple(formals), tuple((c, k) for k, (c, _) in enumerate(caps)), tuple(outs),
@@ -134,33 +133,6 @@ def _with_captures(body: Body, outer_names: list[str], inputs: list[str]) -> Bod
             inputs.append(name)
         caps.append((local, inputs.index(name, 1)))
     return Body(body.inputs, tuple(caps), body.outputs, body.nodes, body.values)
-
-
-def inline(node: Node, body: Body, values: dict[str, Value], opset: int,
-           known: dict[str, np.ndarray] | None = None) -> list[Node]:
-    """The nodes that replace ``node`` by ``body`` (an If's taken branch); adds the body's
-    values to ``values``. Captures and results are joined with Identity, which the views pass
-    removes; a constant result becomes a constant."""
-    version = onnx.defs.get_schema("Identity", opset).since_version
-    values.update(body.values)
-    nodes = []
-    for local, k in body.captures:
-        if not body.values[local].is_const:
-            nodes.append(Node("Identity", f"{local}.capture", (node.inputs[k],), (local,), {},
-                              version))
-    nodes += body.nodes
-    for b, o in zip(body.outputs, node.outputs):
-        if not o:
-            continue
-        v = values[b]
-        if v.const is not None:
-            values[o] = Value(o, v.type, v.const)
-        else:
-            nodes.append(Node("Identity", f"{node.name}.result.{o}", (b,), (o,), {}, version))
-            values[o] = Value(o, v.type)
-            if known is not None and b in known:
-                known[o] = known[b]
-    return nodes
 
 
 def convert(pn: onnx.NodeProto, node_name: str, ctx: Context, values: dict[str, Value],
