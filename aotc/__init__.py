@@ -7,7 +7,7 @@ runner (cffi); every user error is an ``AotcError``.
 from __future__ import annotations
 
 from aotc.api import Bundle, compile, inspect, verify  # noqa: E402
-from aotc.compiler import CompileOptions  # noqa: E402
+from aotc.compilation import CompileOptions  # noqa: E402
 from aotc.errors import AotcError  # noqa: E402
 from aotc.version import __version__  # noqa: E402
 

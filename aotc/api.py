@@ -1,10 +1,9 @@
-"""The Python API: compile, inspect, verify; the Bundle handle returned by compile."""
+"""The Python API: compile, inspect, verify; compile returns a Bundle (aotc/compiler.py)."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +11,8 @@ import numpy as np
 import onnx
 
 from aotc.byoc.partition import NATIVE, Row
-from aotc.compiler import Compilation, CompileOptions, compile_model, emit, memory_report
+from aotc.compilation import Compilation, CompileOptions, memory_report
+from aotc.compiler import Bundle, compile_model, emit
 from aotc.errors import AotcError
 from aotc.ir.graph import CHAIN, Graph, Node
 from aotc.ops import resolve
@@ -21,42 +21,6 @@ from aotc.progress import QUIET, Progress
 # An ONNX file or ModelProto; a .pt2 file (torch.export.save), a torch.export.ExportedProgram
 # or a torch.nn.Module (with example_inputs) go through aotc/frontend/torch.py.
 ModelLike = str | os.PathLike[str] | onnx.ModelProto | Any
-
-
-@dataclass
-class Bundle:
-    """A compiled model on disk."""
-
-    directory: Path
-    name: str
-    compilation: Compilation
-
-    @property
-    def arena_bytes(self) -> int:
-        return self.compilation.plan.size
-
-    @property
-    def lower_bound(self) -> int:
-        return self.compilation.lower_bound
-
-    @property
-    def weights_bytes(self) -> int:
-        return self.compilation.weights_bytes
-
-    @property
-    def kernels(self) -> list[str]:
-        return [ls.kernel.name for ls in self.compilation.lowered]
-
-    def load(self, board: str | None = None) -> Any:
-        """A runner with ``.run({name: array}) -> {name: array}`` (host build via cffi, or a
-        QEMU-emulated board)."""
-        if board is None or board == "host-cffi":
-            from aotc.targets.host import Runner
-
-            return Runner(self.directory)
-        from aotc.targets.runner import BoardRunner
-
-        return BoardRunner(self.directory, board)
 
 
 def _options(name: str, input_shapes: Mapping[str, Sequence[int]] | None,

@@ -1,15 +1,18 @@
-"""The compiler driver: import -> passes -> schedule -> lower -> plan -> emit.
+"""The compiler driver: read -> import -> graph passes -> BYOC claims -> patches -> kernel order
+-> lowering -> memory plan (in place, stack temporaries) -> emit.
 
-``compile_model`` does everything in memory and returns a Compilation; ``emit`` writes the
-bundle. Each stage lives in its own module; this file only wires them in order.
+``compile_model`` runs each stage once, top to bottom, in memory, and returns a Compilation;
+``emit`` writes the bundle. Choices that need a memory plan (patch candidates, in-place
+kernels, stack temporaries) are evaluated from the already-passed graph. Each stage lives in
+its own package; this file only wires them in order.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -17,11 +20,11 @@ import numpy as np
 import onnx
 
 from aotc.byoc import load_backends
-from aotc.byoc.backend import Library
 from aotc.byoc.lowering import lower_external
-from aotc.byoc.partition import Row, partition
+from aotc.byoc.partition import partition
 from aotc.codegen.bundle import write_bundle
 from aotc.codegen.render import render_context
+from aotc.compilation import Compilation, CompileOptions
 from aotc.errors import AotcError
 from aotc.frontend.onnx.file import load_model
 from aotc.frontend.onnx.importer import import_model
@@ -36,158 +39,20 @@ from aotc.frontend.torch import (
 from aotc.ir.graph import Graph
 from aotc.loops.builder import STACK_TEMP_MAX
 from aotc.lower.lowering import LoweredStep, lower_step
-from aotc.memory.buffers import Plan, check_no_overlap
-from aotc.memory.liveness import (
-    Bounds,
-    Liveness,
-    analyse,
-    bounds,
-    choose_inplace,
-    conv_inplace_modes,
-)
-from aotc.memory.planner import plan
+from aotc.memory.buffers import BufferReq, Plan, check_no_overlap
+from aotc.memory.liveness import Liveness, analyse, bounds, choose_inplace
+from aotc.memory.patch_choice import Memory, auto_candidates, patches
+from aotc.memory.planner import fits, plan
 from aotc.memory.pools import Pool, PoolsDoNotFit, plan_pools, resolve_pools
-from aotc.memory.report import ascii_timeline, plan_to_json
 from aotc.names import Namer, c_ident
 from aotc.ops.quant.arith import REQUANT_MODES
 from aotc.passes import PASS_NAMES, Pass, default_pipeline, run_pipeline
 from aotc.passes.layout import permuted_views, to_layout
-from aotc.passes.patches import (
-    DEFAULT_MAC_BUDGET,
-    Memory,
-    auto_candidates,
-    patches,
-    stage_chain,
-)
+from aotc.passes.patches import stage_chain
 from aotc.progress import QUIET, Progress
+from aotc.steps.inplace import conv_inplace_modes, inplace_temps
 from aotc.steps.reorder import reorder
 from aotc.steps.schedule import Schedule, Step, make_schedule
-
-
-@dataclass(frozen=True)
-class CompileOptions:
-    name: str = "model"
-    input_shapes: Mapping[str, Sequence[int]] = field(default_factory=dict)
-    passes: tuple[str, ...] | None = None  # None: the default pipeline
-    planner: str = "best"
-    align: int = 16
-    inplace: bool = True
-    # Graph inputs and outputs live in the arena (reused once dead); <name>_run then takes only
-    # the arena, and the header says where each input and output is.
-    io_in_arena: bool = False
-    # Convolutions that can write over their dying input do so (depthwise channel by channel,
-    # 2-D convs by line through a ring of output rows, 1x1 pixel by pixel) with a temporary,
-    # on the C stack when at most 64 B and that shrinks the arena (docs/memory.md); needs
-    # inplace.
-    inplace_conv: bool = False
-    unroll_max: int = 8
-    # Board whose features steer lowering choices (boards/<name>/board.toml); None: a generic
-    # MCU (scalar code that keeps accumulators in registers at -Os).
-    target: str | None = None
-    weights_section: str | None = None
-    # Integer requantisation: "tflite" (fixed point, bit-exact with TFLM) or "onnx" (float,
-    # round half to even, as onnxruntime).
-    requant: str = "tflite"
-    verify_ir: bool = False
-    command_line: str = ""
-    # BYOC backends, in priority order: names (--byoc), paths to .py files, or backend objects
-    # (aotc/byoc). cmsis_nn_path: where CMSIS-NN is (else $CMSIS_NN_PATH).
-    byoc: tuple[Any, ...] = ()
-    cmsis_nn_path: str | None = None
-    # Run the kernels in the model's order instead of the order of smallest liveness bound
-    # (aotc/steps/reorder.py).
-    keep_order: bool = False
-    # Workload key -> schedule ({knob: value}, aotc/schedules) for the kernels that have one,
-    # e.g. the best a tuning log recorded (aotc/tune); the others get the knobs' defaults.
-    schedules: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
-    # A model exported from PyTorch (aotc/frontend/torch.py) may carry more weight bytes than
-    # the module's parameters and buffers (> 1.05x + 1 KB) only when this is set.
-    allow_weight_growth: bool = False
-    # Memory pools, fastest first: Pool objects or "NAME:BYTES[:SECTION]" strings (--pool).
-    # None: the --target board's pools (board.toml [[pools]]) if it lists any, else one arena;
-    # (): one arena.
-    pools: tuple[Any, ...] | None = None
-    # Patch-based execution of the first stage (aotc/passes/patches.py): None (off), "auto",
-    # N for an N x N grid, "RxC", or (depth, rows, cols); patch_macs: auto's budget of extra
-    # MACs (a fraction).
-    patches: str | int | tuple[int, int, int] | None = None
-    patch_macs: float = DEFAULT_MAC_BUDGET
-
-
-@dataclass
-class Compilation:
-    options: CompileOptions
-    model_name: str
-    model_hash: str
-    graph: Graph  # after the passes
-    schedule: Schedule
-    lowered: list[LoweredStep]
-    liveness: Liveness
-    plan: Plan
-    bounds: Bounds
-    model_const_bytes: int
-    weights: dict[str, tuple[str, np.ndarray]]  # key -> (C symbol, data)
-    backends: list[Any] = field(default_factory=list)  # enabled BYOC backends
-    # A model from PyTorch: the weight-size guard's line (bundle vs module weight bytes).
-    weight_check: str | None = None
-    pools: list[Pool] = field(default_factory=list)  # memory pools; empty: one arena
-    # --patches: the grid and stage chosen, the MACs they add (PatchPlan.as_json); with auto
-    # also the candidates tried, or why the plain graph was kept. None without --patches.
-    patches: dict[str, Any] | None = None
-
-    @property
-    def stack_temporaries(self) -> list[dict[str, Any]]:
-        """The temporaries kernels keep on the C stack instead of the arena (an in-place
-        conv's, KernelBuilder.temporary): in neither the arena nor its bounds. The kernels
-        run one at a time: the stack needs the largest kernel's, not the sum."""
-        return [{"kernel": ls.kernel.name, "name": name, "bytes": nbytes}
-                for ls in self.lowered for name, nbytes in ls.stack]
-
-    @property
-    def lower_bound(self) -> int:
-        """The liveness bound of what the arena holds: activations + scratch (+ graph I/O when
-        it is in the arena)."""
-        return self.bounds.io if self.options.io_in_arena else self.bounds.scratch
-
-    @property
-    def arena_holds(self) -> str:
-        return "activations + scratch" + (" + graph I/O" if self.options.io_in_arena else "")
-
-    def io_offset(self, value: str) -> int:
-        """Arena (or pool) offset of a graph input or output (io_in_arena only)."""
-        return self.plan.offsets[self.liveness.buffer_of(self.schedule.root[value])]
-
-    def io_pool(self, value: str) -> str | None:
-        """The pool of a graph input or output (io_in_arena with pools only)."""
-        return self.plan.pool_of.get(self.liveness.buffer_of(self.schedule.root[value]))
-
-    def base(self, buffer: str) -> str:
-        """The C pointer (uint8_t *) of the arena or pool a planned buffer is in."""
-        return f"a_{self.plan.pool_of[buffer]}" if self.plan.pool_of else "a"
-
-    @property
-    def io_lower_bound(self) -> int:
-        """Activations + scratch + graph inputs and outputs: the bound on total RAM."""
-        return self.bounds.io
-
-    @property
-    def partition(self) -> list[Row]:
-        return list(self.graph.meta.get("partition", []))
-
-    @property
-    def libraries(self) -> list[Library]:
-        """What the claimed kernels need at build time, once per library name."""
-        used = {ls.backend for ls in self.lowered if ls.backend}
-        out: dict[str, Library] = {}
-        for b in self.backends:
-            if b.name in used:
-                for lib in getattr(b, "libraries", lambda: ())():
-                    out.setdefault(lib.name, lib)
-        return list(out.values())
-
-    @property
-    def weights_bytes(self) -> int:
-        return sum(int(a.nbytes) for a in {sym: a for sym, a in self.weights.values()}.values())
 
 
 def _validate_name(name: str) -> str:
@@ -226,105 +91,198 @@ def read_model(path: str | os.PathLike[str]) -> onnx.ModelProto:
     return load_tflite(path) if is_tflite(path) else load_model(path)
 
 
+@dataclass(frozen=True)
+class _Source:
+    """The model as the frontend read it, and what the bundle's provenance says of it."""
+
+    proto: onnx.ModelProto
+    name: str
+    sha256: str
+
+
+@dataclass(frozen=True)
+class _Context:
+    """What every stage after the graph passes needs: the options, the target's features,
+    the enabled BYOC backends (by name) and the memory pools."""
+
+    options: CompileOptions
+    features: frozenset[str]
+    backends: list[Any]
+    pools: list[Pool]
+    progress: Progress
+
+    @property
+    def by_name(self) -> dict[str, Any]:
+        return {b.name: b for b in self.backends}
+
+
 def compile_model(model: str | os.PathLike[str] | onnx.ModelProto, options: CompileOptions,
                   on_pass: Callable[[str, Graph], None] | None = None,
                   progress: Progress = QUIET) -> Compilation:
+    """The pipeline, each stage once, top to bottom: read and import the model, run the graph
+    passes, let the BYOC backends claim their kernels, choose patches (their candidates start
+    from this passed graph), then build the kernels and the memory plan (_build)."""
     name = _validate_name(options.name)
+    if not 0 <= options.patch_macs < 1e6:
+        raise AotcError(f"--patch-macs {100 * options.patch_macs:g}: the budget of extra MACs "
+                        f"must be a percentage >= 0")
+    source = _read(model, options, progress)
+    shapes = {k: tuple(int(d) for d in v) for k, v in options.input_shapes.items()}
+    graph = import_model(source.proto, shapes, name)
+    model_const_bytes = graph.const_bytes()
+    progress.detail("graph passes")
+    graph = run_pipeline(graph, _pipeline(options.passes, options.requant),
+                         verify=options.verify_ir, on_pass=on_pass)
+    features = _target_features(options.target)
+    backends = _backends(options, features)
+    graph = _claim(graph, backends, options, on_pass)
+    graph = permuted_views(graph)
+    ctx = _Context(options, features, backends, _pools(options), progress)
+    if options.patches is not None and str(options.patches) == "auto":
+        comp = _auto_patches(graph, ctx)
+    else:
+        report = None
+        if options.patches is not None:
+            progress.detail("patches")
+            graph, patch_plan = patches(graph, options.patches, _memory(options))
+            report = patch_plan.as_json()
+            if on_pass is not None:
+                on_pass("patches", graph)
+        comp = _build(graph, ctx, report)
+    comp.model_name, comp.model_hash = source.name, source.sha256
+    comp.model_const_bytes = model_const_bytes
+    param_bytes = param_bytes_of(source.proto)
+    if param_bytes is not None:
+        comp.weight_check = weight_check(comp.weights_bytes, param_bytes,
+                                         options.allow_weight_growth)
+    return comp
+
+
+def _read(model: str | os.PathLike[str] | onnx.ModelProto, options: CompileOptions,
+          progress: Progress) -> _Source:
     progress.detail("import")
     if is_torch_model(model):  # a .pt2 file, an ExportedProgram (an nn.Module: api.compile)
         progress.detail("torch.onnx.export")
         model = to_onnx(model, bound=options.input_shapes)
     if isinstance(model, onnx.ModelProto):
-        proto, model_name = model, model.graph.name or "model"
-        model_hash = (source_hash_of(model)
-                      or hashlib.sha256(model.SerializeToString()).hexdigest())
-    else:
-        proto, model_name = read_model(model), Path(model).name
-        model_hash = hashlib.sha256(Path(model).read_bytes()).hexdigest()
-    shapes = {k: tuple(int(d) for d in v) for k, v in options.input_shapes.items()}
-    graph = import_model(proto, shapes, name)
-    model_const_bytes = graph.const_bytes()
-    progress.detail("graph passes")
-    graph = run_pipeline(graph, _pipeline(options.passes, options.requant),
-                         verify=options.verify_ir,
-                         on_pass=on_pass)
-    features = _target_features(options.target)
-    backends = _backends(options, features)
-    if backends:
-        graph = partition(graph, backends, options.requant)
-        layout_of = {b.name: getattr(b, "layout", "NCHW") for b in backends}
-        if "NHWC" in layout_of.values():
-            graph = to_layout(graph, lambda n: layout_of[n.attrs["_byoc"]] == "NHWC")
-        if on_pass is not None:
-            on_pass("byoc", graph)
-    graph = permuted_views(graph)
-    patch_report: dict[str, Any] | None = None
-    if not 0 <= options.patch_macs < 1e6:
-        raise AotcError(f"--patch-macs {100 * options.patch_macs:g}: the budget of extra MACs "
-                        f"must be a percentage >= 0")
-    if options.patches is not None and str(options.patches) == "auto":
-        comp = _auto_patches(proto, graph, options, progress)
-        comp.model_name, comp.model_hash = model_name, model_hash
-        return comp
-    if options.patches is not None:
-        progress.detail("patches")
-        graph, patch_plan = patches(graph, options.patches, _memory(options))
-        patch_report = patch_plan.as_json()
-        if on_pass is not None:
-            on_pass("patches", graph)
-    by_name = {b.name: b for b in backends}
-    sched = make_schedule(graph)
-    lowered = _lower(sched, by_name, options, features, progress)
-    scratch = _scratch(lowered)
-    if not options.keep_order:
-        sched, lowered, scratch = _reorder(sched, lowered, scratch, by_name, options, features,
-                                           progress)
-    progress.detail("memory plan")
+        return _Source(model, model.graph.name or "model",
+                       source_hash_of(model) or hashlib.sha256(model.SerializeToString()).hexdigest())
+    return _Source(read_model(model), Path(model).name,
+                   hashlib.sha256(Path(model).read_bytes()).hexdigest())
+
+
+def _claim(graph: Graph, backends: list[Any], options: CompileOptions,
+           on_pass: Callable[[str, Graph], None] | None) -> Graph:
+    """The BYOC backends claim their kernels (aotc/byoc/partition.py); the regions of an NHWC
+    backend get their layout."""
+    if not backends:
+        return graph
+    graph = partition(graph, backends, options.requant)
+    layout_of = {b.name: getattr(b, "layout", "NCHW") for b in backends}
+    if "NHWC" in layout_of.values():
+        graph = to_layout(graph, lambda n: layout_of[n.attrs["_byoc"]] == "NHWC")
+    if on_pass is not None:
+        on_pass("byoc", graph)
+    return graph
+
+
+def _pools(options: CompileOptions) -> list[Pool]:
+    """The memory pools: --pool, else the --target board's (board.toml [[pools]])."""
+    board_pools: Sequence[Any] = ()
+    if options.pools is None and options.target:
+        from aotc.targets import boards
+
+        board_pools = boards.load_board(options.target).pools
     try:
-        pools = resolve_pools(options.pools, options.target, options.name)
+        return resolve_pools(options.pools, board_pools, options.name)
     except ValueError as e:
         raise AotcError(str(e)) from None
+
+
+def _build(graph: Graph, ctx: _Context, patch_report: dict[str, Any] | None = None
+           ) -> Compilation:
+    """A passed graph's kernels and memory plan: the kernel schedule in the order of smallest
+    liveness bound, each step lowered once, the arena planned; with --inplace-conv the chosen
+    convs lowered again in place when that makes the arena smaller, and their small
+    temporaries moved to the C stack where that makes it smaller still; the weights."""
+    options, progress = ctx.options, ctx.progress
+    sched = make_schedule(graph)
+    lowered = _lower(sched, ctx)
+    scratch = _scratch(lowered)
+    if not options.keep_order:
+        sched, lowered, scratch = _reorder(sched, lowered, scratch, ctx)
+    progress.detail("memory plan")
     labels = {ls.step.index: f"{ls.kernel.name}: {ls.step.node.op} {ls.step.node.name!r}"
               for ls in lowered}
     label = lambda k: labels.get(k, f"step {k}")  # noqa: E731
+    lowered, live, the_plan = _plan_inplace(sched, lowered, scratch, ctx, label)
+    comp = Compilation(options, "", "", sched.graph, sched, lowered, live, the_plan,
+                       bounds(sched, scratch), 0, {}, ctx.backends, pools=ctx.pools,
+                       patches=patch_report)
+    _stack(comp, ctx)
+    comp.weights = _collect_weights(sched, comp.lowered, options.name)
+    return comp
+
+
+def _stack(comp: Compilation, ctx: _Context) -> None:
+    """The in-place kernels' temporaries that go on the C stack (_stack_temporaries), those
+    kernels lowered again and the arena planned again; nothing without in-place kernels."""
+    modes = comp.liveness.modes
+    if not modes:
+        return
+    sched, options = comp.schedule, ctx.options
+    stack = _stack_temporaries(sched, comp.lowered, options, modes, ctx.pools, comp.plan.size)
+    if not stack:
+        return
+    comp.lowered = [_relower(sched, ls, ctx, "_stack_temp", True)
+                    if ls.step.index in stack else ls for ls in comp.lowered]
+    labels = {ls.step.index: f"{ls.kernel.name}: {ls.step.node.op} {ls.step.node.name!r}"
+              for ls in comp.lowered}
+    comp.liveness, comp.plan = _plan(sched, _scratch(comp.lowered), options, modes, ctx.pools,
+                                     lambda k: labels.get(k, f"step {k}"))
+
+
+def _plan_inplace(sched: Schedule, lowered: list[LoweredStep],
+                  scratch: dict[int, list[tuple[str, int]]], ctx: _Context,
+                  label: Callable[[int], str]
+                  ) -> tuple[list[LoweredStep], Liveness, Plan]:
+    """The arena plan of the lowered steps; with --inplace-conv, the in-place convs worth
+    having (steps/inplace.py offers them, memory/liveness.py chooses by the liveness bound)
+    lowered again in place, kept when their plan is smaller (Liveness.modes then names them).
+    Only the in-place steps are lowered again."""
+    options, pools = ctx.options, ctx.pools
     misfit: PoolsDoNotFit | None = None
     try:
         live, the_plan = _plan(sched, scratch, options, {}, pools, label)
     except PoolsDoNotFit as e:  # in-place convolutions below may still make it fit
         misfit = e
-    modes = (conv_inplace_modes(sched, options.io_in_arena)
-             if options.inplace and options.inplace_conv else {})
-    modes = choose_inplace(sched, scratch, modes, options.io_in_arena) if modes else {}
+    offered = (conv_inplace_modes(sched, options.io_in_arena)
+               if options.inplace and options.inplace_conv else {})
+    modes = (choose_inplace(sched, scratch, offered, inplace_temps(sched, offered),
+                            options.io_in_arena) if offered else {})
     if modes:
         # The in-place kernels trade their output buffer for a small temporary; with a
         # heuristic planner that is not always a smaller arena, so the smaller plan wins.
-        alt = [lower_step(sched, _with_mode(ls.step, modes[ls.step.index]), options.unroll_max,
-                          features, options.schedules) if ls.step.index in modes else ls
-               for ls in lowered]
+        alt = [_relower(sched, ls, ctx, "_inplace", modes[ls.step.index])
+               if ls.step.index in modes else ls for ls in lowered]
         try:
             alt_live, alt_plan = _plan(sched, _scratch(alt), options, modes, pools, label)
             if misfit is not None or alt_plan.size < the_plan.size:
                 lowered, live, the_plan, misfit = alt, alt_live, alt_plan, None
-                stack = _stack_temporaries(sched, lowered, options, modes, pools, the_plan.size)
-                if stack:
-                    lowered = [lower_step(sched, _with_attr(ls.step, "_stack_temp", True),
-                                          options.unroll_max, features, options.schedules)
-                               if ls.step.index in stack else ls for ls in lowered]
-                    live, the_plan = _plan(sched, _scratch(lowered), options, modes, pools,
-                                           label)
         except PoolsDoNotFit:
             pass
     if misfit is not None:
         raise AotcError(str(misfit)) from None
-    weights = _collect_weights(sched, lowered, name)
-    comp = Compilation(options, model_name, model_hash, sched.graph, sched, lowered, live,
-                       the_plan, bounds(sched, scratch), model_const_bytes, weights, backends,
-                       pools=pools, patches=patch_report)
-    param_bytes = param_bytes_of(proto)
-    if param_bytes is not None:
-        comp.weight_check = weight_check(comp.weights_bytes, param_bytes,
-                                         options.allow_weight_growth)
-    return comp
+    return lowered, live, the_plan
+
+
+def _relower(sched: Schedule, ls: LoweredStep, ctx: _Context, key: str, value: Any
+             ) -> LoweredStep:
+    """The step lowered again with one more attribute (an in-place mode, its temporary on the
+    stack)."""
+    step = ls.step
+    step = Step(step.index, step.node.with_(attrs={**step.node.attrs, key: value}))
+    return lower_step(sched, step, ctx.options.unroll_max, ctx.features, ctx.options.schedules)
 
 
 def _memory(options: CompileOptions) -> Memory:
@@ -336,25 +294,24 @@ def _auto_key(c: Compilation) -> tuple[int, int]:
     return c.plan.size, c.patches["patched_macs"] if c.patches else -1
 
 
-def _auto_patches(proto: onnx.ModelProto, graph: Graph, options: CompileOptions,
-                  progress: Progress) -> Compilation:
-    """--patches auto: the plain compilation and one per candidate (aotc/passes/patches.py:
-    per grid size, the stage depth of smallest estimated peak within the MAC budget), each
-    planned in full; the smallest arena wins, then the fewest MACs (the plain one on a tie)."""
-    from dataclasses import replace
-
+def _auto_patches(graph: Graph, ctx: _Context) -> Compilation:
+    """--patches auto: the plain graph and each candidate (aotc/memory/patch_choice.py: per
+    grid size, the stage depth of smallest estimated peak within the MAC budget), all from the
+    same passed graph, each built and planned in full; the smallest arena wins, then the
+    fewest MACs (the plain one on a tie)."""
+    options = ctx.options
     budget = options.patch_macs
     tried: list[dict[str, Any]] = []
     best: Compilation | None = None
     error: AotcError | None = None
     found = auto_candidates(graph, budget, _memory(options))
-    for spec in [None, *((len(p.stage), *p.grid) for _, p in found)]:
+    for pg, plan_ in [(graph, None), *found]:
         try:
-            c = compile_model(proto, replace(options, patches=spec), progress=progress)
+            c = _build(pg, ctx, None if plan_ is None else plan_.as_json())
         except AotcError as e:  # e.g. pools too small for this candidate
             error = error or e
             continue
-        if spec is not None:
+        if plan_ is not None:
             assert c.patches is not None
             tried.append({**c.patches, "arena_bytes": c.plan.size})
         if best is None or _auto_key(c) < _auto_key(best):
@@ -371,37 +328,36 @@ def _auto_patches(proto: onnx.ModelProto, graph: Graph, options: CompileOptions,
             "no candidate within the MAC budget has a smaller arena")
         report["plain_arena_bytes"] = best.plan.size
     best.patches = {**(best.patches or {}), **report}
-    best.options = options
     return best
 
 
-def _lower(sched: Schedule, by_name: dict[str, Any], options: CompileOptions,
-           features: frozenset[str], progress: Progress) -> list[LoweredStep]:
+def _lower(sched: Schedule, ctx: _Context) -> list[LoweredStep]:
+    options, by_name = ctx.options, ctx.by_name
     lowered = []
     for st in sched.steps:
         if st.ctrl:  # control flow around kernels: printed by render_context
             continue
-        progress.detail(f"lowering kernel {st.index + 1}/{len(sched.steps)}")
+        ctx.progress.detail(f"lowering kernel {st.index + 1}/{len(sched.steps)}")
         lowered.append(lower_external(sched, st, by_name, options.requant)
                        if "_byoc" in st.node.attrs
-                       else lower_step(sched, st, options.unroll_max, features,
+                       else lower_step(sched, st, options.unroll_max, ctx.features,
                                        options.schedules))
     return lowered
 
 
 def _reorder(sched: Schedule, lowered: list[LoweredStep],
-             scratch: dict[int, list[tuple[str, int]]], by_name: dict[str, Any],
-             options: CompileOptions, features: frozenset[str], progress: Progress
+             scratch: dict[int, list[tuple[str, int]]], ctx: _Context
              ) -> tuple[Schedule, list[LoweredStep], dict[int, list[tuple[str, int]]]]:
-    """The schedule in the kernel order of smallest liveness bound (aotc/steps/reorder.py), lowered
-    again (kernel names carry the step index), when its bound is smaller; else as it was."""
-    progress.detail("operator order")
+    """The schedule in the kernel order of smallest liveness bound (aotc/steps/reorder.py),
+    lowered again (kernel names carry the step index), when its bound is smaller; else as it
+    was."""
+    ctx.progress.detail("operator order")
     per_node = {ls.step.node.name: sum(b for _, b in ls.scratch) for ls in lowered}
     graph = reorder(sched.graph, per_node)
     if graph is sched.graph:
         return sched, lowered, scratch
     new = make_schedule(graph)
-    new_lowered = _lower(new, by_name, options, features, progress)
+    new_lowered = _lower(new, ctx)
     new_scratch = _scratch(new_lowered)
     if bounds(new, new_scratch).scratch >= bounds(sched, scratch).scratch:
         return sched, lowered, scratch
@@ -410,14 +366,6 @@ def _reorder(sched: Schedule, lowered: list[LoweredStep],
 
 def _scratch(lowered: list[LoweredStep]) -> dict[int, list[tuple[str, int]]]:
     return {ls.step.index: ls.scratch for ls in lowered if ls.scratch}
-
-
-def _with_mode(step: Step, mode: str) -> Step:
-    return _with_attr(step, "_inplace", mode)
-
-
-def _with_attr(step: Step, key: str, value: Any) -> Step:
-    return Step(step.index, step.node.with_(attrs={**step.node.attrs, key: value}))
 
 
 def _stack_temporaries(sched: Schedule, lowered: list[LoweredStep], options: CompileOptions,
@@ -430,23 +378,33 @@ def _stack_temporaries(sched: Schedule, lowered: list[LoweredStep], options: Com
              and len(ls.scratch) == 1 and ls.scratch[0][1] <= STACK_TEMP_MAX}
     scratch = _scratch(lowered)
 
-    def size(on_stack: set[int]) -> int | None:
+    def reqs(on_stack: set[int]) -> list[BufferReq]:
         rest = {i: e for i, e in scratch.items() if i not in on_stack}
-        reqs = analyse(sched, rest, options.align, options.inplace, options.io_in_arena,
+        return analyse(sched, rest, options.align, options.inplace, options.io_in_arena,
                        modes).reqs
+
+    def size(on_stack: set[int]) -> int | None:
         try:
-            return (plan_pools(reqs, pools, options.planner) if pools
-                    else plan(reqs, options.planner)).size
+            return (plan_pools(reqs(on_stack), pools, options.planner) if pools
+                    else plan(reqs(on_stack), options.planner)).size
         except (PoolsDoNotFit, ValueError):
             return None
+
+    def fits_in(on_stack: set[int], limit: int) -> bool:
+        if pools:
+            smaller = size(on_stack)
+            return smaller is not None and smaller <= limit
+        try:
+            return fits(reqs(on_stack), limit, options.planner)
+        except ValueError:
+            return False
 
     stack = set(small)
     best = size(stack)
     if not small or best is None or best >= arena:
         return set()
     for i in sorted(small, key=lambda i: (-small[i], i)):
-        smaller = size(stack - {i})
-        if smaller is not None and smaller <= best:
+        if fits_in(stack - {i}, best):
             stack.discard(i)
     return stack
 
@@ -515,25 +473,42 @@ def _collect_weights(s: Schedule, lowered: list[LoweredStep], prefix: str
     return out
 
 
+@dataclass
+class Bundle:
+    """A compiled model on disk."""
+
+    directory: Path
+    name: str
+    compilation: Compilation
+
+    @property
+    def arena_bytes(self) -> int:
+        return self.compilation.plan.size
+
+    @property
+    def lower_bound(self) -> int:
+        return self.compilation.lower_bound
+
+    @property
+    def weights_bytes(self) -> int:
+        return self.compilation.weights_bytes
+
+    @property
+    def kernels(self) -> list[str]:
+        return [ls.kernel.name for ls in self.compilation.lowered]
+
+    def load(self, board: str | None = None) -> Any:
+        """A runner with ``.run({name: array}) -> {name: array}`` (host build via cffi, or a
+        QEMU-emulated board)."""
+        if board is None or board == "host-cffi":
+            from aotc.targets.host import Runner
+
+            return Runner(self.directory)
+        from aotc.targets.runner import BoardRunner
+
+        return BoardRunner(self.directory, board)
+
+
 # ---------------------------------------------------------------------------------- emission
-def memory_report(c: Compilation) -> dict[str, Any]:
-    rep = plan_to_json(c.liveness.reqs, c.plan)
-    rep["lower_bound"] = c.lower_bound
-    rep["over_bound_pct"] = (100.0 * (c.plan.size - c.lower_bound) / c.lower_bound
-                             if c.lower_bound else 0.0)
-    rep["io_lower_bound"] = c.io_lower_bound
-    rep["bounds"] = {"activations": c.bounds.activations, "activations_scratch": c.bounds.scratch,
-                     "activations_scratch_io": c.bounds.io}
-    rep["arena_holds"] = c.arena_holds
-    rep["inplace"] = [{"step": k, "input": a, "output": b,
-                       "by": c.liveness.modes.get(k, "element")}
-                      for k, (a, b) in sorted(c.liveness.inplace.items())]
-    rep["stack_temporaries"] = c.stack_temporaries
-    rep["timeline"] = ascii_timeline(c.liveness.reqs, c.plan)
-    for entry, pool in zip(rep.get("pools", []), c.pools):
-        entry.update(capacity=pool.size, section=pool.section)
-    return rep
-
-
 def emit(c: Compilation, out_dir: str | os.PathLike[str]) -> dict[str, str]:
     return write_bundle(Path(out_dir), render_context(c))

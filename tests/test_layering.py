@@ -31,6 +31,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("memory", ["aotc.memory"]),
     ("lowering", ["aotc.lower"]),
     ("byoc", ["aotc.byoc"]),
+    ("compilation", ["aotc.compilation"]),
     ("codegen", ["aotc.codegen"]),
     ("targets", ["aotc.targets"]),
     ("driver", ["aotc.compiler"]),
@@ -77,7 +78,8 @@ def _layer(module: str) -> int:
     best, rank = -1, -1
     for i, (_, prefixes) in enumerate(LAYERS):
         for p in prefixes:
-            if (module == p or module.startswith(p + ".")) and len(p) > best:
+            inside = module.startswith(p + ".") and p != "aotc"  # the face is itself only
+            if (module == p or inside) and len(p) > best:
                 best, rank = len(p), i
     assert rank >= 0, f"{module} is in no layer: add it to LAYERS (and docs/architecture.md)"
     return rank

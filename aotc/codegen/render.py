@@ -18,7 +18,7 @@ from aotc.names import Namer, c_comment
 from aotc.version import __version__
 
 if TYPE_CHECKING:
-    from aotc.compiler import Compilation
+    from aotc.compilation import Compilation
 
 
 def _io_decls(c: Compilation) -> tuple[list[TensorDecl], list[TensorDecl]]:

@@ -7,6 +7,8 @@ constant. Nodes are frozen; passes build new Graphs with ``Graph.replace``.
 
 from __future__ import annotations
 
+import functools
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -21,11 +23,11 @@ class TensorType:
     shape: tuple[int, ...]
     dtype: DType
 
-    @property
+    @functools.cached_property
     def numel(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64))
+        return math.prod(int(d) for d in self.shape)  # exact (np.prod wraps around)
 
-    @property
+    @functools.cached_property
     def nbytes(self) -> int:
         return self.numel * self.dtype.itemsize
 

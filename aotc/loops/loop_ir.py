@@ -452,13 +452,18 @@ def drop_dead_bindings(body: tuple[Stmt, ...]) -> tuple[Stmt, ...]:
     folded away (a guard decided by ranges, a loop run zero times) goes with them; one backward
     pass also removes bindings that only dead bindings used. Nested scopes are the caller's:
     simplify_body cleans each scope as it rebuilds it."""
+    bound = {s.var if isinstance(s, Decl) else s.buf.name
+             for s in body if isinstance(s, (Decl, DeclArray))}
     used: set[str] = set()
     out: list[Stmt] = []
-    for s in reversed(body):
+    for k in range(len(body) - 1, -1, -1):
+        s = body[k]
+        if bound <= used:  # every binding is used: the rest stays as it is
+            return body[:k + 1] + tuple(reversed(out))
         if isinstance(s, Decl) and s.var not in used:
             continue
         if isinstance(s, DeclArray) and s.buf.name not in used:
             continue
-        used |= referenced_names((s,))
+        used |= referenced_names((s,)) & bound
         out.append(s)
     return tuple(reversed(out))

@@ -191,15 +191,21 @@ def _mentions(e: Expr, var: str) -> bool:
 
 
 def unroll_hinted(k: Kernel, max_extent: int = 8) -> Kernel:
-    """Fully unroll every loop the builder marked as an unroll candidate with a small extent."""
-    changed = True
-    while changed:
-        changed = False
-        for var in _hinted(k.body, max_extent):
-            k = unroll(k, var)
-            changed = True
-            break
-    return k
+    """Fully unroll every loop the builder marked as an unroll candidate with a small extent,
+    outermost first. Each loop's copies are simplified as they are made (so an inner loop
+    whose bounds depended on the outer variable shows its constant extent), the whole kernel
+    once at the end."""
+    def copies(lp: Loop) -> tuple[Stmt, ...]:
+        start = int(lp.start.value)  # type: ignore[attr-defined]
+        return simplify_body(tuple(Block(substitute(lp.body, lp.var, Const(start + i, INDEX)))
+                                   for i in range(_const_extent(lp))))
+
+    changed = False
+    while hinted := _hinted(k.body, max_extent):
+        body, _ = _rewrite_loop(k.body, hinted[0], copies)
+        k = replace(k, body=body)
+        changed = True
+    return replace(k, body=simplify_body(k.body)) if changed else k
 
 
 def _hinted(body: tuple[Stmt, ...], max_extent: int) -> list[str]:

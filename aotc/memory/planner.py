@@ -481,3 +481,15 @@ def plan(reqs: Iterable[BufferReq], algorithm: str = "best") -> Plan:
     names = [a for a in ALGORITHMS if a != "exact" or solver.n <= EXACT_MAX_BUFFERS]
     # min() keeps the first of equal sizes, so ties go to the earlier algorithm.
     return min((solver.plan(a) for a in names), key=lambda p: p.size)
+
+
+def fits(reqs: Iterable[BufferReq], limit: int, algorithm: str = "best") -> bool:
+    """Whether plan(reqs, algorithm).size <= limit, without running every algorithm of "best":
+    it stops at the first one that fits (the cheap heuristics come first)."""
+    solver = _Solver(reqs)
+    if solver.bound > limit:  # no plan is below the liveness bound
+        return False
+    if algorithm != "best":
+        return solver.plan(algorithm).size <= limit
+    names = [a for a in ALGORITHMS if a != "exact" or solver.n <= EXACT_MAX_BUFFERS]
+    return any(solver.plan(a).size <= limit for a in names)

@@ -22,6 +22,7 @@ import random
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from aotc.memory.buffers import BufferReq, Plan, overlaps
 from aotc.memory.planner import plan
@@ -92,14 +93,13 @@ def check_pools(pools: Sequence[Pool], model: str = "") -> None:
         seen.add(p.name.upper())
 
 
-def resolve_pools(given: Sequence[Pool | str] | str | None, target: str | None = None,
+def resolve_pools(given: Sequence[Pool | str] | str | None, board_pools: Iterable[Any] = (),
                   model: str = "") -> list[Pool]:
     """The checked pools to plan into: `given` (Pool objects or NAME:BYTES[:SECTION] strings),
-    or when it is None the target board's (board.toml [[pools]]; none: one arena)."""
+    or when it is None the target board's (board.toml [[pools]], as make_pool's arguments;
+    none: one arena)."""
     if given is None:
-        from aotc.targets import boards
-
-        pools = [make_pool(*p) for p in (boards.load_board(target).pools if target else ())]
+        pools = [make_pool(*p) for p in board_pools]
     else:
         pools = [p if isinstance(p, Pool) else parse_pool(str(p))
                  for p in ((given,) if isinstance(given, str) else given)]

@@ -11,7 +11,8 @@ from typing import Any
 import numpy as np
 
 from aotc.api import Bundle, ModelLike, describe
-from aotc.compiler import Compilation, CompileOptions, compile_model, emit
+from aotc.compilation import Compilation, CompileOptions
+from aotc.compiler import compile_model, emit
 from aotc.errors import AotcError
 from aotc.progress import QUIET, Progress
 from aotc.verification.run import random_inputs

@@ -15,9 +15,10 @@ are its output buffers themselves; a scan input slice is its input at an offset 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from aotc.errors import AotcError
-from aotc.ir.graph import Graph, Node, Value
+from aotc.ir.graph import CHAIN, Graph, Node, Value
 from aotc.ops import resolve
 from aotc.ops.control.if_loop_scan import Body
 
@@ -52,9 +53,36 @@ class Schedule:
     # Element strides in their root's storage of the values a strided view made (PermuteView,
     # SliceView): only kernels that read input 0 by indexing (reads_permuted) read them.
     strides: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    # Facts derived from the steps, computed once (the memory planner asks many times):
+    # reads() and aotc/memory/liveness.py's lifetimes. A schedule is not changed once made.
+    derived: dict[Any, Any] = field(default_factory=dict, repr=False, compare=False)
 
     def storage_kind(self, value: str) -> str:
         return self.kind[self.root[value]]
+
+    def reads(self, index: int) -> list[tuple[str, bool]]:
+        """(root, same_index) per input the step reads (its op's and its epilogue's);
+        same_index: the kernel reads it only at the output element's own index (a standalone
+        elementwise op, or an epilogue operand of the output's shape)."""
+        if "reads" not in self.derived:
+            self.derived["reads"] = [_step_reads(self, st) for st in self.steps]
+        return self.derived["reads"][index]
+
+
+def _step_reads(s: Schedule, st: Step) -> list[tuple[str, bool]]:
+    n, g = st.node, s.graph
+    opdef = resolve(n.op, g.opset, n.domain)
+    out_shape = g.type(n.outputs[0]).shape if n.outputs and n.outputs[0] else None
+    elementwise = bool(opdef and opdef.kind == "elementwise")
+    reads = []
+    for i in n.inputs:
+        if i:
+            reads.append((s.root[i], elementwise and g.type(i).shape == out_shape))
+    for e in n.epilogue:
+        for i in e.inputs:
+            if i and i != CHAIN:
+                reads.append((s.root[i], g.type(i).shape == out_shape))
+    return reads
 
 
 def is_view(g: Graph, n: Node) -> bool:

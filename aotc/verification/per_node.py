@@ -39,8 +39,8 @@ from onnx import helper, numpy_helper
 from aotc.errors import AotcError
 
 if TYPE_CHECKING:
-    from aotc.api import Bundle
-    from aotc.compiler import Compilation
+    from aotc.compilation import Compilation
+    from aotc.compiler import Bundle
     from aotc.ir.graph import Node, TensorType
     from aotc.lower.lowering import LoweredStep
 
@@ -124,8 +124,7 @@ def with_outputs(proto: onnx.ModelProto, names: Sequence[str],
 def probe_bundle(comp: Compilation, proto: onnx.ModelProto, rows: Sequence[Probe],
                  out_dir: str | Path) -> Bundle:
     """Compile the probe model into ``out_dir`` and check its kernels are the real ones."""
-    from aotc.api import Bundle
-    from aotc.compiler import compile_model, emit
+    from aotc.compiler import Bundle, compile_model, emit
 
     names = [r.tensor for r in rows if r.tensor is not None]
     types = {name: comp.graph.type(name) for name in names}

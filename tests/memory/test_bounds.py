@@ -8,7 +8,8 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from aotc.compiler import CompileOptions, compile_model, memory_report
+from aotc.compilation import memory_report
+from aotc.compiler import CompileOptions, compile_model
 
 
 def lstm2(seq: int = 2, inp: int = 4, hidden: int = 64) -> onnx.ModelProto:

@@ -262,7 +262,7 @@ def test_inspect_states_the_stack_temporaries():
     (here the 480 B map is the arena): not arena scratch, and listed by inspect and in the
     HTML report's summary."""
     from aotc.api import inspect
-    from aotc.cli import _fmt_inspect
+    from aotc.cli.commands import _fmt_inspect
     from aotc.report.html import _summary
 
     model = conv_chain(4, 4, (6, 5), (3, 3), [1, 1, 1, 1], True)  # 2 rows of 5 floats: 40 B

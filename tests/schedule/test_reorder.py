@@ -10,7 +10,6 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-from onnx import TensorProto as T
 from onnx import helper as h
 from opcheck import check, make_model
 

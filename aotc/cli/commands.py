@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shlex
 import sys
 import warnings
 from collections.abc import Sequence
@@ -18,10 +17,11 @@ from typing import Any, NoReturn
 
 import numpy as np
 
+from aotc.cli.options import add_compile_options, compile_options, quiet_option
+from aotc.cli.tune import add_parser as add_tune_parser
+from aotc.cli.tune import cmd_tune
 from aotc.errors import AotcError
 from aotc.progress import Progress
-from aotc.tune.cli import add_parser as add_tune_parser
-from aotc.tune.cli import cmd_tune, tuning_schedules
 
 EXIT_USER = 2
 EXIT_INTERNAL = 3
@@ -35,136 +35,11 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USER, f"aotc: error: {text}\n")
 
 
-def _shape_arg(text: str) -> tuple[str, tuple[int, ...]]:
-    name, sep, dims = text.rpartition("=")
-    try:
-        if not sep or not name:
-            raise ValueError
-        shape = tuple(int(d) for d in dims.split(","))
-        if any(d < 0 for d in shape):
-            raise ValueError
-        return name, shape
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"--input-shape expects NAME=D0,D1,... (e.g. input=1,49,10,1), got {text!r}") from None
-
-
-def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("model", help="the .onnx or .tflite file, or a .pt2 file (torch.export.save; "
-                   "needs the torch extra)")
-    p.add_argument("--name", default=None, help="C prefix of the bundle (default: file stem)")
-    p.add_argument("--input-shape", action="append", type=_shape_arg, default=[],
-                   metavar="NAME=D0,D1,...", help="bind the shape of a graph input")
-    p.add_argument("-p", "--passes", default=None,
-                   help="comma-separated passes to run (default: all: qdq,fold,fold-bn,views,dce,"
-                        "fuse)")
-    p.add_argument("--planner", default="best", help="memory planner algorithm (default best)")
-    p.add_argument("--no-inplace", action="store_true", help="disable in-place buffer reuse")
-    p.add_argument("--io-in-arena", action="store_true",
-                   help="place the graph inputs and outputs in the arena, reused once dead; the "
-                        "run function then takes only the arena (total RAM is one number)")
-    p.add_argument("--inplace-conv", action="store_true",
-                   help="let depthwise convs write over their dead input channel by channel "
-                        "(strided ones element by element), 2-D convs row by row through a "
-                        "ring of output rows, and 1x1 convs pixel by pixel, when that makes the "
-                        "arena smaller (a temporary of at most 64 B goes on the C stack if "
-                        "that saves arena bytes)")
-    p.add_argument("--patches", default=None, metavar="auto|N|RxC",
-                   help="run the first stage of convolutions in N x N (or R x C) spatial "
-                        "patches (each "
-                        "computing its receptive field, halo included; the rest layer by "
-                        "layer): less memory for extra MACs; auto picks the grid and stage "
-                        "depth of smallest arena within --patch-macs (docs/memory.md)")
-    p.add_argument("--patch-macs", type=float, default=25.0, metavar="PCT",
-                   help="--patches auto: the most extra MACs allowed, in percent (default 25)")
-    p.add_argument("--keep-order", action="store_true",
-                   help="run the kernels in the model's order (default: the order with the "
-                        "smallest liveness bound, where the graph branches)")
-    p.add_argument("--pool", action="append", default=[], metavar="NAME:BYTES[:SECTION]",
-                   help="a memory pool for the arena (repeatable, fastest first, e.g. --pool "
-                        "dtcm:64K:.dtcm --pool sram:512K:.sram): buffers go to the first pool "
-                        "while they fit; <name>_run takes one pointer per pool (default: the "
-                        "--target board's pools, else one arena; --pool none: one arena)")
-    p.add_argument("--weights-section", default=None, help="linker section for the weights")
-    p.add_argument("--target", default=None, metavar="BOARD",
-                   help="tune the generated C for this board's features (default: the --board "
-                        "the command runs on, else a generic MCU; 'host' for a vectorising host "
-                        "compiler)")
-    p.add_argument("--requant", default="tflite", choices=("tflite", "onnx"),
-                   help="integer requantisation: tflite (fixed point, bit-exact with TensorFlow "
-                        "Lite Micro, no FPU needed; default) or onnx (float scale, round half to "
-                        "even, as onnxruntime)")
-    p.add_argument("--byoc", default=None, metavar="NAME[,NAME]",
-                   help="hand the kernels these BYOC backends accept to them, in this priority "
-                        "order: cmsis-nn (int8 --requant tflite kernels to Arm CMSIS-NN), an "
-                        "installed backend, or a .py file defining BACKEND (docs/byoc.md)")
-    p.add_argument("--allow-weight-growth", action="store_true",
-                   help="a .pt2 model: allow the bundle more weight bytes than 1.05x + 1 KB of "
-                        "the module's parameters and buffers (docs/pytorch.md)")
-    p.add_argument("--cmsis-nn-path", default=None, metavar="DIR",
-                   help="the CMSIS-NN tree for --byoc cmsis-nn (default: $CMSIS_NN_PATH)")
-    p.add_argument("--tuning-log", default=None, metavar="LOG.jsonl",
-                   help="apply the best valid schedule `aotc tune` logged for each workload "
-                        "on this target; the other kernels keep the defaults (docs/tuning.md)")
-    _quiet(p)
-
-
-def _quiet(p: argparse.ArgumentParser) -> None:
-    p.add_argument("-q", "--quiet", action="store_true",
-                   help="no progress bar (one is drawn only when stderr is a terminal, and "
-                        "never when the CI variable is set)")
-
-
-def _options(args: argparse.Namespace, argv: Sequence[str]) -> dict[str, Any]:
-    name = args.name or _default_name(args.model)
-    # Running on a board (run, verify, bench, report --board B) compiles for it unless --target
-    # says otherwise: the code measured and checked is the code the board would get.
-    board = getattr(args, "board", None)
-    target = args.target or (board if board not in (None, "host", "host-cffi") else None)
-    return dict(name=name, input_shapes=dict(args.input_shape),
-                passes=tuple(p for p in args.passes.split(",") if p) if args.passes else None,
-                planner=args.planner, inplace=not args.no_inplace,
-                io_in_arena=args.io_in_arena, inplace_conv=args.inplace_conv,
-                keep_order=args.keep_order, patches=args.patches,
-                patch_macs=args.patch_macs / 100.0,
-                pools=None if not args.pool else tuple(p for p in args.pool if p != "none"),
-                weights_section=args.weights_section, target=target,
-                requant=args.requant, command_line=_recorded_command(argv),
-                byoc=tuple(b for b in (args.byoc or "").split(",") if b.strip()),
-                cmsis_nn_path=args.cmsis_nn_path,
-                allow_weight_growth=args.allow_weight_growth,
-                schedules=tuning_schedules(args.tuning_log, target, args.requant))
-
-
-def _recorded_command(argv: Sequence[str]) -> str:
-    """The command line for the provenance header, without the output directory: where a
-    bundle is written must not change its bytes (compiling twice gives identical files)."""
-    kept: list[str] = []
-    skip = False
-    for a in argv:
-        if skip:
-            skip = False
-            continue
-        if a in ("-o", "--output"):
-            skip = True
-            continue
-        if a.startswith("--output=") or (a.startswith("-o") and a != "-o"):
-            continue
-        kept.append(a)
-    return "aotc " + " ".join(shlex.quote(a) for a in kept)
-
-
-def _default_name(model: str) -> str:
-    from aotc.names import c_ident
-
-    return c_ident(Path(model).stem.lower(), "m")[:32]
-
-
 def cmd_compile(args: argparse.Namespace, argv: Sequence[str]) -> int:
     from aotc.compiler import CompileOptions, compile_model, emit
     from aotc.ir.printer import print_graph
 
-    opts = CompileOptions(**_options(args, argv))
+    opts = CompileOptions(**compile_options(args, argv))
     dump = set(args.dump_after or [])
 
     def on_pass(name: str, g: Any) -> None:
@@ -224,7 +99,7 @@ def cmd_verify(args: argparse.Namespace, argv: Sequence[str]) -> int:
     from aotc.frontend.torch import is_torch_model, to_onnx
     from aotc.verification.run import run_verification
 
-    opts = _options(args, argv)
+    opts = compile_options(args, argv)
     # a .pt2 file is exported once; its reference is torch itself (unless --reference/--vectors)
     from_torch = is_torch_model(args.model)
     model = to_onnx(args.model, bound=opts["input_shapes"]) if from_torch else args.model
@@ -346,7 +221,7 @@ def format_partition(rows: list[dict[str, Any]]) -> list[str]:
 def cmd_inspect(args: argparse.Namespace, argv: Sequence[str]) -> int:
     from aotc.api import inspect
 
-    opts = _options(args, argv)
+    opts = compile_options(args, argv)
     with Progress("inspect", 1, quiet=args.quiet) as progress:
         rep = inspect(args.model, progress=progress, **opts)
     if args.json:
@@ -378,7 +253,7 @@ def cmd_run(args: argparse.Namespace, argv: Sequence[str]) -> int:
 
     out = Path(args.output)
     with Progress("run", 3, quiet=args.quiet) as progress:
-        bundle = compile_bundle(args.model, out, progress=progress, **_options(args, argv))
+        bundle = compile_bundle(args.model, out, progress=progress, **compile_options(args, argv))
         with progress.stage(f"build for {args.board}"):
             runner = bundle.load(args.board)
         with progress.stage(f"run on {args.board}"):
@@ -399,7 +274,7 @@ def cmd_bench(args: argparse.Namespace, argv: Sequence[str]) -> int:
 
     out = Path(args.output)
     with Progress("bench", 3, quiet=args.quiet) as progress:
-        bundle = compile_bundle(args.model, out, progress=progress, **_options(args, argv))
+        bundle = compile_bundle(args.model, out, progress=progress, **compile_options(args, argv))
         with progress.stage(f"build for {args.board}"):
             runner = bundle.load(args.board)
             msg = runner.fits()
@@ -435,7 +310,7 @@ def cmd_report(args: argparse.Namespace, argv: Sequence[str]) -> int:
             raise AotcError(f"cannot read inputs {args.inputs}: {e}") from None
     with Progress("report", 3 if args.board else 1, quiet=args.quiet) as progress:
         data = write_report(args.model, args.output, board=args.board, inputs=inputs,
-                            seed=args.seed, progress=progress, **_options(args, argv))
+                            seed=args.seed, progress=progress, **compile_options(args, argv))
     m = data["memory"]
     print(f"aotc: wrote {args.output} ({len(data['kernels'])} kernels, arena "
           f"{m['arena_bytes']} B, bound {m['lower_bound']} B"
@@ -465,12 +340,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="aotc", description="ONNX -> dependency-free C for MCUs")
     sub = p.add_subparsers(dest="cmd", required=True)
     c = sub.add_parser("compile", help="write the C bundle")
-    _common(c)
+    add_compile_options(c)
     c.add_argument("-o", "--output", required=True, help="bundle directory")
     c.add_argument("--dump-after", action="append", metavar="PASS",
                    help="print the graph after PASS (or 'all')")
     v = sub.add_parser("verify", help="compile, build, run and compare with onnxruntime")
-    _common(v)
+    add_compile_options(v)
     v.add_argument("-o", "--output", default=None, help="keep the bundle here")
     v.add_argument("--vectors", default=None, help=".npz with inputs (and expected outputs)")
     v.add_argument("--expected-key", default=None, help="npz key of expected outputs")
@@ -486,25 +361,25 @@ def build_parser() -> argparse.ArgumentParser:
                    help="take the reference values from this model (same tensor names, e.g. "
                         "the original of a model whose weights were edited)")
     i = sub.add_parser("inspect", help="ops, shapes, MACs and the memory plan")
-    _common(i)
+    add_compile_options(i)
     i.add_argument("--json", action="store_true")
     sub.add_parser("ops", help="list supported operators")
     r = sub.add_parser("run", help="compile and run on a board (QEMU) or the host")
-    _common(r)
+    add_compile_options(r)
     r.add_argument("--board", default="host", help="board name (see boards/)")
     r.add_argument("--inputs", default=None, help=".npz with the inputs (default: random)")
     r.add_argument("--save", default=None, help="write the outputs to this .npz")
     r.add_argument("--seed", type=int, default=0)
     r.add_argument("-o", "--output", default="build/aotc_run", help="bundle directory")
     b = sub.add_parser("bench", help="instructions per inference, flash and RAM on a board")
-    _common(b)
+    add_compile_options(b)
     b.add_argument("--board", required=True)
     b.add_argument("--inputs", default=None)
     b.add_argument("--seed", type=int, default=0)
     b.add_argument("-o", "--output", default="build/aotc_bench", help="bundle directory")
     rp = sub.add_parser("report", help="one self-contained HTML page: summary, kernels, memory "
                         "timeline, graph after fusion, BYOC partition")
-    _common(rp)
+    add_compile_options(rp)
     rp.add_argument("-o", "--output", required=True, help="the .html file to write")
     rp.add_argument("--board", default=None,
                     help="also build for this QEMU board and show instructions and code size "
@@ -524,8 +399,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="one weight scale per tensor (default: per output channel)")
     q.add_argument("--symmetric-activations", action="store_true",
                    help="activation zero point 0 (default: asymmetric, calibrated min/max)")
-    _quiet(q)
-    add_tune_parser(sub, _common)
+    quiet_option(q)
+    add_tune_parser(sub, add_compile_options)
     return p
 
 

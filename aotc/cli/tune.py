@@ -39,7 +39,7 @@ def add_parser(sub: Any, common: Callable[[argparse.ArgumentParser], None]) -> N
 
 
 def cmd_tune(args: argparse.Namespace, argv: Sequence[str]) -> int:
-    from aotc.cli import _options
+    from aotc.cli.options import compile_options
     from aotc.progress import Progress
     from aotc.tune.tuner import tune
 
@@ -50,7 +50,7 @@ def cmd_tune(args: argparse.Namespace, argv: Sequence[str]) -> int:
     if args.jobs is not None and args.jobs < 1:
         raise AotcError(f"--jobs must be at least 1, got {args.jobs}")
     jobs = args.jobs or (1 if args.board == "host" else os.cpu_count() or 1)
-    options = {k: v for k, v in _options(args, argv).items()
+    options = {k: v for k, v in compile_options(args, argv).items()
                if k not in ("target", "schedules", "command_line")}
     start = time.monotonic()
     with Progress("tune", args.trials, quiet=args.quiet) as progress:
@@ -89,17 +89,4 @@ def format_summary(s: dict[str, Any]) -> list[str]:
     return lines
 
 
-def tuning_schedules(log: str | None, target: str | None, requant: str
-                     ) -> dict[str, dict[str, Any]]:
-    """--tuning-log: the log's schedules for this compilation; its notes go to stderr."""
-    if not log:
-        return {}
-    from aotc.tune import schedules_from_log
-
-    sel = schedules_from_log(log, target, requant)
-    for note in sel.notes:
-        print(f"aotc: note: {note}", file=sys.stderr)
-    return sel.schedules
-
-
-__all__: Sequence[str] = ["add_parser", "cmd_tune", "format_summary", "tuning_schedules"]
+__all__: Sequence[str] = ["add_parser", "cmd_tune", "format_summary"]
