@@ -53,6 +53,10 @@ _MVE_STORES = re.compile(r"^vst(r[bhwd]|[24][0-3])$")
 # MVE multiplies and multiply-accumulates (the MAC resource), by mnemonic prefix.
 _MVE_MACS = ("vmla", "vmls", "vmul", "vqdmul", "vqrdmul", "vrmul", "vqdml", "vqrdml", "vfma",
              "vfms", "vrmlal", "vrmlsl", "vmlal", "vmlsl", "vmladav", "vmlsdav", "vrmulh")
+# Two-operand forms that do not read their destination ("mov r0, r1"; "adds r0, r1" does).
+_UNARY = frozenset("mov mvn movw movt adr neg sxtb sxth uxtb uxth sxtb16 uxtb16 rev rev16 revsh "
+                   "rbit clz mrs msr vmov vcvt vneg vabs vsqrt vmrs vmsr vcmp vcmpe vctp "
+                   "vdup vrintz vrintr vrinta vrintn vrintp vrintm".split())
 _REG = re.compile(r"\b(r1[0-5]|r\d|sp|lr|pc|ip|fp|sl|sb|[sdq]\d{1,2})\b")
 _ALIASES = {"ip": "r12", "fp": "r11", "sl": "r10", "sb": "r9", "r13": "sp", "r14": "lr",
             "r15": "pc"}
@@ -134,6 +138,8 @@ def classify(pc: int, size: int, mnemonic: str, operands: str) -> Insn:
                             "smlsld", "smlsldx") or base.startswith("smlal")
         writes = outside[:2] if long_mac else outside[:1]
         reads = outside if "mla" in base or "mls" in base or long_mac else outside[1:]
+        if len(operands.split(",")) == 2 and base not in _UNARY:  # "adds r0, #1": Rdn
+            reads = outside
     if "!" in operands or re.search(r"\],\s*#", operands):  # base register write-back
         writes += [r for r in _registers(inside[0])[:1]] if inside else []
     if kind in ("ldm", "stm", "fp_load", "fp_store") and listed:
