@@ -134,12 +134,16 @@ def classify(pc: int, size: int, mnemonic: str, operands: str) -> Insn:
     elif base in ("cmp", "cmn", "tst", "teq", "vcmp", "vcmpe"):
         writes = []
     elif outside:
-        long_mac = base in ("smull", "umull", "smlal", "umlal", "umaal", "smlald", "smlaldx",
-                            "smlsld", "smlsldx") or base.startswith("smlal")
-        writes = outside[:2] if long_mac else outside[:1]
-        reads = outside if "mla" in base or "mls" in base or long_mac else outside[1:]
+        long_mul = base in ("smull", "umull")
+        long_mac = base in ("umlal", "umaal", "smlald", "smlaldx", "smlsld", "smlsldx") \
+            or base.startswith("smlal")  # RdLo, RdHi are read and written
+        writes = outside[:2] if long_mul or long_mac else outside[:1]
+        reads = outside if long_mac else outside[2:] if long_mul else outside[1:]
         if len(operands.split(",")) == 2 and base not in _UNARY:  # "adds r0, #1": Rdn
             reads = outside
+    if kind == "vec_mac" and ("mla" in base or base.startswith(("vfma", "vfms"))
+                              or base.endswith("a")):  # accumulates into its destination
+        reads += writes
     if "!" in operands or re.search(r"\],\s*#", operands):  # base register write-back
         writes += [r for r in _registers(inside[0])[:1]] if inside else []
     if kind in ("ldm", "stm", "fp_load", "fp_store") and listed:
