@@ -81,16 +81,19 @@ CASES = [
     ("cortex-m33", "cmp r0, #1\nbne.w .", True, 3, "branch taken 1 + P, P = 1"),
     # Cortex-M7: dual issue, one load/store and one MAC per cycle, loads' 2-cycle latency.
     ("cortex-m7", "add.w r0, r1, #1\nldr r2, [r3]", False, 1, "ALU + load pair"),
-    ("cortex-m7", "ldr r0, [r1]\nldr r2, [r3]", False, 2, "one load/store per cycle"),
+    ("cortex-m7", "ldr r0, [r1]\nldr r2, [r3]", False, 1, "two load ports"),
+    ("cortex-m7", "str r0, [r1]\nstr r2, [r3]", False, 2, "one store port"),
     ("cortex-m7", "smlad r0, r1, r2, r0\nsmlad r3, r4, r5, r3", False, 2, "one MAC per cycle"),
     ("cortex-m7", "ldr r0, [r1]\nadds r2, r0, #1", False, 3, "load-use: no pair, +1 stall"),
     ("cortex-m7", "ldm r0, {r1, r2, r3, r4}", False, 3, "LDM 64 bits per cycle"),
-    # Cortex-M55: 128-bit Helium instructions take 2 cycles (dual beat) and overlap by one
-    # cycle with a neighbour of another resource; LE taken is free.
-    ("cortex-m55", "vldrb.u8 q0, [r0]\nvldrb.u8 q1, [r1]", False, 4, "same resource: 2 + 2"),
-    ("cortex-m55", "vldrb.u8 q0, [r0]\nvmladava.u8 r2, q1, q2", False, 3, "overlap: 2 + 1"),
-    ("cortex-m55", "vldrb.u8 q0, [r0]\nvmladava.u8 r2, q1, q2\nvldrb.u8 q3, [r1]\n"
-     "vmladava.u8 r4, q4, q5", False, 5, "load/MAC interleaved: 2 + 1 + 1 + 1"),
+    # Cortex-M55: a 128-bit Helium instruction holds its unit 2 cycles (4 beats, dual beat);
+    # the next one, on another unit, issues the cycle after (overlap); LE is free.
+    ("cortex-m55", "vldrb.u8 q0, [r0]\nvldrb.u8 q1, [r1]", False, 4, "one unit: 2 + 2"),
+    ("cortex-m55", "vldrb.u8 q0, [r0]\nvmladava.u8 r2, q1, q2", False, 2, "two units overlap"),
+    ("cortex-m55", "vldrb.u8 q0, [r0]\nvldrb.u8 q1, [r1]\nvmladava.u8 r4, q0, q1", False, 4,
+     "two loads per MAC: the memory unit bounds"),
+    ("cortex-m55", "vmladava.u8 r4, q4, q5\nadds r0, #1\nadds r1, #1", False, 3,
+     "scalar work under the beats: one issue a cycle"),
     ("cortex-m55", "1: vldrb.u8 q0, [r0]\nle lr, 1b", True, 2, "LE taken: 0"),
 ]
 
@@ -134,11 +137,11 @@ _LOOPS = [
     ("cortex-m4f", "cortex-m4", "ldr r1, [r2]\nldr r3, [r2, #4]\nsubs r0, #1\nbne 1b",
      2 + 1 + 1 + 3),
     ("cortex-m7", "cortex-m7", "ldr r1, [r2]\nldr r3, [r2, #4]\nsubs r0, #1\nbne 1b",
-     1 + 1 + 2),  # ldr | ldr+subs | bne + 1 taken
+     1 + 1 + 1),  # ldr+ldr (two load ports) | subs+bne | taken: 1
     ("cortex-m33", "cortex-m33", "ldr r1, [r2]\nldr r3, [r2, #4]\nsubs r0, #1\nbne 1b",
      1 + 1 + 1 + 1),  # subs+bne pair (16-bit), bne taken adds P = 1
     ("cortex-m55", "cortex-m55", "vldrb.u8 q0, [r2]\nvmladava.u8 r4, q0, q0\nle lr, 1b",
-     2 + 1),  # the load, the MAC overlapping it, LE free
+     2),  # the load and the MAC overlap (each unit busy 2 cycles), LE free
 ]
 
 _FPU_ON = """

@@ -35,7 +35,7 @@ class Core:
     mac_use_stall: float = 0.0  # a multiply's result read by the next non-MAC instruction
     it_folding: bool = True  # IT after a 16-bit instruction is folded (free)
     dual_issue: str = "none"  # "none", "16bit" (M33: pairs of 16-bit ALU ops), "m7"
-    vector_overlap: bool = False  # M55: beats of neighbouring Helium instructions overlap
+    vector_overlap: bool = False  # M55: Helium instructions hold their unit for their beats
     notes: tuple[str, ...] = field(default=())
 
 
@@ -64,11 +64,11 @@ CORES: dict[str, Core] = {
         notes=("branches resolved in decode: P = 1", "16-bit ALU pairs dual-issued")),
     "cortex-m55": Core(
         "cortex-m55", "Cortex-M55 r1p0, dual-beat Helium",
-        {**_COMMON, "load": 1, "store": 1, "fp_load": 1, "fp_store": 1},
-        refill=2.0, taken_loop_end=-1.0, load_use_stall=1.0, vector_overlap=True,
-        notes=("a 128-bit Helium instruction: 4 beats, 2 cycles; 1 when it overlaps a "
-               "neighbour of another resource (memory, MAC, ALU)",
-               "LE taken: free (loop cache)")),
+        {**_COMMON, "load": 1, "store": 1, "fp_load": 1, "fp_store": 1, "loop_end": 0},
+        refill=2.0, vector_overlap=True,
+        notes=("a 128-bit Helium instruction: 4 beats, holds its unit (memory, vector "
+               "integer, multiply/FP) 2 cycles; the next instruction on another unit issues "
+               "the cycle after", "LE taken: free (loop cache)")),
 }
 
 

@@ -15,8 +15,12 @@ _MEMORY = ("load", "store", "fp_load", "fp_store", "vec_load", "vec_store")
 _LOADS = ("load", "ldm", "pop_pc", "fp_load", "fp_ldm", "vec_load")
 _BRANCHES = ("branch", "pop_pc", "tb", "loop_end", "loop_start")
 _MULTI = ("ldm", "stm", "fp_ldm", "fp_stm", "pop_pc")
-_VECTOR_GROUP = {"vec_load": "memory", "vec_store": "memory", "vec_mac": "mac",
-                 "vec_alu": "alu"}
+# M55 units (one instruction issues per cycle; a Helium instruction holds its unit for its
+# beats): loads and stores, scalar and vector, share one; vector multiplies share the FPU's.
+_UNIT = {"vec_load": "memory", "vec_store": "memory", "load": "memory", "store": "memory",
+         "ldm": "memory", "stm": "memory", "pop_pc": "memory", "fp_load": "memory",
+         "fp_store": "memory", "fp_ldm": "memory", "fp_stm": "memory", "vec_mac": "multiply",
+         "fp": "multiply", "fp_mac": "multiply", "fp_div": "multiply", "vec_alu": "vector"}
 
 
 @dataclass(frozen=True)
@@ -55,6 +59,8 @@ def price(core: Core, insns: list[Insn], memory: Memory = Memory()) -> Price:
     """The cycles of one execution of a block (its instructions in order)."""
     if core.dual_issue == "m7":
         cycles = _dual_issue(core, insns)
+    elif core.vector_overlap:
+        cycles = _beats(core, insns)
     else:
         cycles = _single_issue(core, insns)
     for insn in insns:
@@ -89,12 +95,34 @@ def _single_issue(core: Core, insns: list[Insn]) -> float:
                 c, paired = 0, True
             else:
                 paired = False
-            if core.vector_overlap and insn.vector and prev.vector \
-                    and _VECTOR_GROUP.get(prev.kind) != _VECTOR_GROUP.get(insn.kind):
-                c = min(c, core.costs[insn.kind] / 2)  # the beats overlap
         total += c
         prev = insn
     return total
+
+
+def _beats(core: Core, insns: list[Insn]) -> float:
+    """M55: in order, one instruction issued per cycle; a Helium instruction occupies its unit
+    (memory, vector integer, multiply/FP) for its beats (2 cycles for 4 beats on a dual-beat
+    core) while the next instruction, if it needs another unit, issues the cycle after: the
+    beat-wise overlap. A scalar instruction of several cycles holds the pipeline. A block
+    costs what its issue takes, and at least its busiest unit's occupancy (a loop of it
+    cannot run faster)."""
+    t = 0.0  # the cycle the next instruction may issue
+    free: dict[str, float] = {}
+    busy: dict[str, float] = {}
+    prev: Insn | None = None
+    for insn in insns:
+        unit = _UNIT.get(insn.kind, "scalar")
+        c = cost(core, insn)
+        start = max(t + (_stalls(core, prev, insn) if prev is not None else 0),
+                    free.get(unit, 0.0))
+        if insn.kind == "it" and core.it_folding and prev is not None and prev.size == 2:
+            c = 0
+        free[unit] = start + c
+        busy[unit] = busy.get(unit, 0.0) + c
+        t = start + (min(c, 1) if insn.vector else c)
+        prev = insn
+    return max(t, *busy.values()) if busy else t
 
 
 def _stalls(core: Core, prev: Insn, insn: Insn) -> float:
@@ -118,9 +146,9 @@ def _pairs_16bit(a: Insn, b: Insn) -> bool:
 
 
 def _dual_issue(core: Core, insns: list[Insn]) -> float:
-    """M7: two neighbouring instructions issue together unless they compete for one unit (one
-    load/store, one MAC, one FP op per cycle), the second reads the first's result, or either
-    takes several cycles; a MAC or DSP op pairs only as the first of the two."""
+    """M7: two neighbouring instructions issue together unless they compete for one unit (two
+    loads but one store, one MAC, one FP op per cycle), the second reads the first's result, or
+    either takes several cycles; a MAC or DSP op pairs only as the first of the two."""
     total = 0.0
     i = 0
     prev: Insn | None = None  # the last instruction of the previous issue group
@@ -147,7 +175,10 @@ def _pairs_m7(core: Core, a: Insn, b: Insn) -> bool:
         return False
     if a.kind in _BRANCHES:
         return False
-    if a.kind in _MEMORY and b.kind in _MEMORY:
+    stores = ("store", "fp_store")
+    if a.kind in stores and b.kind in stores:  # one store port; loads have two
+        return False
+    if "fp" in a.kind and "fp" in b.kind and a.kind in _MEMORY and b.kind in _MEMORY:
         return False
     if b.kind in ("mul", "mac"):  # DSP and multiplies: only the first of a pair
         return False
