@@ -180,7 +180,7 @@ def bench_table(bench: dict[str, Any]) -> str:
     lines = [f"{'kernel':<{w}} {'instructions':>14} {'share':>7} {'self':>14}"
              + (f" {'est. cycles':>14} {'share':>7}" if est else "")]
     lines += [f"{k:<{w}} {n:>14,} {100.0 * n / total:>6.1f}%"
-              + (f" {own:>14,}" if own is not None else f" {'-':>14}")
+              + (f" {own:>14,}" if own is not None else f" {'-':>14}" if est else "")
               + (f" {cyc.get(k, 0):>14,} {100.0 * cyc.get(k, 0) / max(est['inference'], 1):>6.1f}%"
                  if est else "") for k, n, own in rows]
     lines.append("instructions: from entering the kernel until it returns, what it calls "
