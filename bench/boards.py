@@ -12,6 +12,8 @@ Models are compiled --target BOARD (the board's features steer lowering, e.g. th
 extension's dual MAC on cortex-m4f/m7/m33); --generic compiles them for a generic MCU instead.
 --verbose adds a per-kernel instruction table for each model: each kernel's calls from entry to
 return (requantisation helpers, libm, soft-float helpers included) and its own (self) count.
+Every table also gives estimated cycles (per inference or per MAC, and per kernel with
+--verbose) from the board's cycle model (docs/cycles.md), beside the instructions.
 --byoc NAME compares, for the int8 models on each board, aotc's own kernels with the backend's
 (both compiled --target BOARD): instructions per inference and per MAC, flash and RAM. CMSIS-NN
 comes from --cmsis-nn-path, else $CMSIS_NN_PATH, else ../shared/third_party/cmsis-nn.
@@ -166,7 +168,8 @@ def main_byoc(args: argparse.Namespace) -> int:
 
 def tuned_table(rows: list[tuple[dict, dict, int]]) -> str:
     head = (f"{'model':<24} {'MACs':>11} {'instr default':>14} {'instr tuned':>12} "
-            f"{'change':>7} {'/MAC default':>12} {'/MAC tuned':>10} {'flash default':>13} "
+            f"{'change':>7} {'/MAC default':>12} {'/MAC tuned':>10} {'cyc/MAC default':>15} "
+            f"{'cyc/MAC tuned':>13} {'flash default':>13} "
             f"{'flash tuned':>11} {'RAM default':>11} {'RAM tuned':>9} {'tuned':>5}")
     lines = [head, "-" * len(head)]
     for d, t, applied in rows:
@@ -174,10 +177,12 @@ def tuned_table(rows: list[tuple[dict, dict, int]]) -> str:
         lines.append(
             f"{d['model']:<24} {d['macs']:>11,} {n0:>14,} {n1:>12,} "
             f"{100 * (n1 / n0 - 1):>+6.1f}% {n0 / macs:>12.2f} {n1 / macs:>10.2f} "
+            f"{_cycles(d)[1]:>15.2f} {_cycles(t)[1]:>13.2f} "
             f"{d['sizes']['flash']:>13,} {t['sizes']['flash']:>11,} {d['sizes']['ram']:>11,} "
             f"{t['sizes']['ram']:>9,} {applied:>5}")
     lines.append("tuned: workloads whose schedule the log changed; RAM = data + bss (arena "
                  "included)")
+    lines.append(cycle_note([r for d, t, _ in rows for r in (d, t)]))
     return "\n".join(lines)
 
 
