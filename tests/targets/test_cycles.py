@@ -64,6 +64,7 @@ CASES = [
     ("cortex-m4", "cmp r0, #1\nbne.w .", False, 2, "branch not taken 1"),
     ("cortex-m4", "vldmia r0, {s0-s3}\nvmla.f32 s4, s5, s6", False, 8, "VLDM 1 + N, VMLA 3"),
     ("cortex-m4", "sdiv r0, r1, r2", False, 7, "SDIV 2..12: the stated typical 7"),
+    ("cortex-m4", "vmov s0, r0\nvadd.f32 s1, s2, s3", False, 3, "VMOV core to FP 2, VADD 1"),
     ("cortex-m4", "adds r0, #1\nit eq\naddeq r1, #1", False, 2, "IT folded after 16-bit"),
     # Cortex-M0+ TRM r0p1, 3.3 "Instruction set summary".
     ("cortex-m0plus", "ldr r0, [r1]\nldr r2, [r3]", False, 4, "LDR 2, no pipelining"),

@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 
 # Classes every table prices (aotc.targets.cycles.decode): an instruction's base cost before
 # the pipeline rules. "ldm"/"stm"/"fp_ldm"/"fp_stm"/"pop_pc" add per_register per register.
-_COMMON = {"alu": 1, "nop": 1, "it": 1, "barrier": 3, "fp": 1, "fp_load": 2, "fp_store": 2,
+_COMMON = {"alu": 1, "nop": 1, "it": 1, "barrier": 3, "fp": 1, "fp_move": 1, "fp_load": 2,
+           "fp_store": 2,
            "fp_ldm": 1, "fp_stm": 1, "fp_mac": 3, "fp_div": 14, "mul": 1, "mac": 1, "div": 7,
            "load": 2, "store": 1, "ldm": 1, "stm": 1, "pop_pc": 1, "branch": 1, "tb": 3,
            "loop_start": 1, "loop_end": 1, "vec_load": 2, "vec_store": 2, "vec_mac": 2,
@@ -48,8 +49,9 @@ CORES: dict[str, Core] = {
                "POP {..., PC} 3 + N, B taken 2, BL 3, BX/BLX 2")),
     "cortex-m4": Core(
         "cortex-m4", "Cortex-M4 TRM r0p1 timings",
-        {**_COMMON}, refill=2.0, load_pipelining=True, address_stall=True,
-        notes=("P = 2 of 1..3", "SDIV/UDIV 7 of 2..12", "VMLA/VFMA 3, VDIV/VSQRT 14")),
+        {**_COMMON, "fp_move": 2}, refill=2.0, load_pipelining=True, address_stall=True,
+        notes=("P = 2 of 1..3", "SDIV/UDIV 7 of 2..12", "VMLA/VFMA 3, VDIV/VSQRT 14",
+               "VMOV between a core and an FP register 2")),
     "cortex-m7": Core(
         "cortex-m7", "Cortex-M7 dual issue approximated",
         {**_COMMON, "load": 1, "store": 1, "fp_load": 1, "fp_store": 1, "fp_mac": 1,

@@ -113,6 +113,10 @@ def classify(pc: int, size: int, mnemonic: str, operands: str) -> Insn:
     kind = _CLASSES.get(base, "alu")
     if base.startswith("v") and kind == "alu":
         kind = "fp"
+    core_reg = any(r.startswith("r") or r == "lr" for r in regs)
+    fpu_reg = any(r[0] in "sd" and r[1:].isdigit() for r in regs)
+    if base == "vmov" and core_reg and fpu_reg:
+        kind = "fp_move"  # between a core register and the FPU
     if _MVE_LOADS.match(base):
         kind, vector = "vec_load", True
     elif _MVE_STORES.match(base):

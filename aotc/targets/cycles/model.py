@@ -169,8 +169,8 @@ def _dual_issue(core: Core, insns: list[Insn]) -> float:
 
 
 def _pairs_m7(core: Core, a: Insn, b: Insn) -> bool:
-    single = ("alu", "load", "store", "mul", "mac", "fp", "fp_load", "fp_store", "nop", "it",
-              "branch")
+    single = ("alu", "load", "store", "mul", "mac", "fp", "fp_move", "fp_load", "fp_store", "nop",
+              "it", "branch")
     if a.kind not in single or b.kind not in single or cost(core, a) > 1 or cost(core, b) > 1:
         return False
     if a.kind in _BRANCHES:
