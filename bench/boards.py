@@ -12,6 +12,8 @@ Models are compiled --target BOARD (the board's features steer lowering, e.g. th
 extension's dual MAC on cortex-m4f/m7/m33); --generic compiles them for a generic MCU instead.
 --verbose adds a per-kernel instruction table for each model: each kernel's calls from entry to
 return (requantisation helpers, libm, soft-float helpers included) and its own (self) count.
+Every table also gives estimated cycles (per inference or per MAC, and per kernel with
+--verbose) from the board's cycle model (docs/cycles.md), beside the instructions.
 --byoc NAME compares, for the int8 models on each board, aotc's own kernels with the backend's
 (both compiled --target BOARD): instructions per inference and per MAC, flash and RAM. CMSIS-NN
 comes from --cmsis-nn-path, else $CMSIS_NN_PATH, else ../shared/third_party/cmsis-nn.
@@ -48,7 +50,8 @@ def measure(model_dir: Path, stem: str, board: str, out: Path, **options) -> dic
     runner = bundle.load(board)
     vectors = np.load(model_dir / "vectors" / f"{stem}.npz")
     feeds = {runner.meta["inputs"][0]["name"]: vectors["input"][0]}
-    counts = runner.count_instructions(feeds)
+    counts = boards.count_instructions(runner.elf, runner.board, runner._inputs(feeds),
+                                       cycles=True)
     return {
         "model": stem, "macs": sum(macs_of(bundle.compilation).values()), "counts": counts,
         "sizes": runner.sizes(), "stack": runner.stack(), "board": boards.load_board(board),
@@ -56,18 +59,35 @@ def measure(model_dir: Path, stem: str, board: str, out: Path, **options) -> dic
     }
 
 
+def _cycles(r: dict) -> tuple[int, float]:
+    """(estimated cycles per inference, per MAC); (0, 0.0) on a board without a model."""
+    est = r["counts"].get("cycles")
+    n = est["inference"] if est else 0
+    return n, n / max(r["macs"], 1)
+
+
+def cycle_note(rows: list[dict]) -> str:
+    models = sorted({r["counts"]["cycles"]["model"] for r in rows if r["counts"].get("cycles")})
+    return ("cycles: an estimate from the executed instructions (docs/cycles.md), cycle model "
+            + "; ".join(models)) if models else "cycles: no timing model for this board"
+
+
 def table(rows: list[dict]) -> str:
     head = (f"{'model':<24} {'MACs':>11} {'instr/inference':>16} {'instr/MAC':>9} "
+            f"{'est. cycles':>13} {'cyc/MAC':>7} "
             f"{'flash B':>9} {'(text':>7} {'rodata':>8} {'data)':>6} {'RAM B':>8} "
             f"{'(arena)':>8} {'+stack+heap':>11} {'frame B':>7} {'recursion':>9}")
     lines = [head, "-" * len(head)]
     for r in rows:
         s, b, n = r["sizes"], r["board"], r["counts"]["inference"]
+        cycles, per_mac = _cycles(r)
         lines.append(
             f"{r['model']:<24} {r['macs']:>11,} {n:>16,} {n / max(r['macs'], 1):>9.2f} "
+            f"{cycles:>13,} {per_mac:>7.2f} "
             f"{s['flash']:>9,} {s['text']:>7,} {s['rodata']:>8,} {s['data']:>6,} "
             f"{s['ram']:>8,} {s['arena']:>8,} {s['ram'] + b.stack_bytes + b.heap_bytes:>11,} "
             f"{r['stack']['max_bytes']:>7} {'yes' if r['stack']['recursion'] else 'none':>9}")
+    lines.append(cycle_note(rows))
     return "\n".join(lines)
 
 
@@ -80,10 +100,16 @@ def kernel_table(r: dict) -> str:
     rows = [(k, inclusive[k], c["kernels"][k])
             for k in sorted(inclusive, key=lambda k: (-inclusive[k], k))]
     rows.append((OTHER_ROW, n - sum(inclusive.values()), c["run"]))
+    est = c.get("cycles") or {"inference": 0, "kernels": {}}
+    cyc = {**est["kernels"], OTHER_ROW: est["inference"] - sum(est["kernels"].values())}
     w = max(len(k) for k, _, _ in rows)  # "a=b=c": kernels gcc folded into one body
-    lines = [f"\n{r['model']}: {n:,} instructions per inference",
-             f"  {'kernel':<{w}} {'instructions':>14} {'share':>7} {'self':>14}"]
-    lines += [f"  {k:<{w}} {t:>14,} {100.0 * t / n:>6.1f}% {own or 0:>14,}" for k, t, own in rows]
+    lines = [f"\n{r['model']}: {n:,} instructions, {est['inference']:,} estimated cycles per "
+             f"inference",
+             f"  {'kernel':<{w}} {'instructions':>14} {'share':>7} {'self':>14} "
+             f"{'est. cycles':>14} {'cyc/instr':>9}"]
+    lines += [f"  {k:<{w}} {t:>14,} {100.0 * t / n:>6.1f}% {own or 0:>14,} "
+              f"{round(cyc.get(k, 0)):>14,} {cyc.get(k, 0) / max(t, 1):>9.2f}"
+              for k, t, own in rows]
     if c["inlined"]:
         lines.append(f"  inlined into the run function: {', '.join(c['inlined'])}")
     st = r["stack"]
@@ -95,6 +121,7 @@ def kernel_table(r: dict) -> str:
 def byoc_table(rows: list[tuple[dict, dict]], backend: str) -> str:
     head = (f"{'board':<14} {'model':<26} {'MACs':>10} {'instr native':>13} "
             f"{'instr ' + backend:>14} {'ratio':>6} {'instr/MAC':>10} {'(' + backend + ')':>11} "
+            f"{'cyc/MAC':>8} {'(' + backend + ')':>11} "
             f"{'flash native':>12} {'flash ' + backend:>14} {'RAM native':>10} "
             f"{'RAM ' + backend:>12} {'offloaded':>9}")
     lines = [head, "-" * len(head)]
@@ -104,6 +131,7 @@ def byoc_table(rows: list[tuple[dict, dict]], backend: str) -> str:
         lines.append(
             f"{nat['board'].name:<14} {nat['model']:<26} {nat['macs']:>10,} {n0:>13,} "
             f"{n1:>14,} {n1 / n0:>6.2f} {n0 / macs:>10.2f} {n1 / macs:>11.2f} "
+            f"{_cycles(nat)[1]:>8.2f} {_cycles(byo)[1]:>11.2f} "
             f"{nat['sizes']['flash']:>12,} {byo['sizes']['flash']:>14,} "
             f"{nat['sizes']['ram']:>10,} {byo['sizes']['ram']:>12,} {byo['offloaded']:>9}")
     return "\n".join(lines)
@@ -134,12 +162,14 @@ def main_byoc(args: argparse.Namespace) -> int:
           f"instructions per inference from QEMU, flash = text + rodata + data, RAM = data + "
           f"bss (arena included, stack and heap not)\n")
     print(byoc_table(rows, args.byoc))
+    print(cycle_note([r for pair in rows for r in pair]))
     return 0
 
 
 def tuned_table(rows: list[tuple[dict, dict, int]]) -> str:
     head = (f"{'model':<24} {'MACs':>11} {'instr default':>14} {'instr tuned':>12} "
-            f"{'change':>7} {'/MAC default':>12} {'/MAC tuned':>10} {'flash default':>13} "
+            f"{'change':>7} {'/MAC default':>12} {'/MAC tuned':>10} {'cyc/MAC default':>15} "
+            f"{'cyc/MAC tuned':>13} {'flash default':>13} "
             f"{'flash tuned':>11} {'RAM default':>11} {'RAM tuned':>9} {'tuned':>5}")
     lines = [head, "-" * len(head)]
     for d, t, applied in rows:
@@ -147,10 +177,12 @@ def tuned_table(rows: list[tuple[dict, dict, int]]) -> str:
         lines.append(
             f"{d['model']:<24} {d['macs']:>11,} {n0:>14,} {n1:>12,} "
             f"{100 * (n1 / n0 - 1):>+6.1f}% {n0 / macs:>12.2f} {n1 / macs:>10.2f} "
+            f"{_cycles(d)[1]:>15.2f} {_cycles(t)[1]:>13.2f} "
             f"{d['sizes']['flash']:>13,} {t['sizes']['flash']:>11,} {d['sizes']['ram']:>11,} "
             f"{t['sizes']['ram']:>9,} {applied:>5}")
     lines.append("tuned: workloads whose schedule the log changed; RAM = data + bss (arena "
                  "included)")
+    lines.append(cycle_note([r for d, t, _ in rows for r in (d, t)]))
     return "\n".join(lines)
 
 

@@ -286,6 +286,13 @@ def cmd_bench(args: argparse.Namespace, argv: Sequence[str]) -> int:
     macs = sum(macs_of(bundle.compilation).values())
     print(f"board {args.board}: {run_total:,} instructions per inference"
           + (f" ({run_total / macs:.2f} per MAC, {macs:,} MACs)" if macs else ""))
+    est = bench.get("cycles")
+    if est:
+        print(f"board {args.board}: {est['inference']:,} estimated cycles per inference"
+              + (f" ({est['inference'] / macs:.2f} per MAC)" if macs else "")
+              + f"; cycle model: {est['model']}")
+    if args.json:
+        Path(args.json).write_text(json.dumps({**bench, "macs": macs}, indent=1, default=str))
     print(f"flash {sizes['flash']:,} B (text {sizes['text']:,}, rodata {sizes['rodata']:,}, "
           f"data {sizes['data']:,}); RAM {sizes['ram']:,} B (data+bss, "
           + (", ".join(f"pool {p} {n:,} B" for p, n in sizes["pools"].items()) + " apart"
@@ -377,6 +384,8 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--inputs", default=None)
     b.add_argument("--seed", type=int, default=0)
     b.add_argument("-o", "--output", default="build/aotc_bench", help="bundle directory")
+    b.add_argument("--json", default=None, metavar="FILE",
+                   help="also write the numbers (instructions, estimated cycles, sizes) as JSON")
     rp = sub.add_parser("report", help="one self-contained HTML page: summary, kernels, memory "
                         "timeline, graph after fusion, BYOC partition")
     add_compile_options(rp)

@@ -20,7 +20,11 @@ def add_parser(sub: Any, common: Callable[[argparse.ArgumentParser], None]) -> N
                        "log every measurement (use the log with --tuning-log)")
     common(t)
     t.add_argument("--board", required=True,
-                   help="a QEMU board (cost: instructions per kernel) or 'host' (wall time)")
+                   help="a QEMU board (cost: estimated cycles or instructions per kernel) or "
+                        "'host' (wall time)")
+    t.add_argument("--cost", choices=("cycles", "instructions"), default=None,
+                   help="what to minimise on a QEMU board (default: cycles where the board has "
+                        "a cycle model, docs/cycles.md, else instructions)")
     t.add_argument("-o", "--output", required=True, metavar="LOG.jsonl",
                    help="the tuning log (records are appended)")
     t.add_argument("--trials", type=int, default=DEFAULT_TRIALS,
@@ -56,7 +60,7 @@ def cmd_tune(args: argparse.Namespace, argv: Sequence[str]) -> int:
     with Progress("tune", args.trials, quiet=args.quiet) as progress:
         s = tune(args.model, args.board, args.output, trials=args.trials, jobs=jobs,
                  executor=args.executor, seed=args.seed, timeout=args.timeout,
-                 progress=progress, **options)
+                 progress=progress, cost=args.cost, **options)
     print("\n".join(format_summary(s)))
     print(f"aotc: tuned in {time.monotonic() - start:.0f} s ({s['runs']} measurement runs, "
           f"{args.executor} executor, {jobs} at a time); log: {args.output}", file=sys.stderr)
@@ -83,7 +87,8 @@ def format_summary(s: dict[str, Any]) -> list[str]:
                      + (f" ({r['invalid']} invalid)" if r["invalid"] else ""))
     d, t = s["default_cost"], s["tuned_cost"]
     if d and t is not None:
-        what = "instructions" if unit == "instructions" else "ns (median wall time)"
+        what = {"instructions": "instructions", "cycles": "estimated cycles"}.get(
+            unit, "ns (median wall time)")
         lines.append(f"{s['board']}: the tuned kernels {d:,.0f} -> {t:,.0f} {what} per "
                      f"inference ({100 * (t / d - 1):+.1f}%) after {s['trials']} trials")
     return lines

@@ -71,6 +71,8 @@ class Board:
     # Memory pools for the arena, fastest first: (name, bytes, linker section or None), from
     # board.toml's [[pools]]; compiling with --target for the board plans into them.
     pools: tuple[tuple[str, int, str | None], ...] = ()
+    # board.toml's [cycles]: the timing model and wait states (aotc.targets.cycles.for_board).
+    cycles: tuple[tuple[str, object], ...] = ()
 
     @property
     def is_host(self) -> bool:
@@ -109,6 +111,7 @@ def load_board(name: str | Board) -> Board:
         requires=dict(t["requires"]),
         directory=path.parent,
         pools=tuple((p["name"], p["bytes"], p.get("section")) for p in t.get("pools", ())),
+        cycles=tuple(sorted(t.get("cycles", {}).items())),
     )
 
 
@@ -268,9 +271,11 @@ def count_instructions(
     inputs: list[np.ndarray],
     workdir: str | Path | None = None,
     timeout: float = 120,
+    cycles: bool = False,
 ) -> dict:
     """Executed instructions of one run: {"total", "inference", "run", "kernels": {name: n},
-    "inclusive": {name: n}, "inlined"}.
+    "inclusive": {name: n}, "inlined"}; with cycles, on a QEMU board with a timing model,
+    also "cycles": the estimate (aotc.targets.cycles.estimate; None without a model).
 
     "inference" is everything from entering <name>_run until it returns, callees included
     (libm, memcpy, the soft-float helpers of FPU-less cores). "run" is <name>_run's own
@@ -303,6 +308,9 @@ def count_instructions(
             out.unlink(missing_ok=True)
             # Relative file names: QEMU runs in cwd and splits -plugin arguments at commas.
             plugin = f"{measure.plugin_library()},ranges=aotc_ranges.txt,out={out.name}"
+            timing = cycle_model(board) if cycles else None
+            if timing is not None:
+                plugin += ",blocks=1"
             where = {name: (lo, hi) for name, lo, hi in ranges}
             if run_fn in where and "main" in where:  # the window: run's entry until back in main
                 plugin += f",enter={where[run_fn][0]:#x},caller={where['main'][0]:#x}-" \
@@ -310,11 +318,19 @@ def count_instructions(
             _run(elf, board, inputs, cwd, timeout, qemu_args=["-plugin", plugin])
             total, counts, calls = measure.parse_plugin_output(out)
             inference = counts.pop("window", None)
+            if timing is not None:
+                estimate = _estimate_cycles(board, timing, elf, out,
+                                            [key for key, kind in kinds.items() if kind == "call"])
     kernels = {}  # in kernel order; a folded group "a=b" where its first member would be
     for k in meta["kernels"]:
         kernels.update({key: n for key, n in counts.items() if k in key.split("=")})
     counted = {name for key in kernels for name in key.split("=")}
+    extra = {}
+    if cycles:
+        extra["cycles"] = None if board.is_host or timing is None else dict(
+            estimate, kernels={key: estimate["kernels"].get(key, 0) for key in kernels})
     return {
+        **extra,
         "total": total,
         "inference": inference,
         "run": counts.get(run_fn),
@@ -322,6 +338,22 @@ def count_instructions(
         "inclusive": {key: calls.get(key, 0) for key in kernels},
         "inlined": [k for k in meta["kernels"] if k not in counted],
     }
+
+
+def cycle_model(board: str | Board):
+    """(core, memory) of the board's timing model (board.toml [cycles], else its cpu), or
+    None when aotc has no model for its core."""
+    from aotc.targets import cycles
+
+    return cycles.for_board(load_board(board))
+
+
+def _estimate_cycles(board: Board, timing, elf: Path, out: Path, calls: list[str]) -> dict:
+    from aotc.targets import cycles
+
+    core, memory = timing
+    return cycles.estimate(core, memory, board.tool("objdump"), elf, board.arch,
+                           measure.parse_blocks(out), calls)
 
 
 def _run(elf: Path, board: Board, inputs, cwd: Path, timeout: float, *, qemu_args=(), wrapper=()):

@@ -91,11 +91,25 @@ def parse_plugin_output(path: Path) -> tuple[int, dict[str, int], dict[str, int]
             total = int(fields[1])
         elif fields[0] == "window":  # enter=/caller= given: the inclusive count of a call
             counts["window"] = int(fields[1])
+        elif fields[0] == "block":  # blocks=1: parse_blocks reads these
+            continue
         elif fields[0] == "call":
             calls[fields[1]] = calls.get(fields[1], 0) + int(fields[2])
         else:
             counts[fields[1]] = counts.get(fields[1], 0) + int(fields[2])
     return total, counts, calls
+
+
+def parse_blocks(path: Path) -> list[tuple[int, int, int, str, int, int]]:
+    """The plugin's blocks=1 lines: (pc, instructions, end, context, executions,
+    fall-throughs) per translated block and context."""
+    blocks = []
+    for line in path.read_text().splitlines():
+        if line.startswith("block "):
+            _, pc, n, end, context, count, fallthrough = line.split()
+            blocks.append((int(pc, 16), int(n), int(end, 16), context, int(count),
+                           int(fallthrough)))
+    return blocks
 
 
 def callgrind_command(out: Path) -> list[str]:

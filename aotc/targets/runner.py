@@ -120,9 +120,12 @@ class BoardRunner:
             raise AotcError(_one_line(e)) from None
         return {s["name"]: o for s, o in zip(self.meta["outputs"], outs)}
 
-    def count_instructions(self, inputs: Mapping[str, object]) -> dict[str, Any]:
+    def count_instructions(self, inputs: Mapping[str, object], cycles: bool = False
+                           ) -> dict[str, Any]:
+        """boards.count_instructions; with cycles, also the timing model's estimate."""
         try:
-            return boards.count_instructions(self.elf, self.board, self._inputs(inputs))
+            return boards.count_instructions(self.elf, self.board, self._inputs(inputs),
+                                             cycles=cycles)
         except (RuntimeError, ValueError) as e:
             raise AotcError(_one_line(e)) from None
 
@@ -145,14 +148,17 @@ class BoardRunner:
         the inference (the run function's own instructions, inlined kernels included, and
         what it calls outside kernels), so kernels plus other is the inference; "run": the
         run function's own instructions (None when the host cannot tell); "inlined"
-        kernels, the ELF's "sizes", code bytes per kernel ("kernel_flash") and "stack"."""
-        counts = self.count_instructions(inputs)
+        kernels, the ELF's "sizes", code bytes per kernel ("kernel_flash") and "stack";
+        "cycles": the timing model's estimate ({"model", "inference", "kernels", "run",
+        "total"}, aotc.targets.cycles), None on a board without a model."""
+        counts = self.count_instructions(inputs, cycles=True)
         kernels = counts["inclusive"]
         total = counts.get("inference") or (counts.get("run") or 0) + sum(kernels.values())
         return {"board": self.board.name, "instructions": total, "kernels": kernels,
                 "self": counts["kernels"], "other": total - sum(kernels.values()),
                 "run": counts.get("run"), "inlined": counts["inlined"], "sizes": self.sizes(),
-                "kernel_flash": self.kernel_flash(), "stack": self.stack()}
+                "kernel_flash": self.kernel_flash(), "stack": self.stack(),
+                "cycles": counts.get("cycles")}
 
 
 OTHER_ROW = "(run function)"  # bench's last row: the run function and its non-kernel calls
@@ -166,13 +172,23 @@ def bench_table(bench: dict[str, Any]) -> str:
     total = max(bench["instructions"], 1)
     rows = [(k, n, bench["self"].get(k)) for k, n in bench["kernels"].items()]
     rows.append((OTHER_ROW, bench["other"], bench.get("run")))
+    est = bench.get("cycles")
+    cyc = {}
+    if est:  # the run function's row: the inference's cycles outside kernel calls
+        cyc = {**est["kernels"], OTHER_ROW: est["inference"] - sum(est["kernels"].values())}
     w = max(40, *(len(k) for k, _, _ in rows))  # "a=b=c": kernels gcc folded into one body
-    lines = [f"{'kernel':<{w}} {'instructions':>14} {'share':>7} {'self':>14}"]
+    lines = [f"{'kernel':<{w}} {'instructions':>14} {'share':>7} {'self':>14}"
+             + (f" {'est. cycles':>14} {'share':>7}" if est else "")]
     lines += [f"{k:<{w}} {n:>14,} {100.0 * n / total:>6.1f}%"
-              + (f" {own:>14,}" if own is not None else "") for k, n, own in rows]
+              + (f" {own:>14,}" if own is not None else f" {'-':>14}" if est else "")
+              + (f" {cyc.get(k, 0):>14,} {100.0 * cyc.get(k, 0) / max(est['inference'], 1):>6.1f}%"
+                 if est else "") for k, n, own in rows]
     lines.append("instructions: from entering the kernel until it returns, what it calls "
                  "included (helpers, libm, soft-float, memcpy); self: inside the kernel only; "
                  f"{OTHER_ROW}: its own instructions and its calls outside kernels")
+    if est:
+        lines.append(f"est. cycles: an estimate from what QEMU executed, cycle model {est['model']}"
+                     " (docs/cycles.md)")
     if bench["inlined"]:
         lines.append(f"inlined (counted in the run function): {', '.join(bench['inlined'])}")
     return "\n".join(lines)

@@ -2,7 +2,8 @@
 for the board, run it once per input vector and return each kernel's cost and the outputs.
 
 A QEMU board counts instructions with the TCG plugin (each kernel's calls from entry to return,
-callees included: BoardRunner.count_instructions' "inclusive"), exact and repeatable. The host
+callees included: BoardRunner.count_instructions' "inclusive"), exact and repeatable, or (job
+"cost": "cycles") the timing model's estimated cycles of the same calls. The host
 times each kernel with the bundle's profiling hooks (-DAOTC_ENABLE_PROFILING, CLOCK_MONOTONIC
 around each kernel call): the median over ``repeats`` inferences. ``run_job`` takes and returns
 plain data (picklable, for process pools and Ray) and never raises: a failure is "error".
@@ -113,13 +114,17 @@ def _measure(job: dict[str, Any], tmp: Path) -> dict[str, Any]:
                                         int(job.get("repeats", 15)))
     else:
         costs, inlined, outputs = _board(bundle, job["board"], job["inputs"], tmp,
-                                         float(job.get("timeout", 60)))
+                                         float(job.get("timeout", 60)),
+                                         job.get("cost") == "cycles")
     return {"kernels": kernels, "costs": costs, "inlined": inlined, "outputs": outputs,
             "error": None}
 
 
 def _board(bundle: Path, board: str, inputs: list[dict[str, np.ndarray]], tmp: Path,
-           timeout: float) -> tuple[dict[str, float], list[str], list[dict[str, np.ndarray]]]:
+           timeout: float, cycles: bool = False
+           ) -> tuple[dict[str, float], list[str], list[dict[str, np.ndarray]]]:
+    """Each kernel's instructions, or with cycles its estimated cycles (aotc.targets.cycles),
+    from its calls' entry to return; the inlined kernels; the outputs of every input."""
     from aotc.targets import boards
     from aotc.targets.runner import BoardRunner
 
@@ -128,14 +133,14 @@ def _board(bundle: Path, board: str, inputs: list[dict[str, np.ndarray]], tmp: P
     run_dir.mkdir()
     feeds = [runner._inputs(x) for x in inputs]
     counts = boards.count_instructions(runner.elf, runner.board, feeds[0], workdir=run_dir,
-                                       timeout=timeout)
+                                       timeout=timeout, cycles=cycles)
+    kernel_costs = counts["cycles"]["kernels"] if cycles else counts["inclusive"]
     names = [s["name"] for s in runner.meta["outputs"]]
     outputs = [dict(zip(names, boards.read_outputs(run_dir, runner.meta)))]
     for x in feeds[1:]:
         outputs.append(dict(zip(names, boards.run_firmware(runner.elf, runner.board, x,
                                                            timeout=timeout))))
-    return ({k: float(v) for k, v in counts["inclusive"].items()}, counts["inlined"],
-            outputs)
+    return ({k: float(v) for k, v in kernel_costs.items()}, counts["inlined"], outputs)
 
 
 def _host(bundle: Path, name: str, inputs: list[dict[str, np.ndarray]], repeats: int

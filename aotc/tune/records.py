@@ -33,12 +33,14 @@ def release(version: str) -> str:
 
 def make_record(*, board: str, workload: str, schedule: Mapping[str, Any], default: bool,
                 cost: float | None, valid: bool, error: str | None, kernels: list[str],
-                model: str, trial: int, requant: str) -> dict[str, Any]:
+                model: str, trial: int, requant: str, unit: str | None = None
+                ) -> dict[str, Any]:
+    unit = unit or ("ns" if board == "host" else "instructions")
     if cost is not None and board != "host":
-        cost = int(cost)  # instruction counts are whole
+        cost = int(cost)  # instruction counts are whole; cycle estimates rounded
     return {"format": FORMAT, "aotc": __version__, "board": board, "workload": workload,
             "schedule": dict(sorted(schedule.items())), "default": default, "cost": cost,
-            "unit": "ns" if board == "host" else "instructions", "valid": valid,
+            "unit": unit, "valid": valid,
             "error": error, "kernels": kernels, "model": model, "trial": trial,
             "requant": requant}
 
@@ -116,7 +118,11 @@ def select(records: list[dict[str, Any]], target: str | None, requant: str = "tf
     invalid = 0
     for workload, by_schedule in sorted(by_workload.items()):
         best: tuple[float, int, str] | None = None
+        # Costs in one unit only: estimated cycles when the log has them, else instructions.
+        units = {r.get("unit") for rs in by_schedule.values() for r in rs}
+        unit = "cycles" if "cycles" in units else None
         for k, rs in by_schedule.items():
+            rs = [r for r in rs if unit is None or r.get("unit") == unit] or rs
             if not all(r.get("valid") for r in rs):
                 invalid += 1
                 continue

@@ -88,10 +88,13 @@ def _costs(result: Mapping[str, Any], found: Mapping[str, Workload]) -> dict[str
 def tune(model: str | os.PathLike[str], board: str, log: str | os.PathLike[str], *,
          trials: int = DEFAULT_TRIALS, jobs: int = 1, executor: str = "local", seed: int = 0,
          timeout: float = 60.0, repeats: int = 15, progress: Progress = QUIET,
-         **options: Any) -> dict[str, Any]:
+         cost: str | None = None, **options: Any) -> dict[str, Any]:
     """Tune ``model`` for ``board`` (a QEMU board, or "host": wall time), appending records to
     ``log``. ``options``: CompileOptions fields (target is the board). Returns a summary:
-    {"workloads": [...], "trials", "runs", "default_cost", "tuned_cost", "unit"}."""
+    {"workloads": [...], "trials", "runs", "default_cost", "tuned_cost", "unit"}. ``cost`` on a
+    QEMU board: "cycles" (the timing model's estimate; the default where the board has a
+    model) or "instructions"."""
+    unit = cost_unit(board, cost)
     model = Path(model)
     if not model.is_file():
         raise AotcError(f"no such model file: {model}")
@@ -120,7 +123,7 @@ def tune(model: str | os.PathLike[str], board: str, log: str | os.PathLike[str],
         specs = first["inputs"]
         run = _Run(model, board, Path(log), found, ex, options, seed, trials,
                    job_extra={"inputs": [random_inputs(specs, seed + k) for k in range(2)],
-                              "timeout": timeout, "repeats": repeats})
+                              "timeout": timeout, "repeats": repeats, "cost": unit})
         with progress.stage("default schedules"):
             run.baseline()
             progress.detail(_best_text(found))
@@ -137,7 +140,28 @@ def tune(model: str | os.PathLike[str], board: str, log: str | os.PathLike[str],
             trial += len(batch)
     finally:
         ex.close()
-    return _summary(found, trial if trials > 1 else 1, run.runs, board)
+    return _summary(found, trial if trials > 1 else 1, run.runs, board, unit)
+
+
+def cost_unit(board: str, cost: str | None) -> str:
+    """What tune minimises: "ns" on the host; on a QEMU board `cost`, by default "cycles" where
+    aotc has a timing model for the board's core, else "instructions"."""
+    if cost not in (None, "cycles", "instructions"):
+        raise AotcError(f"--cost must be cycles or instructions, got {cost!r}")
+    if board == "host":
+        if cost is not None:
+            raise AotcError("--cost applies to QEMU boards; the host is timed (ns)")
+        return "ns"
+    from aotc.targets import boards
+
+    try:
+        has_model = boards.cycle_model(board) is not None
+    except ValueError as e:  # an unknown board
+        raise AotcError(str(e)) from None
+    if cost == "cycles" and not has_model:
+        raise AotcError(f"board {board} has no cycle model (docs/cycles.md): use --cost "
+                        f"instructions")
+    return cost or ("cycles" if has_model else "instructions")
 
 
 class _Run:
@@ -167,7 +191,8 @@ class _Run:
             board=self.board, workload=w, schedule=schedule,
             default=key(schedule) == key(self.found[w].default), cost=cost,
             valid=error is None, error=error, kernels=self.found[w].kernels,
-            model=self.model.name, trial=trial, requant=self.options.get("requant", "tflite"))
+            model=self.model.name, trial=trial, requant=self.options.get("requant", "tflite"),
+            unit=self.job_extra.get("cost"))
 
     def baseline(self) -> None:
         """Trial 0: the default schedules' costs and outputs."""
@@ -247,7 +272,7 @@ def _best_text(found: Mapping[str, Workload]) -> str:
     return f"best {best:,.0f} (default {base:,.0f}, {100 * (best / base - 1):+.1f}%)"
 
 
-def _summary(found: Mapping[str, Workload], trials: int, runs: int, board: str
+def _summary(found: Mapping[str, Workload], trials: int, runs: int, board: str, unit: str
              ) -> dict[str, Any]:
     rows = []
     for w in found.values():
@@ -258,6 +283,5 @@ def _summary(found: Mapping[str, Workload], trials: int, runs: int, board: str
                      "default_cost": w.default_cost,
                      "best_cost": w.best[0] if better else w.default_cost,
                      "best_schedule": w.best[1] if better else w.default})
-    return {"workloads": rows, "trials": trials, "runs": runs, "board": board,
-            "unit": "ns" if board == "host" else "instructions",
+    return {"workloads": rows, "trials": trials, "runs": runs, "board": board, "unit": unit,
             "default_cost": _total(found, False), "tuned_cost": _total(found, True)}

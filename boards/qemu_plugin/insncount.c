@@ -11,9 +11,15 @@
  *       enter=ADDR, caller=LO-HI (optional, together): "window N" counts every instruction
  *       from each execution of ADDR (a function's entry) until control is back in the caller's
  *       range LO-HI, callees included.
+ *       blocks=1 (optional): one line "block PC N END CONTEXT COUNT FALLTHROUGH" per executed
+ *       translation block and context: PC its first instruction, N its instructions, END the
+ *       address after its last, COUNT its executions in CONTEXT (the name of the call range
+ *       being counted, "@run" inside the window outside calls, "@outside" elsewhere) and
+ *       FALLTHROUGH how many of them were followed by the TB at END (its last branch, if any,
+ *       was not taken). The cycle model (aotc/targets/cycles) prices each block.
  * The total is a TB-level inline add (free); a range costs one inline add per instruction
  * inside it, so only the instructions of the listed ranges pay for per-instruction counting.
- * The window and the calls cost one callback per executed TB. A function entry and a return
+ * The window, the calls and blocks= cost one callback per executed TB. A function entry and a return
  * address both start a TB, so TB granularity is exact. A call stays with the first range
  * entered until control is back in a caller range, so what it calls in turn (a clone such as
  * k.part.0, a thunk gcc left for a folded function) is part of it: calls do not nest. The
@@ -62,6 +68,7 @@ void qemu_plugin_register_vcpu_insn_exec_inline(struct qemu_plugin_insn *insn,
 size_t qemu_plugin_tb_n_insns(const struct qemu_plugin_tb *tb);
 struct qemu_plugin_insn *qemu_plugin_tb_get_insn(const struct qemu_plugin_tb *tb, size_t idx);
 uint64_t qemu_plugin_insn_vaddr(const struct qemu_plugin_insn *insn);
+size_t qemu_plugin_insn_size(const struct qemu_plugin_insn *insn);
 void qemu_plugin_register_atexit_cb(qemu_plugin_id_t id, qemu_plugin_udata_cb_t cb,
                                     void *userdata);
 enum qemu_plugin_cb_flags { QEMU_PLUGIN_CB_NO_REGS, QEMU_PLUGIN_CB_R_REGS, QEMU_PLUGIN_CB_RW_REGS };
@@ -104,12 +111,30 @@ static struct range *current_call;
 #define TB_COUNT_BITS 13
 #define TB_CALL_SHIFT (TB_COUNT_SHIFT + TB_COUNT_BITS)
 
-static void tb_exec(unsigned int vcpu_index, void *userdata)
+/* blocks=: one record per translated TB, with one cell per context it executed in. A TB
+ * translated again (after a flush) gets a new record; the Python side merges them by PC. */
+struct cell {
+    long context; /* index + 1 of the KIND_CALL range, 0 in the window outside calls, -1 */
+    uint64_t count, fallthrough;
+    struct cell *next;
+};
+
+struct block {
+    uint64_t pc, end;
+    uintptr_t flags; /* as the userdata of tb_exec */
+    struct cell *cells;
+    struct block *next;
+};
+
+static bool blocks_wanted;
+static struct block *blocks;
+static struct cell *previous; /* the cell of the TB executed last */
+static uint64_t previous_end;
+
+static void track(uintptr_t v)
 {
-    uintptr_t v = (uintptr_t)userdata;
     uint64_t n = (v >> TB_COUNT_SHIFT) & ((1u << TB_COUNT_BITS) - 1u);
     uintptr_t entered = v >> TB_CALL_SHIFT;
-    (void)vcpu_index;
     if (v & TB_ENTERS) {
         window_open = true;
     } else if (v & TB_IN_CALLER) {
@@ -126,6 +151,39 @@ static void tb_exec(unsigned int vcpu_index, void *userdata)
     if (current_call != NULL) {
         current_call->call += n;
     }
+}
+
+static void tb_exec(unsigned int vcpu_index, void *userdata)
+{
+    (void)vcpu_index;
+    track((uintptr_t)userdata);
+}
+
+static void block_exec(unsigned int vcpu_index, void *userdata)
+{
+    struct block *b = userdata;
+    struct cell *c;
+    long context;
+    (void)vcpu_index;
+    track(b->flags);
+    context = current_call != NULL ? (long)(current_call - ranges) + 1 : window_open ? 0 : -1;
+    if (previous != NULL && previous_end == b->pc) {
+        previous->fallthrough++;
+    }
+    for (c = b->cells; c != NULL && c->context != context; c = c->next) {
+    }
+    if (c == NULL) {
+        c = calloc(1, sizeof *c);
+        if (c == NULL) {
+            abort(); /* out of host memory: no count would be right */
+        }
+        c->context = context;
+        c->next = b->cells;
+        b->cells = c;
+    }
+    c->count++;
+    previous = c;
+    previous_end = b->end;
 }
 
 static uintptr_t tb_flags(uint64_t pc)
@@ -150,7 +208,19 @@ static void tb_trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
     size_t n = qemu_plugin_tb_n_insns(tb);
     (void)id;
     qemu_plugin_register_vcpu_tb_exec_inline(tb, QEMU_PLUGIN_INLINE_ADD_U64, &total, n);
-    if (window_wanted || calls_wanted) {
+    if (blocks_wanted && n > 0) {
+        struct qemu_plugin_insn *last = qemu_plugin_tb_get_insn(tb, n - 1);
+        struct block *b = calloc(1, sizeof *b);
+        if (b == NULL) {
+            abort();
+        }
+        b->pc = qemu_plugin_tb_vaddr(tb);
+        b->end = qemu_plugin_insn_vaddr(last) + qemu_plugin_insn_size(last);
+        b->flags = tb_flags(b->pc) | (uintptr_t)n << TB_COUNT_SHIFT;
+        b->next = blocks;
+        blocks = b;
+        qemu_plugin_register_vcpu_tb_exec_cb(tb, block_exec, QEMU_PLUGIN_CB_NO_REGS, b);
+    } else if (window_wanted || calls_wanted) {
         uintptr_t v = tb_flags(qemu_plugin_tb_vaddr(tb)) | (uintptr_t)n << TB_COUNT_SHIFT;
         qemu_plugin_register_vcpu_tb_exec_cb(tb, tb_exec, QEMU_PLUGIN_CB_NO_REGS, (void *)v);
     }
@@ -183,6 +253,16 @@ static void at_exit(qemu_plugin_id_t id, void *userdata)
         fprintf(f, "range %s %" PRIu64 "\n", ranges[r].name, ranges[r].count);
         if (ranges[r].kind == KIND_CALL) {
             fprintf(f, "call %s %" PRIu64 "\n", ranges[r].name, ranges[r].call);
+        }
+    }
+    for (struct block *b = blocks; b != NULL; b = b->next) {
+        size_t n = (b->flags >> TB_COUNT_SHIFT) & ((1u << TB_COUNT_BITS) - 1u);
+        for (struct cell *c = b->cells; c != NULL; c = c->next) {
+            const char *context = c->context > 0    ? ranges[c->context - 1].name
+                                  : c->context == 0 ? "@run"
+                                                    : "@outside";
+            fprintf(f, "block %#" PRIx64 " %zu %#" PRIx64 " %s %" PRIu64 " %" PRIu64 "\n", b->pc,
+                    n, b->end, context, c->count, c->fallthrough);
         }
     }
     fclose(f);
@@ -243,6 +323,8 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_
             if (load_ranges(argv[i] + 7) != 0) {
                 return -1;
             }
+        } else if (strncmp(argv[i], "blocks=", 7) == 0) {
+            blocks_wanted = strcmp(argv[i] + 7, "1") == 0 || strcmp(argv[i] + 7, "on") == 0;
         } else if (strncmp(argv[i], "enter=", 6) == 0) {
             enter_pc = strtoull(argv[i] + 6, NULL, 0);
             window_wanted = true;
@@ -252,7 +334,7 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_
             caller_hi = *dash == '-' ? strtoull(dash + 1, NULL, 0) : 0;
         } else {
             fprintf(stderr, "insncount: unknown argument %s (use out=FILE, ranges=FILE, "
-                            "enter=ADDR, caller=LO-HI)\n", argv[i]);
+                            "enter=ADDR, caller=LO-HI, blocks=1)\n", argv[i]);
             return -1;
         }
     }

@@ -153,16 +153,27 @@ def test_report_renders_and_matches_inspect(stem, mlperf_dir, tmp_path, browser,
 
 
 def _bench_table(stdout: str) -> tuple[int, dict[str, tuple[int, int | None]]]:
-    """(instructions per inference, {row: (instructions, self)}) from `aotc bench`'s output."""
+    """(instructions per inference, {row: (instructions, self)}) from `aotc bench`'s output
+    (the estimated cycles columns after them are checked by _cycle_rows)."""
     total = re.search(r"([\d,]+) instructions per inference", stdout)
     assert total, stdout
-    rows = re.findall(r"^(\S.*?)\s+([\d,]+)\s+[\d.]+%(?:\s+([\d,]+))?$", stdout, re.M)
+    rows = re.findall(r"^(\S.*?)\s+([\d,]+)\s+[\d.]+%(?:\s+([\d,]+|-))?"
+                      r"(?:\s+[\d,]+\s+[\d.]+%)?$", stdout, re.M)
 
     def number(text: str) -> int:
         return int(text.replace(",", ""))
 
-    return number(total.group(1)), {k: (number(n), number(own) if own else None)
+    return number(total.group(1)), {k: (number(n), number(own) if own not in ("", "-") else None)
                                     for k, n, own in rows}
+
+
+def _cycle_rows(stdout: str) -> tuple[int, list[int]]:
+    """(estimated cycles per inference, each row's estimated cycles) from `aotc bench`."""
+    total = re.search(r"([\d,]+) estimated cycles per inference", stdout)
+    assert total, stdout
+    rows = re.findall(r"^\S.*?\s+[\d,]+\s+[\d.]+%\s+(?:[\d,]+|-)\s+([\d,]+)\s+[\d.]+%$",
+                      stdout, re.M)
+    return int(total.group(1).replace(",", "")), [int(n.replace(",", "")) for n in rows]
 
 
 def test_board_numbers_match_bench(mlperf_dir, tmp_path, capsys):
@@ -171,11 +182,16 @@ def test_board_numbers_match_bench(mlperf_dir, tmp_path, capsys):
     capsys.readouterr()
     assert cli_main(["bench", str(model), "--board", "cortex-m4f", "-o",
                      str(tmp_path / "bundle")]) == 0
-    total, table = _bench_table(capsys.readouterr().out)
+    out = capsys.readouterr().out
+    total, table = _bench_table(out)
     # Inclusive kernel rows and the run function's row add up to the inference; a kernel's
     # inclusive count is at least its own (self) instructions.
     assert sum(n for n, _ in table.values()) == total
     assert all(n >= own for n, own in table.values() if own is not None)
+    # The estimated cycles beside them: one per row, adding up to the inference's (rounding).
+    cycles, rows = _cycle_rows(out)
+    assert len(rows) == len(table) and abs(sum(rows) - cycles) <= len(rows)
+    assert "cycle model: cortex-m4 (" in out
 
     tags = _Tags((tmp_path / "report.html").read_text())
     bench_rows = {r["data-key"]: (int(r["data-instructions"]),

@@ -22,8 +22,10 @@ import pytest
 
 import aotc
 from aotc.cli import main
+from aotc.errors import AotcError
 from aotc.tune import executors, records
 from aotc.tune.measure import run_job
+from aotc.tune.tuner import cost_unit
 
 
 def best_of(log: list[dict], board: str) -> dict[str, dict]:
@@ -59,7 +61,7 @@ def onnxruntime_outputs(model: Path, x: np.ndarray) -> np.ndarray:
 def test_tune_on_a_board_applies_the_best_schedules(tiny_int8: Path, tmp_path: Path) -> None:
     log = tmp_path / "tune.jsonl"
     assert main(["tune", str(tiny_int8), "--board", "cortex-m4f", "--trials", "8",
-                 "--jobs", "1", "-o", str(log), "-q"]) == 0
+                 "--jobs", "1", "--cost", "instructions", "-o", str(log), "-q"]) == 0
     recs = records.read(log)
     assert {r["board"] for r in recs} == {"cortex-m4f"}
     assert all(r["valid"] and r["unit"] == "instructions" and isinstance(r["cost"], int)
@@ -88,6 +90,33 @@ def test_tune_on_a_board_applies_the_best_schedules(tiny_int8: Path, tmp_path: P
     np.testing.assert_allclose(y1, onnxruntime_outputs(tiny_int8, x), atol=0.15, rtol=0.05)
     n0, n1 = (r.count_instructions({"x": x})["inference"] for r in runners)
     assert n1 < n0
+
+
+def test_tune_cost_defaults_to_estimated_cycles(tiny_int8: Path, tmp_path: Path) -> None:
+    """On a board with a cycle model the cost is the estimate (docs/cycles.md): whole cycles,
+    never fewer than a kernel's instructions divided by the widest issue (2 on the M7)."""
+    log = tmp_path / "cycles.jsonl"
+    assert main(["tune", str(tiny_int8), "--board", "cortex-m7", "--trials", "2",
+                 "--jobs", "1", "-o", str(log), "-q"]) == 0
+    recs = records.read(log)
+    assert recs and all(r["unit"] == "cycles" and r["valid"] and isinstance(r["cost"], int)
+                        and r["cost"] > 0 for r in recs)
+    x = np.random.default_rng(5).standard_normal((1, 2, 8, 8)).astype(np.float32)
+    runner = aotc.compile(tiny_int8, tmp_path / "b", target="cortex-m7").load("cortex-m7")
+    bench = runner.bench({"x": x})
+    for kernel, n in bench["kernels"].items():
+        assert bench["cycles"]["kernels"][kernel] >= n / 2, kernel
+
+
+def test_cost_unit() -> None:
+    assert cost_unit("cortex-m4f", None) == "cycles"
+    assert cost_unit("cortex-m4f", "instructions") == "instructions"
+    assert cost_unit("rv32imc", None) == "instructions"  # no RISC-V timing model
+    assert cost_unit("host", None) == "ns"
+    for board, cost in (("rv32imc", "cycles"), ("host", "cycles"), ("cortex-m4f", "time"),
+                        ("no-such-board", None)):
+        with pytest.raises(AotcError):
+            cost_unit(board, cost)
 
 
 def test_tune_on_the_host_times_each_kernel(tiny_float: Path, tmp_path: Path) -> None:
