@@ -15,11 +15,7 @@ from aotc.errors import AotcError
 from aotc.ir.graph import Node, TensorType, Value
 from aotc.loops.loop_ir import Const, Expr, cmp, land, select
 from aotc.ops import OpDef, register
-from aotc.schedules.conv import knobs as CONV
-from aotc.schedules.conv.depthwise_float import float_depthwise_ok, lower_float_depthwise
-from aotc.schedules.conv.depthwise_int import depthwise_ok, lower_depthwise
-from aotc.schedules.conv.line import lower_line
-from aotc.schedules.conv.tiled import lower_tiled
+from aotc.schedules.conv.choose import run_schedule
 
 
 def conv_pads(node: Node, in_sp: Sequence[int], k_sp: Sequence[int]) -> tuple[list[int], list[int]]:
@@ -215,35 +211,18 @@ class Conv(OpDef):
         are widened and how the accumulator becomes the output; None is plain float."""
         X, W, B = (kb.inputs + [None])[:3]
         arith = arith or ConvArith(X.dtype)
-        m_per_g = kb.outputs[0].shape[1] // node.attrs["group"]
-        inplace = node.attrs.get("_inplace")  # aotc/memory/liveness.py conv_inplace_modes
+        inplace = node.attrs.get("_inplace")  # aotc/steps/inplace.py conv_inplace_modes
         pads = conv_pads(node, X.shape[2:], W.shape[2:])
-        if inplace == "line":  # in place through a ring of output rows (conv_line.py)
-            s, d = _spatial_attrs(node, len(X.shape) - 2)
-            lower_line(self, node, kb, X, B, arith, pads, s, d)
+        s, d = _spatial_attrs(node, len(X.shape) - 2)
+        if run_schedule(self, node, kb, X, W, B, arith, pads, s, d):
             return
-        if (inplace is None and depthwise_ok(node, kb, arith, pads)
-                and kb.knob(CONV.PATH) == "simd"):  # writes Y directly
-            s, d = _spatial_attrs(node, len(X.shape) - 2)
-            lower_depthwise(node, kb, X, B, arith, pads, s, d)
-            return
-        if inplace is None and float_depthwise_ok(node, kb, arith, pads):  # writes Y directly
-            s, d = _spatial_attrs(node, len(X.shape) - 2)
-            lower_float_depthwise(node, kb, X, B, arith, pads, s, d)
-            return
-        if kb.input_const(1) is not None and (
-                m_per_g >= 2 or inplace == "pixel"
-                or (inplace is None and kb.knob(CONV.TILE_PIXELS,
-                                                integer=not arith.acc.is_float) > 1)):
-            # Depthwise (one output channel per group) too when pixels share weight loads.
-            s, d = _spatial_attrs(node, len(X.shape) - 2)
-            lower_tiled(self, node, kb, X, W, B, arith, pads, s, d, by_pixel=inplace == "pixel")
-            return
+        # No schedule applies (run-time weights, one output channel per group without pixel
+        # tiles): the plain loop nest of the definition.
         Y = kb.outputs[0]
         nd = len(X.shape) - 2
         in_sp, k_sp = X.shape[2:], W.shape[2:]
-        pb, pe = conv_pads(node, in_sp, k_sp)
-        s, d = _spatial_attrs(node, nd)
+        pb, pe = pads
+        m_per_g = Y.shape[1] // node.attrs["group"]
         cg = W.shape[1]
         acc_t = arith.acc
         nan_at = self._padded_nan(node, kb, Y.shape[2:], pb, s, d)

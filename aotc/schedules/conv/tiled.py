@@ -22,8 +22,6 @@ import numpy as np
 from aotc.loops.builder import BufRef
 from aotc.loops.loop_ir import Const, Expr, Var, consecutive, vldm
 from aotc.schedules.conv import knobs as CONV
-from aotc.schedules.conv.dsp import lower_conv_dsp
-from aotc.schedules.conv.mve import lower_conv_mve, mve_conv_ok
 from aotc.schedules.conv.pixels import flat_tap, strides
 
 
@@ -39,8 +37,7 @@ def inside_range(n_out: int, n_in: int, k: int, pb: int, s: int, d: int) -> tupl
 def lower_tiled(conv: Any, node: Any, kb: Any, X: Any, W: Any, B: Any, arith: Any,
                 pads: tuple[list[int], list[int]], s: list[int], d: list[int],
                 by_pixel: bool = False) -> None:
-    """The generic schedule (see the module docstring), or the target's SIMD schedule where it
-    applies. Weights are packed at compile time to [tile, c, k..., j] so a tile's weights are
+    """The generic schedule (see the module docstring; choose.py picks it). Weights are packed at compile time to [tile, c, k..., j] so a tile's weights are
     contiguous.
 
     by_pixel (in place, a 1x1 stride-1 conv): output pixels outermost, one at a time; all
@@ -53,15 +50,6 @@ def lower_tiled(conv: Any, node: Any, kb: Any, X: Any, W: Any, B: Any, arith: An
     pb, pe = pads
     group = node.attrs["group"]
     mg, cg = Y.shape[1] // group, W.shape[1]
-    if mg > 1 and not by_pixel:  # the SIMD schedules write Y directly
-        # Helium: needs the input zero point folded into the bias.
-        if mve_conv_ok(node, kb, arith) and not arith.x_zp:
-            lower_conv_mve(conv, node, kb, X, B, arith, pads, s, d)
-            return
-        if ("dsp" in kb.features and kb.unroll_tiles and arith.dsp_ok(kb.input_const(1))
-                and kb.knob(CONV.PATH) == "simd"):
-            lower_conv_dsp(conv, node, kb, X, B, arith, pads, s, d)
-            return
     kprod = int(np.prod(k_sp, dtype=np.int64))
     integer = not arith.acc.is_float
     w = arith.packed_weights(kb.input_const(1))
