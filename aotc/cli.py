@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shlex
 import sys
 import warnings
 from collections.abc import Sequence
@@ -129,29 +128,19 @@ def _options(args: argparse.Namespace, argv: Sequence[str]) -> dict[str, Any]:
                 patch_macs=args.patch_macs / 100.0,
                 pools=None if not args.pool else tuple(p for p in args.pool if p != "none"),
                 weights_section=args.weights_section, target=target,
-                requant=args.requant, command_line=_recorded_command(argv),
+                requant=args.requant, command_line=_recorded_command(argv, args.model),
                 byoc=tuple(b for b in (args.byoc or "").split(",") if b.strip()),
                 cmsis_nn_path=args.cmsis_nn_path,
                 allow_weight_growth=args.allow_weight_growth,
                 schedules=tuning_schedules(args.tuning_log, target, args.requant))
 
 
-def _recorded_command(argv: Sequence[str]) -> str:
-    """The command line for the provenance header, without the output directory: where a
-    bundle is written must not change its bytes (compiling twice gives identical files)."""
-    kept: list[str] = []
-    skip = False
-    for a in argv:
-        if skip:
-            skip = False
-            continue
-        if a in ("-o", "--output"):
-            skip = True
-            continue
-        if a.startswith("--output=") or (a.startswith("-o") and a != "-o"):
-            continue
-        kept.append(a)
-    return "aotc " + " ".join(shlex.quote(a) for a in kept)
+def _recorded_command(argv: Sequence[str], model: str | None = None) -> str:
+    """The provenance header's command line: no output directory, paths cut to file names
+    (aotc/codegen/reproducible.py), so a bundle's bytes do not depend on where it is written."""
+    from aotc.codegen.reproducible import recorded_command
+
+    return recorded_command(argv, model)
 
 
 def _default_name(model: str) -> str:
