@@ -108,6 +108,16 @@ def _common(p: argparse.ArgumentParser) -> None:
     _quiet(p)
 
 
+def _budget_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--max-ram", default=None, metavar="BYTES",
+                   help="fail when the estimated RAM (arena, I/O, stack, heap) exceeds BYTES "
+                        "(K/M suffixes; docs/firmware.md)")
+    p.add_argument("--max-flash", default=None, metavar="BYTES",
+                   help="fail when the estimated flash (weights + code) exceeds BYTES")
+    p.add_argument("--budget-board", default=None, metavar="BOARD",
+                   help="the limits not given: this board's part's RAM and flash")
+
+
 def _quiet(p: argparse.ArgumentParser) -> None:
     p.add_argument("-q", "--quiet", action="store_true",
                    help="no progress bar (one is drawn only when stderr is a terminal, and "
@@ -164,6 +174,9 @@ def cmd_compile(args: argparse.Namespace, argv: Sequence[str]) -> int:
         raise AotcError(f"--dump-after: unknown pass {sorted(dump)}")
     with Progress("compile", 1, quiet=args.quiet) as progress, progress.stage("compile"):
         comp = compile_model(args.model, opts, on_pass, progress)
+        from aotc.targets.budget import check as check_budget
+
+        check_budget(comp, args.max_ram, args.max_flash, args.budget_board)  # before writing
         if comp.weight_check:
             progress.write(f"aotc: {comp.weight_check}")
         progress.detail("write")
@@ -312,6 +325,11 @@ def _fmt_inspect(rep: dict[str, Any]) -> str:
         lines.append("")
         lines += [f"on the C stack, not in the arena: {t['kernel']} {t['name']} {t['bytes']} B"
                   for t in m["stack_temporaries"]]
+    if rep.get("budget"):
+        from aotc.targets.budget import Estimate
+
+        b = rep["budget"]
+        lines += ["", *Estimate(**{k: b[k] for k in Estimate.__dataclass_fields__}).lines()]
     lines += ["", m["timeline"]]
     if rep.get("partition"):
         lines += ["", *format_partition(rep["partition"])]
@@ -458,6 +476,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("-o", "--output", required=True, help="bundle directory")
     c.add_argument("--dump-after", action="append", metavar="PASS",
                    help="print the graph after PASS (or 'all')")
+    _budget_args(c)
     v = sub.add_parser("verify", help="compile, build, run and compare with onnxruntime")
     _common(v)
     v.add_argument("-o", "--output", default=None, help="keep the bundle here")
