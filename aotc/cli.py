@@ -1,4 +1,5 @@
-"""aotc command line: compile | verify | inspect | ops | run | bench | report | quantize | tune.
+"""aotc command line: compile | verify | inspect | ops | run | bench | report | quantize | tune
+| package.
 
 Every user error is an AotcError, printed as one line on stderr with exit status 2. Set
 AOTC_DEBUG=1 to see Python tracebacks.
@@ -18,6 +19,10 @@ from typing import Any, NoReturn
 import numpy as np
 
 from aotc.errors import AotcError
+from aotc.package.cli import add_compile_options as add_package_options
+from aotc.package.cli import add_parser as add_package_parser
+from aotc.package.cli import after_compile as write_packages
+from aotc.package.cli import cmd_package
 from aotc.progress import Progress
 from aotc.tune.cli import add_parser as add_tune_parser
 from aotc.tune.cli import cmd_tune, tuning_schedules
@@ -185,6 +190,7 @@ def cmd_compile(args: argparse.Namespace, argv: Sequence[str]) -> int:
         except OSError as e:
             raise AotcError(f"cannot write the bundle to {args.output}: {e.strerror or e}"
                             ) from None
+    write_packages(args)
     pools = "".join(f" {p} {n} B," for p, n in comp.plan.pool_sizes.items())
     print(f"aotc: wrote {args.output} ({len(comp.lowered)} kernels, arena {comp.plan.size} B,"
           f"{pools} "
@@ -477,6 +483,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--dump-after", action="append", metavar="PASS",
                    help="print the graph after PASS (or 'all')")
     _budget_args(c)
+    add_package_options(c)
     v = sub.add_parser("verify", help="compile, build, run and compare with onnxruntime")
     _common(v)
     v.add_argument("-o", "--output", default=None, help="keep the bundle here")
@@ -534,12 +541,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="activation zero point 0 (default: asymmetric, calibrated min/max)")
     _quiet(q)
     add_tune_parser(sub, _common)
+    add_package_parser(sub)
     return p
 
 
 COMMANDS = {"compile": cmd_compile, "verify": cmd_verify, "inspect": cmd_inspect, "ops": cmd_ops,
             "run": cmd_run, "bench": cmd_bench, "report": cmd_report, "quantize": cmd_quantize,
-            "tune": cmd_tune}
+            "tune": cmd_tune, "package": cmd_package}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,0 +1,194 @@
+"""`aotc package`: each format's structure (the CMSIS-Pack .pdsc against the published PACK.xsd,
+vendored in tests/fixtures/cmsis_pack), and its sources compiled the way that ecosystem compiles
+them (its include layout and conventional flags) with -Wall -Wextra -Werror on the cross gcc."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+import xmlschema
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+MLPERF = REPO.parent / "shared" / "models" / "mlperf_tiny"
+XSD = REPO / "tests" / "fixtures" / "cmsis_pack" / "PACK.xsd"
+WARN = ["-Wall", "-Wextra", "-Werror"]
+M4 = ["-mcpu=cortex-m4", "-mthumb"]
+FORMATS = ("zephyr", "cmsis-pack", "arduino", "esp-idf", "platformio")
+
+
+def _aotc(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "AOTC_DEBUG"}
+    env["PYTHONPATH"] = str(REPO)
+    return subprocess.run([sys.executable, "-m", "aotc", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def packages(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """KWS int8 (through `compile --package`, every format) and AD float with its I/O in the
+    arena (through `aotc package`): an integer and a float model, both I/O conventions."""
+    d = tmp_path_factory.mktemp("pkg")
+    res = _aotc("compile", str(MLPERF / "kws_ref_model.tflite"), "-o", "kws", "--name", "kws",
+                "-q", *(a for f in FORMATS for a in ("--package", f)), cwd=d)
+    assert res.returncode == 0, res.stderr
+    res = _aotc("compile", str(MLPERF / "ad01_float.onnx"), "-o", "ad", "--name", "ad", "-q",
+                "--io-in-arena", cwd=d)
+    assert res.returncode == 0, res.stderr
+    for fmt in FORMATS:
+        res = _aotc("package", "ad", "--format", fmt, "-o", f"ad-{fmt}", cwd=d)
+        assert res.returncode == 0, res.stderr
+        assert f"wrote {fmt} package ad-{fmt}" in res.stderr
+    return d
+
+
+def _cc(cc: str, flags: list[str], sources: list[Path], cwd: Path) -> None:
+    for src in sources:
+        res = subprocess.run([cc, *flags, "-c", str(src), "-o", os.devnull], cwd=cwd,
+                             capture_output=True, text=True)
+        assert res.returncode == 0, f"{src.name}: {res.stderr[:2000]}"
+
+
+def _c_files(d: Path) -> list[Path]:
+    return sorted(d.glob("*.c"))
+
+
+@pytest.mark.parametrize("name", ["kws", "ad"])
+def test_zephyr_module(packages: Path, name: str) -> None:
+    d = packages / f"{name}-zephyr"
+    module = yaml.safe_load((d / "zephyr" / "module.yml").read_text())
+    assert module["build"] == {"cmake": ".", "kconfig": "Kconfig"}
+    cmake = (d / "CMakeLists.txt").read_text()
+    kconfig = (d / "Kconfig").read_text()
+    assert "zephyr_library_named(aotc_" in cmake and "zephyr_include_directories(include)" in cmake
+    for src in re.findall(r"src/\S+\.c", cmake):
+        assert (d / src).is_file(), src
+    # every CONFIG_ symbol the CMake reads is defined in the Kconfig, each once
+    defined = re.findall(r"^config (\w+)", kconfig, re.M)
+    assert len(defined) == len(set(defined))
+    assert {s[len("CONFIG_"):] for s in re.findall(r"CONFIG_\w+", cmake)} <= set(defined)
+    assert {f"AOTC_{name.upper()}_ARENA_NOINIT", f"AOTC_{name.upper()}_ARENA_SECTION"} <= \
+        set(defined)
+    # Zephyr builds C with -std=c99 (CONFIG_STD_C99) and the library's include dirs; the
+    # .noinit choice of the Kconfig defines the arena section as the CMakeLists does
+    flags = ["-std=c99", "-Os", *M4, "-mfloat-abi=hard", "-mfpu=fpv4-sp-d16",
+             "-ffunction-sections", "-fdata-sections", *WARN, "-Iinclude", "-Isrc",
+             f'-DAOTC_{name.upper()}_ARENA_SECTION=".noinit.{name}_arena"']
+    _cc("arm-none-eabi-gcc", flags, _c_files(d / "src"), d)
+    _cc("arm-none-eabi-gcc", flags, [d / "samples" / name / "src" / "main.c"], d)
+    assert f"CONFIG_AOTC_{name.upper()}=y" in (d / "samples" / name / "prj.conf").read_text()
+
+
+@pytest.mark.parametrize("name", ["kws", "ad"])
+def test_cmsis_pack_validates_against_pack_xsd(packages: Path, name: str) -> None:
+    d = packages / f"{name}-cmsis-pack"
+    pdsc = d / f"aotc.{name}.pdsc"
+    schema = xmlschema.XMLSchema(str(XSD))
+    schema.validate(str(pdsc))  # raises with the first violation
+    listed = re.findall(r'<file category="(\w+)" name="([^"]+)"', pdsc.read_text())
+    for _category, rel in listed:
+        assert (d / rel).exists(), rel
+    with zipfile.ZipFile(d / f"aotc.{name}.1.0.0.pack") as z:
+        names = set(z.namelist())
+        assert pdsc.name in names and z.read(pdsc.name) == pdsc.read_bytes()
+        assert {rel for c, rel in listed if c != "include"} <= names
+    # CMSIS-Toolbox: the component's "include" directory on the path, its sources compiled
+    srcs = [d / rel for c, rel in listed if c == "source"]
+    _cc("arm-none-eabi-gcc", ["-std=c99", "-Os", *M4, *WARN, "-Iinclude"], srcs, d)
+
+
+def test_a_pdsc_missing_a_required_element_is_rejected(packages: Path, tmp_path: Path) -> None:
+    """The schema check can fail: no <url> (required by PACK.xsd)."""
+    text = (packages / "kws-cmsis-pack" / "aotc.kws.pdsc").read_text()
+    bad = tmp_path / "bad.pdsc"
+    bad.write_text(re.sub(r"\s*<url>.*?</url>", "", text))
+    with pytest.raises(xmlschema.XMLSchemaValidationError):
+        xmlschema.XMLSchema(str(XSD)).validate(str(bad))
+
+
+ARDUINO_H = """#pragma once
+#include <stdint.h>
+class HardwareSerial {
+ public:
+  void begin(unsigned long) {}
+  void print(const char *) {}
+  void print(int) {}
+  void println(double) {}
+};
+extern HardwareSerial Serial;
+void delay(unsigned long ms);
+"""
+
+
+@pytest.mark.parametrize("name", ["kws", "ad"])
+def test_arduino_library(packages: Path, name: str, tmp_path: Path) -> None:
+    d = packages / f"{name}-arduino"
+    props = dict(line.split("=", 1) for line in
+                 (d / "library.properties").read_text().splitlines() if "=" in line)
+    for key in ("name", "version", "author", "maintainer", "sentence", "paragraph", "category",
+                "architectures", "includes"):
+        assert props.get(key), key
+    assert props["includes"] == f"{name}.h" and (d / "src" / f"{name}.h").is_file()
+    assert not [p for p in (d / "src").rglob("*") if p.is_dir()], "src/ must be flat"
+    # arduino-cli: the library's src/ compiled flat with -Isrc (gcc for .c, g++ for the sketch)
+    _cc("arm-none-eabi-gcc", ["-std=gnu11", "-Os", *M4, *WARN, "-Isrc"], _c_files(d / "src"), d)
+    (tmp_path / "Arduino.h").write_text(ARDUINO_H)
+    sketch = tmp_path / f"{name}.ino.cpp"  # what the Arduino builder makes of the .ino
+    sketch.write_text("#include <Arduino.h>\n" +
+                      (d / "examples" / name / f"{name}.ino").read_text())
+    _cc("arm-none-eabi-g++", ["-std=gnu++11", "-Os", *M4, *WARN, "-fno-exceptions",
+                              "-fno-rtti", f"-I{tmp_path}", "-Isrc"], [sketch], d)
+
+
+@pytest.mark.parametrize("name", ["kws", "ad"])
+def test_esp_idf_component(packages: Path, name: str) -> None:
+    d = packages / f"{name}-esp-idf"
+    cmake = (d / "CMakeLists.txt").read_text()
+    assert "idf_component_register(" in cmake and 'INCLUDE_DIRS "include"' in cmake
+    srcs = re.findall(r'"(src/[^"]+\.c)"', cmake)
+    assert sorted(srcs) == sorted(f"src/{p.name}" for p in _c_files(d / "src"))
+    manifest = yaml.safe_load((d / "idf_component.yml").read_text())
+    assert re.fullmatch(r"\d+\.\d+\.\d+", manifest["version"]) and manifest["description"]
+    # ESP32-C3 (RISC-V): ESP-IDF's C flags, the component's INCLUDE_DIRS and PRIV_INCLUDE_DIRS
+    flags = ["-march=rv32imc_zicsr_zifencei", "-mabi=ilp32", "--specs=picolibc.specs",
+             "-std=gnu17", "-Os", "-ffunction-sections", "-fdata-sections", *WARN,
+             "-Iinclude", "-Isrc"]
+    _cc("riscv64-unknown-elf-gcc", flags, [d / s for s in srcs], d)
+    _cc("riscv64-unknown-elf-gcc", flags[:-1], [d / "examples" / "main" / "main.c"], d)
+
+
+@pytest.mark.parametrize("name", ["kws", "ad"])
+def test_platformio_library(packages: Path, name: str) -> None:
+    d = packages / f"{name}-platformio"
+    manifest = json.loads((d / "library.json").read_text())
+    assert manifest["name"] == f"aotc_{name}" and manifest["version"] == "1.0.0"
+    build = manifest["build"]
+    assert (d / build["srcDir"]).is_dir() and (d / build["includeDir"]).is_dir()
+    # PlatformIO's library builder: includeDir on the path, srcDir compiled, build.flags added
+    flags = ["-std=gnu11", "-Os", *M4, *WARN, f"-I{build['includeDir']}", *build["flags"]]
+    _cc("arm-none-eabi-gcc", flags, _c_files(d / build["srcDir"]), d)
+    _cc("arm-none-eabi-gcc", flags, [d / "examples" / name / "main.c"], d)
+
+
+def test_packages_are_deterministic_and_refuse_bad_input(packages: Path) -> None:
+    for fmt in FORMATS:
+        res = _aotc("package", "kws", "--format", fmt, "-o", f"again-{fmt}", cwd=packages)
+        assert res.returncode == 0, res.stderr
+        one, two = packages / f"kws-{fmt}", packages / f"again-{fmt}"
+        files = sorted(p.relative_to(one) for p in one.rglob("*") if p.is_file())
+        assert files == sorted(p.relative_to(two) for p in two.rglob("*") if p.is_file())
+        for rel in files:
+            assert (one / rel).read_bytes() == (two / rel).read_bytes(), (fmt, rel)
+    res = _aotc("package", "kws", "--format", "yocto", "-o", "x", cwd=packages)
+    assert res.returncode == 2 and "unknown package format 'yocto'" in res.stderr
+    res = _aotc("package", "nowhere", "--format", "zephyr", "-o", "x", cwd=packages)
+    assert res.returncode == 2 and "not an aotc bundle" in res.stderr
+    res = _aotc("package", "kws", "--format", "zephyr", "-o", "kws/inside", cwd=packages)
+    assert res.returncode == 2 and "outside the bundle directory" in res.stderr
