@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 import aotc
+from aotc.errors import AotcError
 from aotc.targets.budget import CALIBRATION, code_tokens, estimate
 from aotc.targets.runner import BoardRunner
 
@@ -47,7 +48,13 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for key, f in MODELS.items():
             out = Path(tmp) / key.replace(" ", "_")
-            rows[key] = measure(Path(args.models) / f, args.board, out)
+            try:
+                rows[key] = measure(Path(args.models) / f, args.board, out)
+            except AotcError as e:  # too big for the board's memory map: nothing to measure
+                print(f"{key}: skipped ({str(e)[:120]})")
+    if not rows:
+        print(f"no model fits {args.board}'s memory map: nothing to calibrate")
+        return
     print(f"{'model':<10} {'flash est':>10} {'ELF':>10} {'err':>7}   {'RAM est':>9} {'ELF':>9} "
           f"{'err':>7}")
     for key, r in rows.items():
