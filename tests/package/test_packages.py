@@ -12,6 +12,7 @@ import sys
 import zipfile
 from pathlib import Path
 
+import kconfiglib
 import pytest
 import xmlschema
 import yaml
@@ -56,34 +57,117 @@ def _cc(cc: str, flags: list[str], sources: list[Path], cwd: Path) -> None:
         assert res.returncode == 0, f"{src.name}: {res.stderr[:2000]}"
 
 
+def packages_arena_hex(d: Path, name: str) -> str:
+    """The arena's size in hex, as objdump -h prints section sizes (without leading zeros)."""
+    size = int(re.search(r"extern uint8_t \w+\[(\d+)\]",
+                         (d / "include" / f"{name}_arena.h").read_text()).group(1))
+    return f"{size:x}"
+
+
 def _c_files(d: Path) -> list[Path]:
     return sorted(d.glob("*.c"))
 
 
+ZEPHYR_MOCK = """\
+# Zephyr's library functions, recording what the module's CMakeLists.txt asks for.
+function(_emit kind)
+  foreach(item ${ARGN})
+    message(STATUS "${kind} ${item}")
+  endforeach()
+endfunction()
+function(zephyr_library_named name)
+  _emit(LIB ${name})
+endfunction()
+function(zephyr_library_sources)
+  _emit(SRC ${ARGN})
+endfunction()
+function(zephyr_library_sources_ifdef cond)
+  if(${cond})
+    _emit(SRC ${ARGN})
+  endif()
+endfunction()
+function(zephyr_include_directories)
+  _emit(INC ${ARGN})
+endfunction()
+function(zephyr_library_include_directories)
+  _emit(INC ${ARGN})
+endfunction()
+function(zephyr_library_compile_definitions)
+  _emit(DEF ${ARGN})
+endfunction()
+"""
+
+
+def _zephyr_config(d: Path, conf: str) -> dict[str, str]:
+    """The module's Kconfig evaluated by kconfiglib (the Kconfig implementation Zephyr's build
+    uses) with ``conf`` as the application's prj.conf: {CONFIG_NAME: value} of its symbols."""
+    kconf = kconfiglib.Kconfig(str(d / "Kconfig"), warn_to_stderr=False)
+    assert not kconf.warnings, kconf.warnings
+    fragment = d / "test.conf"
+    fragment.write_text(conf)
+    kconf.load_config(str(fragment))
+    fragment.unlink()
+    assert not kconf.warnings, kconf.warnings
+    return {f"CONFIG_{s.name}": s.str_value for s in kconf.unique_defined_syms
+            if s.str_value not in ("", "n")}
+
+
+def _zephyr_cmake(d: Path, config: dict[str, str], tmp_path: Path) -> dict[str, list[str]]:
+    """The module's CMakeLists.txt run by cmake -P with Zephyr's functions mocked and the
+    Kconfig's values set: {LIB|SRC|INC|DEF: [...]}."""
+    script = tmp_path / "zephyr_mock.cmake"
+    sets = "".join(f'set({k} "{v}")\n' for k, v in sorted(config.items()))
+    script.write_text(ZEPHYR_MOCK + sets + f'include("{d / "CMakeLists.txt"}")\n')
+    res = subprocess.run(["cmake", "-P", str(script)], capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    out: dict[str, list[str]] = {}
+    for line in (res.stdout + res.stderr).splitlines():
+        kind, _, item = line.removeprefix("-- ").partition(" ")
+        if kind in ("LIB", "SRC", "INC", "DEF"):
+            out.setdefault(kind, []).append(item)
+    return out
+
+
 @pytest.mark.parametrize("name", ["kws", "ad"])
-def test_zephyr_module(packages: Path, name: str) -> None:
+def test_zephyr_module(packages: Path, name: str, tmp_path: Path) -> None:
     d = packages / f"{name}-zephyr"
     module = yaml.safe_load((d / "zephyr" / "module.yml").read_text())
     assert module["build"] == {"cmake": ".", "kconfig": "Kconfig"}
-    cmake = (d / "CMakeLists.txt").read_text()
-    kconfig = (d / "Kconfig").read_text()
-    assert "zephyr_library_named(aotc_" in cmake and "zephyr_include_directories(include)" in cmake
-    for src in re.findall(r"src/\S+\.c", cmake):
-        assert (d / src).is_file(), src
-    # every CONFIG_ symbol the CMake reads is defined in the Kconfig, each once
-    defined = re.findall(r"^config (\w+)", kconfig, re.M)
-    assert len(defined) == len(set(defined))
-    assert {s[len("CONFIG_"):] for s in re.findall(r"CONFIG_\w+", cmake)} <= set(defined)
-    assert {f"AOTC_{name.upper()}_ARENA_NOINIT", f"AOTC_{name.upper()}_ARENA_SECTION"} <= \
-        set(defined)
-    # Zephyr builds C with -std=c99 (CONFIG_STD_C99) and the library's include dirs; the
-    # .noinit choice of the Kconfig defines the arena section as the CMakeLists does
-    flags = ["-std=c99", "-Os", *M4, "-mfloat-abi=hard", "-mfpu=fpv4-sp-d16",
-             "-ffunction-sections", "-fdata-sections", *WARN, "-Iinclude", "-Isrc",
-             f'-DAOTC_{name.upper()}_ARENA_SECTION=".noinit.{name}_arena"']
-    _cc("arm-none-eabi-gcc", flags, _c_files(d / "src"), d)
-    _cc("arm-none-eabi-gcc", flags, [d / "samples" / name / "src" / "main.c"], d)
-    assert f"CONFIG_AOTC_{name.upper()}=y" in (d / "samples" / name / "prj.conf").read_text()
+    N = name.upper()
+    # default: a static arena in .bss; the sample's prj.conf: .noinit; or a named section
+    default = _zephyr_config(d, "")
+    assert default[f"CONFIG_AOTC_{N}_ARENA_BSS"] == "y"
+    sample = _zephyr_config(d, (d / "samples" / name / "prj.conf").read_text()
+                            .replace("CONFIG_MAIN_STACK_SIZE=4096\n", ""))
+    assert sample[f"CONFIG_AOTC_{N}_ARENA_NOINIT"] == "y"
+    assert f"CONFIG_AOTC_{N}_ARENA_BSS" not in sample
+    custom = _zephyr_config(d, f'CONFIG_AOTC_{N}_ARENA_CUSTOM_SECTION=y\n'
+                               f'CONFIG_AOTC_{N}_ARENA_SECTION=".sram2"\n')
+    assert custom[f"CONFIG_AOTC_{N}_ARENA_SECTION"] == ".sram2"
+    assert "SRC" not in _zephyr_cmake(d, {}, tmp_path)  # CONFIG_AOTC_<NAME>=n: nothing built
+    for config, section in ((default, None), (sample, f".noinit.{name}_arena"),
+                            (custom, ".sram2")):
+        build = _zephyr_cmake(d, config, tmp_path)
+        assert build["LIB"] == [f"aotc_{name}"]
+        assert sorted(build["SRC"]) == sorted(f"src/{p.name}" for p in _c_files(d / "src"))
+        assert build.get("DEF", []) == ([f'AOTC_{N}_ARENA_SECTION="{section}"'] if section
+                                        else [])
+        # Zephyr builds C with -std=c99 (CONFIG_STD_C99), the module's include dirs and
+        # definitions; the app (the sample) sees the zephyr_include_directories
+        flags = ["-std=c99", "-Os", *M4, "-mfloat-abi=hard", "-mfpu=fpv4-sp-d16",
+                 "-ffunction-sections", "-fdata-sections", *WARN,
+                 *(f"-I{i}" for i in build["INC"]), *(f"-D{x}" for x in build.get("DEF", []))]
+        _cc("arm-none-eabi-gcc", flags, [d / s for s in build["SRC"]], d)
+    _cc("arm-none-eabi-gcc", ["-std=c99", "-Os", *M4, *WARN, "-Iinclude"],
+        [d / "samples" / name / "src" / "main.c"], d)
+    # the arena lands in the section the Kconfig names
+    obj = tmp_path / "arena.o"
+    subprocess.run(["arm-none-eabi-gcc", "-std=c99", *M4, "-Iinclude",
+                    f'-DAOTC_{N}_ARENA_SECTION=".sram2"', "-c",
+                    str(d / "src" / f"{name}_arena.c"), "-o", str(obj)], check=True, cwd=d)
+    headers = subprocess.run(["arm-none-eabi-objdump", "-h", str(obj)], capture_output=True,
+                             text=True, check=True).stdout
+    assert re.search(rf"\s\.sram2\s+0*{packages_arena_hex(d, name)}\s", headers), headers
 
 
 @pytest.mark.parametrize("name", ["kws", "ad"])
