@@ -38,9 +38,6 @@ def _bundle_meta(bundle: Path) -> dict[str, Any]:
     if meta.get("libraries"):
         raise AotcError("packages of bundles that link a BYOC library (--byoc) are not "
                         "supported yet: compile without --byoc, or use the bundle's CMake")
-    if meta.get("pools"):
-        raise AotcError("packages of bundles planned into memory pools are not supported yet: "
-                        "compile with --pool none")
     return meta
 
 
@@ -57,7 +54,8 @@ def context(meta: dict[str, Any], opts: PackageOptions) -> dict[str, Any]:
     io_in_arena = bool(meta.get("io_in_arena"))
     args = [] if io_in_arena else [f"in{i}" for i in range(len(ins))] + \
         [f"out{i}" for i in range(len(outs))]
-    args += [f"{name}_arena", f"sizeof {name}_arena"]
+    pools = meta.get("pools", [])
+    args += [f"{name.upper()}_POOL_ARGS"] if pools else [f"{name}_arena", f"sizeof {name}_arena"]
     return {
         "name": name, "NAME": name.upper(), "module": f"aotc_{name}",
         "pack_name": name.replace("_", "-"),
@@ -68,7 +66,7 @@ def context(meta: dict[str, Any], opts: PackageOptions) -> dict[str, Any]:
         "description": f"aotc inference bundle {name} ({meta['model']})",
         "arena_bytes": meta["arena_bytes"], "arena_align": meta["arena_align"],
         "arena_len": max(int(meta["arena_bytes"]), 1), "weights_bytes": meta["weights_bytes"],
-        "io_in_arena": io_in_arena, "inputs": ins, "outputs": outs,
+        "io_in_arena": io_in_arena, "inputs": ins, "outputs": outs, "pools": pools,
         "run_args": ", ".join(args),
         "sources": [f"{name}.c", f"{name}_weights.c", "aotc_runtime.c", f"{name}_arena.c"],
     }

@@ -23,6 +23,7 @@ XSD = REPO / "tests" / "fixtures" / "cmsis_pack" / "PACK.xsd"
 WARN = ["-Wall", "-Wextra", "-Werror"]
 M4 = ["-mcpu=cortex-m4", "-mthumb"]
 FORMATS = ("zephyr", "cmsis-pack", "arduino", "esp-idf", "platformio")
+NAMES = ["kws", "ad", "adp"]  # the packages fixture's bundles: adp has memory pools
 
 
 def _aotc(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -34,8 +35,9 @@ def _aotc(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 
 @pytest.fixture(scope="module")
 def packages(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """KWS int8 (through `compile --package`, every format) and AD float with its I/O in the
-    arena (through `aotc package`): an integer and a float model, both I/O conventions."""
+    """KWS int8 (through `compile --package`, every format), AD float with its I/O in the arena
+    and AD int8 planned into two pools, its I/O in the first (through `aotc package`): integer
+    and float, both I/O conventions, one arena and pools."""
     d = tmp_path_factory.mktemp("pkg")
     res = _aotc("compile", str(MLPERF / "kws_ref_model.tflite"), "-o", "kws", "--name", "kws",
                 "-q", *(a for f in FORMATS for a in ("--package", f)), cwd=d)
@@ -43,10 +45,14 @@ def packages(tmp_path_factory: pytest.TempPathFactory) -> Path:
     res = _aotc("compile", str(MLPERF / "ad01_float.onnx"), "-o", "ad", "--name", "ad", "-q",
                 "--io-in-arena", cwd=d)
     assert res.returncode == 0, res.stderr
-    for fmt in FORMATS:
-        res = _aotc("package", "ad", "--format", fmt, "-o", f"ad-{fmt}", cwd=d)
-        assert res.returncode == 0, res.stderr
-        assert f"wrote {fmt} package ad-{fmt}" in res.stderr
+    res = _aotc("compile", str(MLPERF / "ad01_int8.tflite"), "-o", "adp", "--name", "adp", "-q",
+                "--io-in-arena", "--pool", "dtcm:1K:.dtcm", "--pool", "sram:64K", cwd=d)
+    assert res.returncode == 0, res.stderr
+    for name in ("ad", "adp"):
+        for fmt in FORMATS:
+            res = _aotc("package", name, "--format", fmt, "-o", f"{name}-{fmt}", cwd=d)
+            assert res.returncode == 0, res.stderr
+            assert f"wrote {fmt} package {name}-{fmt}" in res.stderr
     return d
 
 
@@ -55,13 +61,6 @@ def _cc(cc: str, flags: list[str], sources: list[Path], cwd: Path) -> None:
         res = subprocess.run([cc, *flags, "-c", str(src), "-o", os.devnull], cwd=cwd,
                              capture_output=True, text=True)
         assert res.returncode == 0, f"{src.name}: {res.stderr[:2000]}"
-
-
-def packages_arena_hex(d: Path, name: str) -> str:
-    """The arena's size in hex, as objdump -h prints section sizes (without leading zeros)."""
-    size = int(re.search(r"extern uint8_t \w+\[(\d+)\]",
-                         (d / "include" / f"{name}_arena.h").read_text()).group(1))
-    return f"{size:x}"
 
 
 def _c_files(d: Path) -> list[Path]:
@@ -128,17 +127,19 @@ def _zephyr_cmake(d: Path, config: dict[str, str], tmp_path: Path) -> dict[str, 
     return out
 
 
-@pytest.mark.parametrize("name", ["kws", "ad"])
+@pytest.mark.parametrize("name", NAMES)
 def test_zephyr_module(packages: Path, name: str, tmp_path: Path) -> None:
     d = packages / f"{name}-zephyr"
     module = yaml.safe_load((d / "zephyr" / "module.yml").read_text())
     assert module["build"] == {"cmake": ".", "kconfig": "Kconfig"}
     N = name.upper()
+    if name == "adp":
+        _zephyr_pools(d, tmp_path)
+        return
     # default: a static arena in .bss; the sample's prj.conf: .noinit; or a named section
     default = _zephyr_config(d, "")
     assert default[f"CONFIG_AOTC_{N}_ARENA_BSS"] == "y"
-    sample = _zephyr_config(d, (d / "samples" / name / "prj.conf").read_text()
-                            .replace("CONFIG_MAIN_STACK_SIZE=4096\n", ""))
+    sample = _zephyr_config(d, _prj_conf(d, name))
     assert sample[f"CONFIG_AOTC_{N}_ARENA_NOINIT"] == "y"
     assert f"CONFIG_AOTC_{N}_ARENA_BSS" not in sample
     custom = _zephyr_config(d, f'CONFIG_AOTC_{N}_ARENA_CUSTOM_SECTION=y\n'
@@ -148,29 +149,63 @@ def test_zephyr_module(packages: Path, name: str, tmp_path: Path) -> None:
     for config, section in ((default, None), (sample, f".noinit.{name}_arena"),
                             (custom, ".sram2")):
         build = _zephyr_cmake(d, config, tmp_path)
-        assert build["LIB"] == [f"aotc_{name}"]
-        assert sorted(build["SRC"]) == sorted(f"src/{p.name}" for p in _c_files(d / "src"))
         assert build.get("DEF", []) == ([f'AOTC_{N}_ARENA_SECTION="{section}"'] if section
                                         else [])
-        # Zephyr builds C with -std=c99 (CONFIG_STD_C99), the module's include dirs and
-        # definitions; the app (the sample) sees the zephyr_include_directories
-        flags = ["-std=c99", "-Os", *M4, "-mfloat-abi=hard", "-mfpu=fpv4-sp-d16",
-                 "-ffunction-sections", "-fdata-sections", *WARN,
-                 *(f"-I{i}" for i in build["INC"]), *(f"-D{x}" for x in build.get("DEF", []))]
-        _cc("arm-none-eabi-gcc", flags, [d / s for s in build["SRC"]], d)
+        _zephyr_compile(d, name, build)
+    # the arena lands in the section the Kconfig names
+    assert _section_size(d, name, [f'-DAOTC_{N}_ARENA_SECTION=".sram2"'], ".sram2", tmp_path) \
+        == _arena_bytes(d, name, f"{name}_arena")
+
+
+def _prj_conf(d: Path, name: str) -> str:
+    """The sample's prj.conf without the symbols Zephyr itself defines."""
+    text = (d / "samples" / name / "prj.conf").read_text()
+    return text.replace("CONFIG_MAIN_STACK_SIZE=4096\n", "")
+
+
+def _zephyr_compile(d: Path, name: str, build: dict[str, list[str]]) -> None:
+    """Zephyr builds C with -std=c99 (CONFIG_STD_C99), the library's include dirs and
+    definitions; the app (the sample) sees the zephyr_include_directories."""
+    assert build["LIB"] == [f"aotc_{name}"]
+    assert sorted(build["SRC"]) == sorted(f"src/{p.name}" for p in _c_files(d / "src"))
+    flags = ["-std=c99", "-Os", *M4, "-mfloat-abi=hard", "-mfpu=fpv4-sp-d16",
+             "-ffunction-sections", "-fdata-sections", *WARN,
+             *(f"-I{i}" for i in build["INC"]), *(f"-D{x}" for x in build.get("DEF", []))]
+    _cc("arm-none-eabi-gcc", flags, [d / s for s in build["SRC"]], d)
     _cc("arm-none-eabi-gcc", ["-std=c99", "-Os", *M4, *WARN, "-Iinclude"],
         [d / "samples" / name / "src" / "main.c"], d)
-    # the arena lands in the section the Kconfig names
+
+
+def _zephyr_pools(d: Path, tmp_path: Path) -> None:
+    """Pools: the Kconfig defines them (no placement choice: each pool keeps the section the
+    compile named), and the dtcm pool lands in .dtcm."""
+    config = _zephyr_config(d, _prj_conf(d, "adp"))
+    assert config["CONFIG_AOTC_ADP_STATIC_ARENA"] == "y"
+    assert not [k for k in config if "PLACEMENT" in k or "NOINIT" in k]
+    build = _zephyr_cmake(d, config, tmp_path)
+    assert "DEF" not in build
+    _zephyr_compile(d, "adp", build)
+    assert _section_size(d, "adp", [], ".dtcm", tmp_path) == _arena_bytes(d, "adp",
+                                                                           "adp_pool_dtcm")
+
+
+def _arena_bytes(d: Path, name: str, symbol: str) -> int:
+    text = (d / "include" / f"{name}_arena.h").read_text()
+    return int(re.search(rf"extern uint8_t {symbol}\[(\d+)\]", text).group(1))
+
+
+def _section_size(d: Path, name: str, defines: list[str], section: str, tmp_path: Path) -> int:
+    """The size of ``section`` in the arena helper's object (objdump -h), 0 when absent."""
     obj = tmp_path / "arena.o"
-    subprocess.run(["arm-none-eabi-gcc", "-std=c99", *M4, "-Iinclude",
-                    f'-DAOTC_{N}_ARENA_SECTION=".sram2"', "-c",
+    subprocess.run(["arm-none-eabi-gcc", "-std=c99", *M4, "-Iinclude", *defines, "-c",
                     str(d / "src" / f"{name}_arena.c"), "-o", str(obj)], check=True, cwd=d)
     headers = subprocess.run(["arm-none-eabi-objdump", "-h", str(obj)], capture_output=True,
                              text=True, check=True).stdout
-    assert re.search(rf"\s\.sram2\s+0*{packages_arena_hex(d, name)}\s", headers), headers
+    m = re.search(rf"^\s*\d+\s+{re.escape(section)}\s+([0-9a-f]+)\s", headers, re.M)
+    return int(m.group(1), 16) if m else 0
 
 
-@pytest.mark.parametrize("name", ["kws", "ad"])
+@pytest.mark.parametrize("name", NAMES)
 def test_cmsis_pack_validates_against_pack_xsd(packages: Path, name: str) -> None:
     d = packages / f"{name}-cmsis-pack"
     pdsc = d / f"aotc.{name}.pdsc"
@@ -211,7 +246,7 @@ void delay(unsigned long ms);
 """
 
 
-@pytest.mark.parametrize("name", ["kws", "ad"])
+@pytest.mark.parametrize("name", NAMES)
 def test_arduino_library(packages: Path, name: str, tmp_path: Path) -> None:
     d = packages / f"{name}-arduino"
     props = dict(line.split("=", 1) for line in
@@ -231,7 +266,7 @@ def test_arduino_library(packages: Path, name: str, tmp_path: Path) -> None:
                               "-fno-rtti", f"-I{tmp_path}", "-Isrc"], [sketch], d)
 
 
-@pytest.mark.parametrize("name", ["kws", "ad"])
+@pytest.mark.parametrize("name", NAMES)
 def test_esp_idf_component(packages: Path, name: str) -> None:
     d = packages / f"{name}-esp-idf"
     cmake = (d / "CMakeLists.txt").read_text()
@@ -248,7 +283,7 @@ def test_esp_idf_component(packages: Path, name: str) -> None:
     _cc("riscv64-unknown-elf-gcc", flags[:-1], [d / "examples" / "main" / "main.c"], d)
 
 
-@pytest.mark.parametrize("name", ["kws", "ad"])
+@pytest.mark.parametrize("name", NAMES)
 def test_platformio_library(packages: Path, name: str) -> None:
     d = packages / f"{name}-platformio"
     manifest = json.loads((d / "library.json").read_text())
