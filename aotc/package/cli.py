@@ -63,5 +63,6 @@ def cmd_package(args: argparse.Namespace, argv: Sequence[str]) -> int:
 
 def after_compile(args: argparse.Namespace) -> None:
     """compile --package FORMAT: each package beside the bundle, in OUTPUT-FORMAT."""
+    bundle = Path(args.output).resolve()
     for fmt in args.package:
-        _write(args.output, fmt, f"{str(args.output).rstrip('/')}-{fmt}", args)
+        _write(args.output, fmt, bundle.parent / f"{bundle.name}-{fmt}", args)
