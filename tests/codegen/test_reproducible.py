@@ -106,3 +106,27 @@ def test_relocated_bundle_configures_against_another_cmsis_nn_copy(tmp_path: Pat
     assert res.returncode == 0, res.stderr
     cache = (tmp_path / "b" / "CMakeCache.txt").read_text()
     assert f"CMSIS_NN_PATH:PATH={other}" in cache
+
+
+def test_board_cmake_expands_the_library_root(tmp_path: Path) -> None:
+    """aotc's firmware CMakeLists.txt (boards) reads bundle.json's ${CMSIS_NN_PATH}/... paths
+    and expands them from -DCMSIS_NN_PATH (or the environment); without either it stops with
+    one message naming the variable."""
+    _compile(tmp_path, str(MODEL), "-o", "bundle", "--name", "ad", "--byoc", "cmsis-nn",
+             "--cmsis-nn-path", str(CMSIS_NN), "--target", "cortex-m4f")
+    other = _copy_cmsis_nn(tmp_path / "moved" / "cmsis-nn")
+    env = {k: v for k, v in os.environ.items() if k != "CMSIS_NN_PATH"}
+    main = tmp_path / "main.c"  # configure only: any main
+    main.write_text("int main(void)\n{\n    return 0;\n}\n")
+    base = ["cmake", "-S", str(REPO), "-DAOTC_BOARD=cortex-m4f",
+            f"-DAOTC_BUNDLE={tmp_path / 'bundle'}", f"-DAOTC_MAIN={main}"]
+    res = subprocess.run([*base, "-B", str(tmp_path / "b1"), f"-DCMSIS_NN_PATH={other}"],
+                         capture_output=True, text=True, env=env)
+    assert res.returncode == 0, res.stderr
+    build_files = "".join(p.read_text(errors="replace")
+                          for p in (tmp_path / "b1").rglob("*.make"))
+    assert f"{other}/Source/" in build_files and str(CMSIS_NN) not in build_files
+    res = subprocess.run([*base, "-B", str(tmp_path / "b2")], capture_output=True, text=True,
+                         env=env)
+    assert res.returncode != 0
+    assert "library paths need CMSIS_NN_PATH" in " ".join(res.stderr.split())
