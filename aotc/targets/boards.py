@@ -26,8 +26,8 @@ from pathlib import Path
 import numpy as np
 
 from aotc import paths
+from aotc.byoc.roots import roots as library_roots
 from aotc.targets import measure
-from aotc.targets.libraries import roots as library_roots
 
 # Exit statuses with a meaning of their own (harness: templates/test_main.c.j2; fault handlers:
 # boards/common/cortexm_startup.c and boards/rv32imc/startup.S; 124/134: timeout(1) and QEMU).

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from aotc.errors import AotcError
 
-if TYPE_CHECKING:
-    from aotc.compiler import Compilation
+# A compilation (aotc.compiler.Compilation) is typed Any here: targets/ sits below the driver.
+Compilation = Any
 
 # Per board: flash code = base + per_token x C tokens of the bundle's distinct function bodies
 # (gcc folds identical kernels, so a repeated block costs once); static RAM = arena (or pools)

@@ -18,44 +18,9 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from aotc.byoc.roots import expand
 from aotc.errors import AotcError
 from aotc.paths import cache_dir
-
-# Library roots this process located (``${VAR}`` in bundle.json paths -> directory): the
-# bundle records ``${CMSIS_NN_PATH}/Source/...`` (reproducible wherever the tree lives) and a
-# build in the compiling process expands it to the tree that compile used; other processes
-# expand it from the environment variable of that name.
-_ROOTS: dict[str, Path] = {}
-_VAR = re.compile(r"\$\{(\w+)\}")
-
-
-def register_root(var: str, path: Path) -> None:
-    _ROOTS[var] = Path(path)
-
-
-def roots() -> dict[str, str]:
-    """The known roots (registered, else from the environment), for ``cmake -DVAR=DIR``."""
-    return {k: str(v) for k, v in sorted(_ROOTS.items())}
-
-
-def expand_path(text: str, what: str = "library") -> str:
-    """``${VAR}/rel`` -> ``DIR/rel`` (registered root, else $VAR); AotcError when unknown."""
-    def sub(m: re.Match[str]) -> str:
-        var = m.group(1)
-        if var in _ROOTS:
-            return str(_ROOTS[var])
-        if os.environ.get(var):
-            return os.environ[var]
-        raise AotcError(f"{what} path {text!r} needs {var}: set the {var} environment variable "
-                        f"to the directory the bundle was compiled against")
-    return _VAR.sub(sub, text)
-
-
-def expand(lib: dict[str, Any]) -> dict[str, Any]:
-    """A bundle.json library with its ``${VAR}`` paths expanded for a build."""
-    name = f"library {lib.get('name')!r}"
-    return {**lib, **{key: [expand_path(str(p), name) for p in lib.get(key, [])]
-                      for key in ("sources", "include_dirs")}}
 
 
 def include_flags(libs: Iterable[dict[str, Any]]) -> list[str]:

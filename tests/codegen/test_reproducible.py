@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from aotc.byoc import roots
 from aotc.codegen.reproducible import recorded_command
 from aotc.errors import AotcError
 from aotc.targets import libraries
@@ -81,13 +82,13 @@ def test_relocatable_library_paths_expand_from_the_registry_or_environment(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     lib = {"name": "cmsis-nn", "sources": ["${CMSIS_NN_PATH}/Source/a.c"],
            "include_dirs": ["${CMSIS_NN_PATH}/Include"], "defines": [], "cflags": []}
-    monkeypatch.setattr(libraries, "_ROOTS", {})
+    monkeypatch.setattr(roots, "_ROOTS", {})
     monkeypatch.delenv("CMSIS_NN_PATH", raising=False)
     with pytest.raises(AotcError, match="set the CMSIS_NN_PATH environment variable"):
-        libraries.expand(lib)
+        roots.expand(lib)
     monkeypatch.setenv("CMSIS_NN_PATH", str(tmp_path / "env"))
-    assert libraries.expand(lib)["sources"] == [f"{tmp_path}/env/Source/a.c"]
-    libraries.register_root("CMSIS_NN_PATH", tmp_path / "reg")  # the compile's own tree first
+    assert roots.expand(lib)["sources"] == [f"{tmp_path}/env/Source/a.c"]
+    roots.register_root("CMSIS_NN_PATH", tmp_path / "reg")  # the compile's own tree first
     assert libraries.include_flags([lib]) == ["-isystem", f"{tmp_path}/reg/Include"]
 
 

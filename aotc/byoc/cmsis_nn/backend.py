@@ -22,8 +22,8 @@ from aotc import qmath
 from aotc.byoc.backend import Backend, Constant, Emitted, Library, Pattern, Subgraph
 from aotc.byoc.cmsis_nn import library, params
 from aotc.byoc.cmsis_nn.library import FEATURES
+from aotc.byoc.roots import register_root
 from aotc.errors import AotcError
-from aotc.targets.libraries import register_root
 
 INCLUDES = ("arm_nnfunctions.h",)
 
