@@ -126,7 +126,14 @@ def describe(comp: Compilation) -> dict[str, Any]:
         "weight_check": comp.weight_check,
         "partition": _partition_rows(comp),
         "patches": comp.patches,
+        "budget": _budget(comp),
     }
+
+
+def _budget(comp: Compilation) -> dict[str, Any]:
+    from aotc.targets.budget import estimate
+
+    return estimate(comp).to_json()
 
 
 def _params(g: Graph, n: Node) -> int:

@@ -1,6 +1,12 @@
 /* aotc runtime: status strings. The only runtime code a bundle links. */
 #include "aotc_runtime.h"
 
+/* Weak: every bundle ships a copy of this file, so an image with two bundles may compile two
+   copies (Zephyr links its libraries whole, Arduino compiles every file); the linker keeps one
+   definition instead of reporting a clash. */
+#if defined(__GNUC__) || defined(__clang__)
+__attribute__((weak))
+#endif
 const char *aotc_status_str(int status)
 {
     switch (status) {

@@ -36,7 +36,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("targets", ["aotc.targets"]),
     ("driver", ["aotc.compiler"]),
     ("verification", ["aotc.verification"]),
-    ("tools", ["aotc.tune", "aotc.quantize"]),
+    ("tools", ["aotc.tune", "aotc.quantize", "aotc.package"]),
     ("api", ["aotc.api"]),
     ("report", ["aotc.report"]),
     ("cli", ["aotc.cli", "aotc.__main__", "aotc"]),

@@ -92,7 +92,11 @@ class Library:
     ``cflags`` and ``defines``, not aotc's warning flags) into a static library named ``name``;
     ``cmake``, if given, is CMake that defines that target (for example from a path cache
     variable, so the bundle does not hard-code where the library lives); otherwise the
-    bundle's CMakeLists.txt lists ``sources`` by absolute path."""
+    bundle's CMakeLists.txt lists ``sources`` by absolute path. ``root`` (a CMake/environment
+    variable name and the directory it stands for) makes the recorded paths relocatable:
+    bundle.json and CMakeLists.txt then name files under it as ``${VAR}/relative/path``
+    (aotc/targets/libraries.py expands them for a build), so where the library lives on the
+    compiling machine does not change the bundle's bytes."""
 
     name: str
     include_dirs: tuple[Path, ...] = ()
@@ -100,15 +104,26 @@ class Library:
     defines: tuple[str, ...] = ()
     cflags: tuple[str, ...] = ()
     cmake: str | None = None
+    root: tuple[str, Path] | None = None
 
     def __post_init__(self) -> None:
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.+-]*", self.name):
             raise ValueError(f"library name {self.name!r} is not a CMake target name")
 
+    def recorded(self, p: Path) -> str:
+        """``p`` as the bundle records it: ``${VAR}/rel`` under ``root``, else absolute."""
+        if self.root is not None:
+            var, base = self.root
+            try:
+                return "${" + var + "}/" + Path(p).relative_to(base).as_posix()
+            except ValueError:
+                pass
+        return Path(p).as_posix()
+
     def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "include_dirs": [str(p) for p in self.include_dirs],
-                "sources": [str(p) for p in self.sources], "defines": list(self.defines),
-                "cflags": list(self.cflags)}
+        return {"name": self.name, "include_dirs": [self.recorded(p) for p in self.include_dirs],
+                "sources": [self.recorded(p) for p in self.sources],
+                "defines": list(self.defines), "cflags": list(self.cflags)}
 
 
 class Backend:

@@ -1,4 +1,5 @@
-"""aotc command line: compile | verify | inspect | ops | run | bench | report | quantize | tune.
+"""aotc command line: compile | verify | inspect | ops | run | bench | report | quantize | tune
+| package.
 
 Every user error is an AotcError, printed as one line on stderr with exit status 2. Set
 AOTC_DEBUG=1 to see Python tracebacks.
@@ -17,10 +18,19 @@ from typing import Any, NoReturn
 
 import numpy as np
 
-from aotc.cli.options import add_compile_options, compile_options, quiet_option
+from aotc.cli.options import (
+    add_budget_options,
+    add_compile_options,
+    compile_options,
+    quiet_option,
+)
 from aotc.cli.tune import add_parser as add_tune_parser
 from aotc.cli.tune import cmd_tune
 from aotc.errors import AotcError
+from aotc.package.cli import add_compile_options as add_package_options
+from aotc.package.cli import add_parser as add_package_parser
+from aotc.package.cli import after_compile as write_packages
+from aotc.package.cli import cmd_package
 from aotc.progress import Progress
 
 EXIT_USER = 2
@@ -50,6 +60,9 @@ def cmd_compile(args: argparse.Namespace, argv: Sequence[str]) -> int:
         raise AotcError(f"--dump-after: unknown pass {sorted(dump)}")
     with Progress("compile", 1, quiet=args.quiet) as progress, progress.stage("compile"):
         comp = compile_model(args.model, opts, on_pass, progress)
+        from aotc.targets.budget import check as check_budget
+
+        check_budget(comp, args.max_ram, args.max_flash, args.budget_board)  # before writing
         if comp.weight_check:
             progress.write(f"aotc: {comp.weight_check}")
         progress.detail("write")
@@ -58,6 +71,7 @@ def cmd_compile(args: argparse.Namespace, argv: Sequence[str]) -> int:
         except OSError as e:
             raise AotcError(f"cannot write the bundle to {args.output}: {e.strerror or e}"
                             ) from None
+    write_packages(args)
     pools = "".join(f" {p} {n} B," for p, n in comp.plan.pool_sizes.items())
     print(f"aotc: wrote {args.output} ({len(comp.lowered)} kernels, arena {comp.plan.size} B,"
           f"{pools} "
@@ -198,6 +212,11 @@ def _fmt_inspect(rep: dict[str, Any]) -> str:
         lines.append("")
         lines += [f"on the C stack, not in the arena: {t['kernel']} {t['name']} {t['bytes']} B"
                   for t in m["stack_temporaries"]]
+    if rep.get("budget"):
+        from aotc.targets.budget import Estimate
+
+        b = rep["budget"]
+        lines += ["", *Estimate(**{k: b[k] for k in Estimate.__dataclass_fields__}).lines()]
     lines += ["", m["timeline"]]
     if rep.get("partition"):
         lines += ["", *format_partition(rep["partition"])]
@@ -351,6 +370,8 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("-o", "--output", required=True, help="bundle directory")
     c.add_argument("--dump-after", action="append", metavar="PASS",
                    help="print the graph after PASS (or 'all')")
+    add_budget_options(c)
+    add_package_options(c)
     v = sub.add_parser("verify", help="compile, build, run and compare with onnxruntime")
     add_compile_options(v)
     v.add_argument("-o", "--output", default=None, help="keep the bundle here")
@@ -410,12 +431,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="activation zero point 0 (default: asymmetric, calibrated min/max)")
     quiet_option(q)
     add_tune_parser(sub, add_compile_options)
+    add_package_parser(sub)
     return p
 
 
 COMMANDS = {"compile": cmd_compile, "verify": cmd_verify, "inspect": cmd_inspect, "ops": cmd_ops,
             "run": cmd_run, "bench": cmd_bench, "report": cmd_report, "quantize": cmd_quantize,
-            "tune": cmd_tune}
+            "tune": cmd_tune, "package": cmd_package}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

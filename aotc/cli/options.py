@@ -4,7 +4,6 @@ tune): their arguments, and the CompileOptions fields they give."""
 from __future__ import annotations
 
 import argparse
-import shlex
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -85,6 +84,16 @@ def add_compile_options(p: argparse.ArgumentParser) -> None:
     quiet_option(p)
 
 
+def add_budget_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--max-ram", default=None, metavar="BYTES",
+                   help="fail when the estimated RAM (arena, I/O, stack, heap) exceeds BYTES "
+                        "(K/M suffixes; docs/firmware.md)")
+    p.add_argument("--max-flash", default=None, metavar="BYTES",
+                   help="fail when the estimated flash (weights + code) exceeds BYTES")
+    p.add_argument("--budget-board", default=None, metavar="BOARD",
+                   help="the limits not given: this board's part's RAM and flash")
+
+
 def quiet_option(p: argparse.ArgumentParser) -> None:
     p.add_argument("-q", "--quiet", action="store_true",
                    help="no progress bar (one is drawn only when stderr is a terminal, and "
@@ -105,29 +114,19 @@ def compile_options(args: argparse.Namespace, argv: Sequence[str]) -> dict[str, 
                 patch_macs=args.patch_macs / 100.0,
                 pools=None if not args.pool else tuple(p for p in args.pool if p != "none"),
                 weights_section=args.weights_section, target=target,
-                requant=args.requant, command_line=_recorded_command(argv),
+                requant=args.requant, command_line=_recorded_command(argv, args.model),
                 byoc=tuple(b for b in (args.byoc or "").split(",") if b.strip()),
                 cmsis_nn_path=args.cmsis_nn_path,
                 allow_weight_growth=args.allow_weight_growth,
                 schedules=tuning_schedules(args.tuning_log, target, args.requant))
 
 
-def _recorded_command(argv: Sequence[str]) -> str:
-    """The command line for the provenance header, without the output directory: where a
-    bundle is written must not change its bytes (compiling twice gives identical files)."""
-    kept: list[str] = []
-    skip = False
-    for a in argv:
-        if skip:
-            skip = False
-            continue
-        if a in ("-o", "--output"):
-            skip = True
-            continue
-        if a.startswith("--output=") or (a.startswith("-o") and a != "-o"):
-            continue
-        kept.append(a)
-    return "aotc " + " ".join(shlex.quote(a) for a in kept)
+def _recorded_command(argv: Sequence[str], model: str | None = None) -> str:
+    """The provenance header's command line: no output directory, paths cut to file names
+    (aotc/codegen/reproducible.py), so a bundle's bytes do not depend on where it is written."""
+    from aotc.codegen.reproducible import recorded_command
+
+    return recorded_command(argv, model)
 
 
 def _default_name(model: str) -> str:

@@ -244,7 +244,7 @@ def _cmake_libraries(libs: list[Library]) -> list[dict[str, Any]]:
     out = []
     for lib in libs:
         out.append({"name": lib.name, "cmake": lib.cmake,
-                    "sources": [p.as_posix() for p in lib.sources],
-                    "include_dirs": [p.as_posix() for p in lib.include_dirs],
+                    "sources": [lib.recorded(p) for p in lib.sources],
+                    "include_dirs": [lib.recorded(p) for p in lib.include_dirs],
                     "defines": list(lib.defines), "cflags": list(lib.cflags)})
     return out

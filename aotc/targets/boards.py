@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from aotc import paths
+from aotc.byoc.roots import roots as library_roots
 from aotc.targets import measure
 
 # Exit statuses with a meaning of their own (harness: templates/test_main.c.j2; fault handlers:
@@ -203,6 +204,7 @@ def build_firmware(
         f"-DAOTC_MAIN={Path(main).resolve()}",
         f"-DAOTC_RUNTIME_DIR={Path(runtime_dir or paths.runtime_dir()).resolve()}",
         f"-DCMAKE_BUILD_TYPE={build_type}",
+        *(f"-D{var}={path}" for var, path in library_roots().items()),  # ${VAR} in bundle.json
     ]  # fmt: skip
     run_build(configure, board, "cmake configure")
     run_build(["cmake", "--build", str(build_dir), "-j", "4"], board, "build")

@@ -18,6 +18,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from aotc.byoc.roots import expand
 from aotc.errors import AotcError
 from aotc.paths import cache_dir
 
@@ -25,7 +26,7 @@ from aotc.paths import cache_dir
 def include_flags(libs: Iterable[dict[str, Any]]) -> list[str]:
     """-isystem DIR and -DNAME for a bundle's own sources (bundle.json "libraries")."""
     out: list[str] = []
-    for lib in libs:
+    for lib in map(expand, libs):
         for d in lib.get("include_dirs", []):
             out += ["-isystem", str(d)]
         out += [f"-D{d}" for d in lib.get("defines", [])]
@@ -41,6 +42,7 @@ def _tool(cc: str, name: str) -> str:
 def archive(lib: dict[str, Any], cc: str, flags: Sequence[str]) -> Path:
     """The library's static archive built with ``cc`` and ``flags`` (a board's -mcpu ...,
     or -fPIC for the host) plus its own cflags and defines; cached."""
+    lib = expand(lib)
     sources = [Path(s) for s in lib.get("sources", [])]
     incs = [Path(d) for d in lib.get("include_dirs", [])]
     missing = [s for s in sources if not s.is_file()]

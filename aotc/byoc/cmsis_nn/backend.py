@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from aotc.byoc.backend import Backend, Constant, Emitted, Library, Pattern, Subgraph
 from aotc.byoc.cmsis_nn import library, params
 from aotc.byoc.cmsis_nn.library import FEATURES
+from aotc.byoc.roots import register_root
 from aotc.errors import AotcError
 from aotc.ops.quant import arith as qmath
 
@@ -180,6 +181,7 @@ class CmsisNNBackend(Backend):
 
     def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
         self.lib = library.locate(path)
+        register_root(library.ENV_VAR, self.lib.root)  # builds in this process expand it
         self.features: tuple[str, ...] = FEATURES  # code paths the bundle may be built for
         self._scratch = None
 
@@ -217,7 +219,8 @@ class CmsisNNBackend(Backend):
     def libraries(self) -> Sequence[Library]:
         return [Library("cmsis-nn", tuple(self.lib.include_dirs), tuple(self.lib.sources()),
                         cflags=tuple(library.LIB_FLAGS),
-                        cmake=library.cmake_snippet("cmsis-nn", self.lib.root))]
+                        cmake=library.cmake_snippet("cmsis-nn"),
+                        root=(library.ENV_VAR, self.lib.root))]
 
     def codegen(self, sub: Subgraph, symbol: str) -> Emitted:
         if sub.op == "QLinearConv":
