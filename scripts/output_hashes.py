@@ -57,7 +57,10 @@ def _case(models: Path, work: Path, model: str, opt: str) -> tuple[str, dict[str
     out = f"out/{model.replace('.', '_')}-{opt}"
     cmd = [sys.executable, "-m", "aotc", "compile", model, "-o", out, "--name", "m", "-q",
            *OPTIONS[opt]]
-    r = subprocess.run(cmd, cwd=work, capture_output=True, text=True)
+    # This checkout's aotc, whatever is installed: the check compares two trees' code.
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    r = subprocess.run(cmd, cwd=work, capture_output=True, text=True, env=env)
     if r.returncode != 0:
         lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
         return key, {"error": f"rc {r.returncode}: {lines[-1] if lines else ''}"}
