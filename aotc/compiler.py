@@ -165,8 +165,8 @@ def _read(model: str | os.PathLike[str] | onnx.ModelProto, options: CompileOptio
         progress.detail("torch.onnx.export")
         model = to_onnx(model, bound=options.input_shapes)
     if isinstance(model, onnx.ModelProto):
-        return _Source(model, model.graph.name or "model",
-                       source_hash_of(model) or hashlib.sha256(model.SerializeToString()).hexdigest())
+        digest = source_hash_of(model) or hashlib.sha256(model.SerializeToString()).hexdigest()
+        return _Source(model, model.graph.name or "model", digest)
     return _Source(read_model(model), Path(model).name,
                    hashlib.sha256(Path(model).read_bytes()).hexdigest())
 

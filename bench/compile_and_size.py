@@ -1,10 +1,11 @@
-"""Compile the MLPerf Tiny float models and print a table: compile time, arena vs liveness
+"""Compile times of the MLPerf Tiny models (default options, and VWW int8 with the slowest
+options); then compile the float models and print a table: compile time, arena vs liveness
 bound (and TFLM's arena), weights vs the model's constant bytes, and host latency of the
 generated C (--target host, gcc -O2 plus --host-cflags, 1 thread) vs onnxruntime (1 thread)
 and TFLM (tflite-micro package, reference kernels; n/a without it: pip install -e ".[bench]").
 
     python bench/compile_and_size.py [--models DIR] [--repeat 50] [--host-cflags=FLAGS]
-                                     [--tuning-log LOG]
+                                     [--tuning-log LOG] [--compile-only]
 """
 
 from __future__ import annotations
@@ -71,6 +72,31 @@ def tflm_latency(tflite: Path, x: np.ndarray, repeat: int) -> float | None:
     return float(np.median(times))
 
 
+# Compile times: every MLPerf Tiny model with the default options (target <= 2 s each), and the
+# slowest option set (target <= 10 s). Each time is aotc.compile in this process (import,
+# passes, lowering, planning, writing the bundle), the best of COMPILE_RUNS.
+COMPILE_MODELS = ["kws_ref_model.tflite", "vww_96_int8.tflite", "pretrainedResnet_quant.tflite",
+                  "ad01_int8.tflite", "str_ww_ref_model.tflite", *FLOAT_MODELS]
+COMPILE_SLOW = ("vww_96_int8.tflite", {"patches": "auto", "inplace_conv": True},
+                "--patches auto --inplace-conv")
+COMPILE_RUNS = 3
+
+
+def compile_times(models: Path) -> list[tuple[str, str, float]]:
+    cases = [(m, {}, "default") for m in COMPILE_MODELS]
+    cases.append((COMPILE_SLOW[0], COMPILE_SLOW[1], COMPILE_SLOW[2]))
+    out = []
+    for fname, opts, label in cases:
+        best = float("inf")
+        for _ in range(COMPILE_RUNS):
+            with tempfile.TemporaryDirectory() as tmp:
+                t0 = time.perf_counter()
+                aotc.compile(models / fname, tmp, name="m", **opts)
+                best = min(best, time.perf_counter() - t0)
+        out.append((fname, label, best))
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--models", type=Path, default=DEFAULT_MODELS)
@@ -80,7 +106,15 @@ def main() -> int:
                          f"(AOTC_HOST_CFLAGS; default {HOST_CFLAGS!r}; empty: plain -O2)")
     ap.add_argument("--tuning-log", default=None,
                     help="schedules from an `aotc tune --board host` log")
+    ap.add_argument("--compile-only", action="store_true",
+                    help="only the compile-time table")
     args = ap.parse_args()
+    print(f"{'model':<36} {'options':<30} {'compile s':>9}   (best of {COMPILE_RUNS})")
+    for fname, label, t in compile_times(args.models):
+        print(f"{fname:<36} {label:<30} {t:>9.2f}")
+    if args.compile_only:
+        return 0
+    print()
     os.environ["AOTC_HOST_CFLAGS"] = args.host_cflags
     schedules = {}
     if args.tuning_log:

@@ -43,6 +43,14 @@ LAYERS: list[tuple[str, list[str]]] = [
 ]
 
 
+# Narrow interfaces the order alone would allow: (importer prefix, imported prefix) never.
+NARROW: list[tuple[str, str]] = [
+    ("aotc.memory", "aotc.ops"),  # the planner sees sizes and lifetimes, no op geometry
+    ("aotc.schedules", "aotc.ops"),  # a schedule gets the op's geometry as arguments
+    ("aotc.ir", "aotc.ops"),  # the graph IR knows no operator
+]
+
+
 def _module(path: Path) -> str:
     parts = list(path.relative_to(ROOT).with_suffix("").parts)
     if parts[-1] == "__init__":
@@ -103,6 +111,15 @@ def test_no_import_of_a_later_layer() -> None:
                 bad.append(f"{m} ({LAYERS[_layer(m)][0]}) imports {d} "
                            f"({LAYERS[_layer(d)][0]})")
     assert not bad, "imports against the layering:\n" + "\n".join(bad)
+
+
+def test_narrow_interfaces() -> None:
+    def under(m: str, p: str) -> bool:
+        return m == p or m.startswith(p + ".")
+
+    bad = [f"{m} imports {d}" for m, deps in sorted(_graph().items()) for d in sorted(deps)
+           for a, b in NARROW if under(m, a) and under(d, b)]
+    assert not bad, "imports across a narrow interface:\n" + "\n".join(bad)
 
 
 def test_no_import_circle() -> None:

@@ -1,15 +1,14 @@
 """Integer dot products with the Arm DSP extension's dual 16-bit MAC, as loop IR.
 
-A schedule choice for targets whose board.toml features include "dsp" (Cortex-M4, M7, M33):
-integer conv and matmul kernels reduce over input channels two at a time. Two int8 activations
-become one word of two int16 lanes (SXTB16), and ``__smlad(w, x, acc)`` adds both products to
-the int32 accumulator in one instruction. Weights are packed at compile time into int32 words
-of four int8, two output channels x two input channels, in SXTB16's lane order (CMSIS-NN's
-"reordered" weights): SXTB16 of the word gives channel j's pair, SXTB16 of the word shifted
-right by 8 (SXTB16's rotate operand) gives channel j + 1's. The sums are the same int32 sums as the generic kernels (a
-16 x 16 product of 8-bit values and the int32 sum of two cannot overflow where the plain sum
-does not), so both schedules are bit-identical.
-"""
+A schedule choice for targets whose board.toml features include "dsp" (Cortex-M4, M7, M33): integer
+conv and matmul kernels reduce over input channels two at a time. Two int8 activations become one
+word of two int16 lanes (SXTB16), and ``__smlad(w, x, acc)`` adds both products to the int32
+accumulator in one instruction. Weights are packed at compile time into int32 words of four int8,
+two output channels x two input channels, in SXTB16's lane order (CMSIS-NN's "reordered" weights):
+SXTB16 of the word gives channel j's pair, SXTB16 of the word shifted right by 8 (SXTB16's rotate
+operand) gives channel j + 1's. The sums are the same int32 sums as the generic kernels (a 16 x 16
+product of 8-bit values and the int32 sum of two cannot overflow where the plain sum does not), so
+both schedules are bit-identical. """
 
 from __future__ import annotations
 

@@ -55,11 +55,11 @@ class Bounds:
 def choose_inplace(s: Schedule, scratch: dict[int, list[tuple[str, int]]],
                    modes: Mapping[int, str], temps: Mapping[int, int],
                    io_in_arena: bool = False) -> dict[int, str]:
-    """The in-place convs worth having, among ``modes`` (step -> mode, each needing
-    ``temps[step]`` bytes of arena temporary; aotc/steps/inplace.py offers them). Writing over the input merges two buffers into one
-    of the larger size over both lifetimes, which can raise the peak elsewhere (a 1x1 conv
-    that widens its input). Greedy, widest step first: keep a step when the liveness bound of
-    the merged buffers, temporaries included, does not grow."""
+    """The in-place convs worth having, among ``modes`` (step -> mode, each needing ``temps[step]``
+    bytes of arena temporary; aotc/steps/inplace.py offers them). Writing over the input merges two
+    buffers into one of the larger size over both lifetimes, which can raise the peak elsewhere (a
+    1x1 conv that widens its input). Greedy, widest step first: keep a step when the liveness bound
+    of the merged buffers, temporaries included, does not grow."""
 
     def bound(chosen: Mapping[int, str]) -> int:
         extra = dict(scratch)

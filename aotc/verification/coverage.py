@@ -1,14 +1,13 @@
 """Operator coverage: the registry joined with the ONNX backend node-test suite (onnx 1.22.0).
 
-``data/onnx_node_suite-1.22.0.tsv`` lists every node test with its op type and whether it is in
-the static-numeric subset (tensor-only I/O, numeric dtypes, static shapes once small parameter
-inputs are frozen; see the research fact sheet; plus 23 tests it leaves out only for their
-If/Loop/Scan, which aotc compiles: static 1, reason codes kept). ``data/onnx_node_exclusions.txt``
-gives, for each test of the subset that is not expected to pass, a one-line reason;
-tests/onnx_node runs the whole suite through the generated C in CI and fails if an excluded
-test compiles or a listed one does not pass. ``aotc ops`` and docs/operators.md (scripts/gen_operators_doc.py) render the
-same table from these two files and the registry.
-"""
+``data/onnx_node_suite-1.22.0.tsv`` lists every node test with its op type and whether it is in the
+static-numeric subset (tensor-only I/O, numeric dtypes, static shapes once small parameter inputs
+are frozen; see the research fact sheet; plus 23 tests it leaves out only for their If/Loop/Scan,
+which aotc compiles: static 1, reason codes kept). ``data/onnx_node_exclusions.txt`` gives, for each
+test of the subset that is not expected to pass, a one-line reason; tests/onnx_node runs the whole
+suite through the generated C in CI and fails if an excluded test compiles or a listed one does not
+pass. ``aotc ops`` and docs/operators.md (scripts/gen_operators_doc.py) render the same table from
+these two files and the registry. """
 
 from __future__ import annotations
 

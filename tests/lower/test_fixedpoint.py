@@ -1,5 +1,5 @@
-"""The fixed-point requantisation primitives: the C inline functions of the runtime header
-against their Python twins in aotc.ops.quant.arith (which build tables at compile time), and both against
+"""The fixed-point requantisation primitives: the C inline functions of the runtime header against
+their Python twins in aotc.ops.quant.arith (which build tables at compile time), and both against
 values that follow from TFLite's published definitions."""
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Import of If, Loop and Scan: each subgraph becomes a closed Body (aotc/ops/control/if_loop_scan.py).
+"""Import of If, Loop and Scan: each subgraph becomes a closed Body
+(aotc/ops/control/if_loop_scan.py).
 
 Names: every value and node of a body is renamed ``<node>.<attribute>.<name>``, unique in the
 whole model. Outer-scope references (a body node reading a tensor of an enclosing graph by

@@ -1,6 +1,7 @@
 """TFLite import: a ``.tflite`` flatbuffer, read with the ``tflite`` package (the Python code
 generated from TensorFlow Lite's published schema), becomes an ONNX-semantics model that
-``aotc.frontend.onnx.importer.import_model`` turns into the graph IR with its usual checks and shape rules.
+``aotc.frontend.onnx.importer.import_model`` turns into the graph IR with its usual checks and shape
+rules.
 
 Layout: TFLite tensors are NHWC. Each 4-D tensor is kept in whichever layout its producer wrote
 (NCHW for Conv/pool/ConvTranspose, NHWC for the graph inputs, Reshape, FullyConnected, ...);

@@ -1,12 +1,11 @@
 """Control flow with subgraphs: If, Loop, Scan.
 
-Each subgraph attribute is imported as a closed ``Body`` (aotc/frontend/onnx/subgraph.py): its values
-carry names unique in the whole model, and every outer-scope tensor it reads is an explicit
-input of the node (a capture), so graph passes see the dependency and never look inside. An If
-whose condition is known at compile time is replaced by its taken branch (at import, or by
-fold_constants once folding makes the condition constant); the others are expanded into the
-schedule as C control flow around the bodies' kernels (aotc/steps/schedule.py).
-"""
+Each subgraph attribute is imported as a closed ``Body`` (aotc/frontend/onnx/subgraph.py): its
+values carry names unique in the whole model, and every outer-scope tensor it reads is an explicit
+input of the node (a capture), so graph passes see the dependency and never look inside. An If whose
+condition is known at compile time is replaced by its taken branch (at import, or by fold_constants
+once folding makes the condition constant); the others are expanded into the schedule as C control
+flow around the bodies' kernels (aotc/steps/schedule.py). """
 
 from __future__ import annotations
 

@@ -102,10 +102,10 @@ def padded_nan_mask(w: np.ndarray | None, group: int, in_sp: Sequence[int],
 
 
 class ConvArith:
-    """Float arithmetic of a convolution: loads as they are, the accumulator starts at 0 and
-    the bias is added after the sum of products, in the order of the ONNX definition (and of
-    onnxruntime): with huge weights a partial sum can overflow to inf in one order and not in
-    the other (docs/floating-point.md). Integer kernels subclass it (aotc/ops/quant/conv_matmul.py) and
+    """Float arithmetic of a convolution: loads as they are, the accumulator starts at 0 and the
+    bias is added after the sum of products, in the order of the ONNX definition (and of
+    onnxruntime): with huge weights a partial sum can overflow to inf in one order and not in the
+    other (docs/floating-point.md). Integer kernels subclass it (aotc/ops/quant/conv_matmul.py) and
     start the int32 accumulator with the bias (exact either way, as TFLM does)."""
 
     rolled_finish = False  # requantise a tile in a rolled loop after the sum (calls inside)

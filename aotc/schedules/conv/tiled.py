@@ -37,7 +37,8 @@ def inside_range(n_out: int, n_in: int, k: int, pb: int, s: int, d: int) -> tupl
 def lower_tiled(conv: Any, node: Any, kb: Any, X: Any, W: Any, B: Any, arith: Any,
                 pads: tuple[list[int], list[int]], s: list[int], d: list[int],
                 by_pixel: bool = False) -> None:
-    """The generic schedule (see the module docstring; choose.py picks it). Weights are packed at compile time to [tile, c, k..., j] so a tile's weights are
+    """The generic schedule (see the module docstring; choose.py picks it). Weights are packed at
+    compile time to [tile, c, k..., j] so a tile's weights are
     contiguous.
 
     by_pixel (in place, a 1x1 stride-1 conv): output pixels outermost, one at a time; all
