@@ -90,7 +90,7 @@ INT_CALLS = {"abs": "AOTC_ABS", "float_from_bits": "aotc_bits_f32",  # BitCast
              "q_requant_h": "aotc_q_requant_h",
              "q_sat_shl": "aotc_q_sat_shl", "q_softmax_scale": "aotc_q_softmax_scale"}
 # Arm C Language Extensions intrinsics (<arm_acle.h>, __ARM_FEATURE_DSP), on int32 words of
-# packed lanes; the lowering emits them only for targets with the "dsp" feature (lower/dsp.py).
+# packed lanes; the lowering emits them only for targets with the "dsp" feature (loops/dsp.py).
 # sxtb16_ror8 is SXTB16 with its rotate operand, which arm_acle.h does not offer (CMSIS's
 # __SXTB16_RORn): an inline-asm helper in model.c.j2.
 # ld_pair16 loads two adjacent int16 (its argument a Load printed as its address) as one
@@ -101,11 +101,11 @@ ACLE_CALLS = {"sxtb16": "__sxtb16", "smlad": "__smlad", "smuad": "__smuad",
               "sxtb16_ror8": "aotc_sxtb16_ror8", "ld_pair16": "aotc_ld_pair16"}
 
 # Helium (MVE) intrinsics (<arm_mve.h>, __ARM_FEATURE_MVE), under their non-polymorphic names
-# (the polymorphic ones are C11 _Generic macros): lower/mve.py's int8 dot products, emitted
+# (the polymorphic ones are C11 _Generic macros): loops/mve.py's int8 dot products, emitted
 # only for targets with the "mve" feature. A vldrbq call's first argument is a Load printed as
-# its address; its result has lower/mve.py's INT8X16 type (int8x16_t). model.c.j2 defines C
+# its address; its result has loops/mve.py's INT8X16 type (int8x16_t). model.c.j2 defines C
 # twins of the intrinsics and of int8x16_t where the compiler has no MVE.
-# Also the int32x4_t requantisation (lower/mve.py requant4); a Store whose value is a call of
+# Also the int32x4_t requantisation (loops/mve.py requant4); a Store whose value is a call of
 # a VECTOR_STORES intrinsic is printed as that call with the store's address first.
 MVE_CALLS = {f: f for f in (
     "vldrbq_s8", "vldrbq_z_s8", "vctp8q", "vmladavaq_s8", "vldrwq_s32", "vldrbq_s32",

@@ -113,7 +113,7 @@ class Un(Expr):
 @dataclass(frozen=True, eq=True)
 class Call(Expr):
     """A call of a math function (expf, erff, ...), a runtime helper or an ACLE intrinsic
-    (lower/dsp.py); fn names the C function family, resolved by the printer from the argument
+    (loops/dsp.py); fn names the C function family, resolved by the printer from the argument
     dtype."""
 
     fn: str

@@ -189,7 +189,8 @@ def mbqm4(kb: Any, acc: Expr, mul: Expr, left: Expr | None, nright: Expr,
 
 
 class Requant4:
-    """requant4 with a requantisation's (ops/quant.py Requant, tflite mode) constants: per
+    """requant4 with a requantisation's (ops/quant/conv_matmul.py Requant, tflite mode) constants:
+    per
     channel tables in flash (int32 multipliers, int8 shifts widened as they load) or, shared
     by every channel, immediates. ``consts(kb, m, lanes)`` gives channel m's (lanes 1: one
     channel for all lanes) or channels m .. m + 3's (lanes 4) as locals."""

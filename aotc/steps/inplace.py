@@ -33,7 +33,7 @@ def conv_inplace_modes(s: Schedule, io_in_arena: bool = False) -> dict[int, str]
     larger than an input channel): output channel c needs input channel c only, and lands on
     input channels <= c; "element" for such a depthwise conv whose outputs can be stored one
     by one at their own index with no temporary (_writes_behind_reads); "line" instead of
-    "channel" where its ring of output rows (conv_line.line_delay) is smaller, and for a 2-D
+    "channel" where its ring of output rows (line.line_delay) is smaller, and for a 2-D
     conv (group 1, batch 1) that "pixel" does not take; "pixel" for a 1x1 stride-1 unpadded
     conv with batch 1 and constant weights: output pixel p needs input pixel p only, and in
     NCHW lands on input pixel p (or past the input when there are more output channels). All

@@ -129,7 +129,7 @@ class ConvArith:
         return dt
 
     def dsp_ok(self, w: np.ndarray) -> bool:
-        """Whether the DSP extension's dual MAC can compute the sum (lower/dsp.py): int8
+        """Whether the DSP extension's dual MAC can compute the sum (loops/dsp.py): int8
         weights without a zero point; float kernels never."""
         return False
 

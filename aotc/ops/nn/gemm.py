@@ -162,12 +162,12 @@ class MatMul(OpDef):
         if (mve.usable(kb, kb.inputs[0].dtype, w, arith) and len(b_shape) == 2
                 and not arith.x_zp and kb.knob(GEMM.PATH) == "simd"):
             simd_tile = kb.knob(GEMM.SIMD_TILE)
-            # Helium: 16 of K per instruction against each column's padded row (lower/mve.py).
+            # Helium: 16 of K per instruction against each column's padded row (loops/mve.py).
             mve_words = kb.const("wq", mve.pack_rows(np.asarray(w).reshape(b_shape).T)
                                  .reshape(-1), dtypes.int8)
         elif ("dsp" in kb.features and kb.unroll_tiles and len(b_shape) == 2
               and arith.dsp_ok(w) and kb.knob(GEMM.PATH) == "simd"):
-            # Cores with the DSP extension: K two at a time, one SMLAD per column (lower/dsp.py).
+            # Cores with the DSP extension: K two at a time, one SMLAD per column (loops/dsp.py).
             simd_tile = kb.knob(GEMM.SIMD_TILE)
             w2 = np.asarray(w).reshape(b_shape)
             dsp_words = kb.const("wq", np.concatenate(

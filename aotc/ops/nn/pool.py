@@ -2,7 +2,7 @@
 Anchors: a fused epilogue runs per output element before the store. Window geometry, including
 ceil_mode and auto_pad, is resolved at compile time the way onnxruntime resolves it. MaxPool's
 optional Indices output (row- or column-major per storage_order) is tracked alongside the max;
-LpPool (pool2.py) reuses the window code."""
+LpPool (lp_pool_unpool.py) reuses the window code."""
 
 from __future__ import annotations
 

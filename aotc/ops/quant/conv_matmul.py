@@ -1,7 +1,7 @@
 """Integer kernels QLinearConv, ConvInteger, QLinearMatMul, MatMulInteger, and what all
 quantised kernels share: requantisation (Requant) and integer conv/matmul arithmetic
 (IntArith). QuantizeLinear/DequantizeLinear are in quantize_linear.py, the com.microsoft
-QLinear* element ops in qlinear.py, softmax and table ops in qtable.py. The QDQ pass
+QLinear* element ops in qlinear.py, softmax and table ops in tables.py. The QDQ pass
 (aotc/passes/qdq.py) rewrites DequantizeLinear -> op -> QuantizeLinear into these kernels, so
 QDQ and QOperator models share one set of integer kernels.
 
@@ -80,7 +80,7 @@ class Requant:
         self.zp, self.lo, self.hi, self.mode, self.out = int(zero_point), lo, hi, mode, out
         self._tables: dict[int, tuple[Any, ...]] = {}
         # The largest |accumulator| of the kernel, where a DSP lowering proved one
-        # (conv_dsp.py, conv_depthwise.py): below 2^30 it may be doubled (aotc_q_requant_h).
+        # (dsp.py, depthwise_int.py): below 2^30 it may be doubled (aotc_q_requant_h).
         self.acc_bound: int | None = None
 
     def _per(self, kb: Any, name: str, values: np.ndarray, dt: DType, ch: Expr | None) -> Expr:
@@ -386,7 +386,7 @@ def _fold_bias(node: Node, kb: Any, arith: IntArith) -> None:
     if w is None or (len(kb.inputs) > 2 and kb.input_const(2) is None):
         return
     pb, pe = conv_pads(node, X.shape[2:], w.shape[2:])
-    # With padding the fold needs padding taps that read x_zp: conv_mve.py's column has them.
+    # With padding the fold needs padding taps that read x_zp: mve.py's column has them.
     arith.fold_bias(kb, w, kb.input_const(2) if len(kb.inputs) > 2 else None, 0, X.dtype,
                     fold_zp=not any(pb) and not any(pe) or mve_conv_ok(node, kb, arith))
 

@@ -193,7 +193,7 @@ class QLinearAdd(_Binary):
 
     def vector_expr(self, kb: Any, a: Expr, b: Expr, node: Node) -> Expr:
         """scalar_expr's tflite arithmetic on 4 int32 lanes of int8 values (Helium's fused
-        residual add, lower/mve.py): the same bytes."""
+        residual add, loops/mve.py): the same bytes."""
         assert mode_of(node) == "tflite"
         p = node.attrs["_p"]
         lo, hi = act_range(node, dtypes.int8)

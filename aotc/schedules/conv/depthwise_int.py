@@ -8,7 +8,7 @@ bias at compile time (CMSIS-NN's trick; a padded tap holds zp, whose share the f
 so it adds nothing, as in the generic kernel). The weights of a channel are loaded once, and
 its pixel loop is outlined (loop_ir.Outline), away from the kernel's other live values.
 With Helium (int8 on an "mve" target), a kernel row of taps is one VMLADAVA of two predicated
-vector loads, the row's inputs in the plane and its weights in W (lower/mve.py).
+vector loads, the row's inputs in the plane and its weights in W (loops/mve.py).
 The int32 sums wrap alike in any order: same bytes as the generic schedule.
 """
 

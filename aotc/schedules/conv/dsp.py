@@ -1,5 +1,5 @@
 """Integer convolution on cores with the DSP extension (board feature "dsp"): Conv.lower's
-schedule for int8 weights without a zero point, through lower/dsp.py's SMLAD tiles.
+schedule for int8 weights without a zero point, through loops/dsp.py's SMLAD tiles.
 
 Per group of output pixels (the conv.pixels knob), the activations a pixel reads are first
 gathered into a scratch column of int32 words, each the pair (x[c] - zp, x[c + 1] - zp) of two

@@ -1,6 +1,7 @@
-"""Convolution knobs: the generic tiled schedule (ops/conv_tiled.py) and the SIMD schedules of cores
-with the DSP extension (ops/conv_dsp.py, depthwise in ops/conv_depthwise.py) and Helium
-(ops/conv_mve.py)."""
+"""Convolution knobs: the generic tiled schedule (schedules/conv/tiled.py) and the SIMD schedules of
+cores
+with the DSP extension (schedules/conv/dsp.py, depthwise in schedules/conv/depthwise_int.py) and Helium
+(schedules/conv/mve.py)."""
 
 from aotc.schedules import Context, knob
 
@@ -130,7 +131,7 @@ def _float_depthwise(ctx: Context) -> str:
     # Measured on cortex-m4f (aotc bench, -Os), KWS's 3x3 depthwise convs on 25x5 maps, 4 of
     # them: tiled 1.01 M instructions, plane1 1.12 M, plane2 0.97 M, plane4 0.77 M (plane8:
     # the same code after gcc's CSE). Strided convs keep the generic schedule by default
-    # (ops/conv_depthwise_float.py), and so do rows of 12 or more outputs, whose tiled
+    # (schedules/conv/depthwise_float.py), and so do rows of 12 or more outputs, whose tiled
     # schedule takes 8 pixels per step from one VLDM per tap (VWW's 48-, 24-, 12-wide maps on
     # m4f: 12%, 12%, 11% fewer instructions than plane4). Without an FPU and on the host: not
     # measured, tiled.

@@ -1,4 +1,4 @@
-"""In place by line (--inplace-conv, aotc/memory/liveness.py conv_inplace_modes): a 2-D conv
+"""In place by line (--inplace-conv, aotc/steps/inplace.py conv_inplace_modes): a 2-D conv
 (batch 1, NCHW) that writes its output over its dead input through a ring of D output rows.
 
 The output is computed one *unit* at a time, in order: a depthwise conv's unit is one output

@@ -1,5 +1,5 @@
 """Integer convolution on cores with Helium (board feature "mve"): Conv.lower's schedule for
-int8 activations and int8 weights without a zero point, through lower/mve.py's dot products.
+int8 activations and int8 weights without a zero point, through loops/mve.py's dot products.
 
 Per group of output pixels (the conv.pixels knob), the int8 activations a pixel reads are first
 gathered into a scratch column (im2col) in the order of a weight row, (input channel, kernel
@@ -37,7 +37,7 @@ I32 = dtypes.int32
 
 def mve_conv_ok(node: Node, kb: Any, arith: Any) -> bool:
     """Whether Conv.lower takes this schedule (its tiled path, not in place), given that the
-    input zero point gets folded into the bias: quant.py folds it even with padding then."""
+    input zero point gets folded into the bias: conv_matmul.py folds it even with padding then."""
     mg = kb.outputs[0].shape[1] // node.attrs["group"]
     return (mve.usable(kb, kb.inputs[0].dtype, kb.input_const(1), arith)
             and node.attrs.get("_inplace") is None and mg >= 2

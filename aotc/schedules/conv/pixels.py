@@ -1,4 +1,4 @@
-"""The loop skeleton the column (im2col) conv schedules share (conv_dsp.py, conv_mve.py): output
+"""The loop skeleton the column (im2col) conv schedules share (dsp.py, mve.py): output
 pixels taken ``px`` at a time, each pixel's flat index decoded into its coordinates, kernel taps
 flattened, per-pixel accumulators of an output-channel tile started at 0 and written to the
 int32 ``sums`` scratch."""

@@ -1,4 +1,4 @@
-"""The generic conv schedule (any target, float and integer; ops/conv.py picks it): register
+"""The generic conv schedule (any target, float and integer; ops/nn/conv.py picks it): register
 tiles of conv.tile output channels x conv.tile_pixels output pixels. The tile's channels share
 each input load and its pixels share each weight load; every output still sums over (c, k...)
 in the plain loop's order (integer kernels: the same bytes; float: the same sums).

@@ -1,4 +1,4 @@
-"""Gemm / MatMul knobs (ops/gemm.py): the tiled dot product's column tile, generic and SIMD."""
+"""Gemm / MatMul knobs (ops/nn/gemm.py): the tiled dot product's column tile, generic and SIMD."""
 
 from aotc.schedules import Context, knob
 

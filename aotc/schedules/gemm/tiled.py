@@ -141,7 +141,7 @@ def tiled_dot_dsp(kb: Any, n_total: int, K: int, a_at: Callable[[Expr], Expr], w
                    store: Callable[[Expr, Expr], None], init: Callable[[Expr], Expr],
                    arith: Any, tile: int) -> None:
     """_tiled_dot for int8 weights on cores with the DSP extension: columns in tiles of
-    ``tile``, k two at a time; ``words`` holds each tile's weights as lower/dsp.py's
+    ``tile``, k two at a time; ``words`` holds each tile's weights as loops/dsp.py's
     pack_words of its [K, 1, tile] slice, tile after tile. Same int32 sums."""
     pairs = -(-K // 2)
 
@@ -169,7 +169,7 @@ def tiled_dot_mve(kb: Any, n_total: int, K: int, a_at: Callable[[Expr], Expr], w
                    tile: int) -> None:
     """_tiled_dot for int8 x int8 on cores with Helium (the input zero point folded into
     ``init``): columns in tiles of ``tile``, k 16 at a time; ``words`` holds column n's weights
-    as row n of lower/mve.py's pack_rows. Same int32 sums."""
+    as row n of loops/mve.py's pack_rows. Same int32 sums."""
     row = mve.padded(K)
 
     def block(n0: Expr, width: int) -> None:
