@@ -1,7 +1,6 @@
-"""Convolution knobs: the generic tiled schedule (schedules/conv/tiled.py) and the SIMD schedules of
-cores
-with the DSP extension (schedules/conv/dsp.py, depthwise in schedules/conv/depthwise_int.py) and Helium
-(schedules/conv/mve.py)."""
+"""Convolution knobs: the generic tiled schedule (schedules/conv/tiled.py) and the SIMD schedules
+of cores with the DSP extension (schedules/conv/dsp.py, depthwise in
+schedules/conv/depthwise_int.py) and Helium (schedules/conv/mve.py)."""
 
 from aotc.schedules import Context, knob
 
