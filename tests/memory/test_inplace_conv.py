@@ -16,7 +16,7 @@ from onnx import TensorProto, helper, numpy_helper
 import aotc
 from aotc.compiler import CompileOptions, compile_model
 from aotc.loops.builder import STACK_TEMP_MAX
-from aotc.memory.liveness import _writes_behind_reads
+from aotc.steps.inplace import _writes_behind_reads
 
 
 def dw_pw_chain(channels: list[int], hw: int, dw_stride: int = 1, batch: int = 1, seed: int = 0):

@@ -21,12 +21,13 @@ from aotc.compiler import CompileOptions, _pipeline, compile_model
 from aotc.frontend.onnx.importer import import_model
 from aotc.ir.graph import CHAIN, Graph
 from aotc.memory.buffers import check_no_overlap
-from aotc.memory.liveness import analyse, choose_inplace, conv_inplace_modes
+from aotc.memory.liveness import analyse, choose_inplace
 from aotc.memory.planner import plan
 from aotc.ops import resolve
 from aotc.passes import run_pipeline
 from aotc.passes.layout import permuted_views
 from aotc.passes.patches import graph_macs, split_stage, stage_chain
+from aotc.steps.inplace import conv_inplace_modes, inplace_temps
 from aotc.steps.schedule import make_schedule
 
 # (out channels, kernel, stride, dilation, pads [top, left, bottom, right], depthwise)
@@ -168,7 +169,8 @@ def test_patched_plans_keep_every_read_intact(case, inplace_conv, algorithm):
     # (fewer MACs is possible: a strided layer skips outputs of the one before it)
     assert graph_macs(pg) > 0
     s = make_schedule(pg)
-    modes = choose_inplace(s, {}, conv_inplace_modes(s)) if inplace_conv else {}
+    offered = conv_inplace_modes(s) if inplace_conv else {}
+    modes = choose_inplace(s, {}, offered, inplace_temps(s, offered)) if offered else {}
     live = analyse(s, {}, 4, True, False, modes)
     p = plan(live.reqs, algorithm)
     check_no_overlap(live.reqs, p)
