@@ -162,11 +162,14 @@ def _stmt(s: Stmt) -> tuple[Stmt, ...]:
     if isinstance(s, Block):
         return _scope(simplify_body(s.body))
     if isinstance(s, Store):
-        return (Store(s.buf, simplify_expr(s.index), simplify_expr(s.value)),)
+        index, value = simplify_expr(s.index), simplify_expr(s.value)
+        return (s if index is s.index and value is s.value else Store(s.buf, index, value),)
     if isinstance(s, Decl):
-        return (Decl(s.var, s.dtype, simplify_expr(s.init)),)
+        init = simplify_expr(s.init)
+        return (s if init is s.init else Decl(s.var, s.dtype, init),)
     if isinstance(s, Assign):
-        return (Assign(s.var, simplify_expr(s.value)),)
+        value = simplify_expr(s.value)
+        return (s if value is s.value else Assign(s.var, value),)
     if isinstance(s, DeclArray):
         return (s,)
     raise TypeError(s)
