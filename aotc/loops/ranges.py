@@ -32,7 +32,21 @@ from aotc.loops.simplify import simplify_body
 Interval = tuple[int, int]
 
 
-def interval(e: Expr, env: dict[str, Interval]) -> Interval | None:
+def interval(e: Expr, env: dict[str, Interval],
+             memo: dict[int, Interval | None] | None = None) -> Interval | None:
+    """The range of the integer expression ``e`` over ``env``'s variable ranges, or None.
+    ``memo``: id -> range of the sub-expressions already seen under this same env (the caller
+    keeps them alive), for walks that ask about every sub-expression of a tree."""
+    if memo is not None:
+        key = id(e)
+        if key not in memo:
+            memo[key] = _interval(e, env, memo)
+        return memo[key]
+    return _interval(e, env, None)
+
+
+def _interval(e: Expr, env: dict[str, Interval],
+              memo: dict[int, Interval | None] | None) -> Interval | None:
     if isinstance(e, Const):
         if e.dtype.is_float or e.dtype.name == "bool":
             return None
@@ -41,7 +55,7 @@ def interval(e: Expr, env: dict[str, Interval]) -> Interval | None:
         return env.get(e.name)
     if not isinstance(e, Bin) or e.dtype.is_float or e.dtype.name == "bool":
         return None
-    a, b = interval(e.a, env), interval(e.b, env)
+    a, b = interval(e.a, env, memo), interval(e.b, env, memo)
     if a is None or b is None:
         return None
     if e.op == "add":
@@ -220,10 +234,11 @@ def _narrow(cond: Expr, env: dict[str, Interval]) -> dict[str, Interval]:
 
 def _out_of_range(exprs: list[Expr], env: dict[str, Interval]) -> str | None:
     stack: list[object] = list(exprs)
+    memo: dict[int, Interval | None] = {}  # each sub-expression's range computed once
     while stack:
         e = stack.pop()
         if isinstance(e, Expr) and e.dtype == INDEX:
-            r = interval(e, env)
+            r = interval(e, env, memo)
             if r is not None and (r[0] < INT32_MIN or r[1] > INT32_MAX):
                 return f"an index reaches {r[1] if r[1] > INT32_MAX else r[0]}"
         stack.extend(children(e))
