@@ -99,41 +99,49 @@ def analyse(s: Schedule, scratch: dict[int, list[tuple[str, int]]], align: int =
         s.derived[key] = [BufferReq(r, size[r], align, first[r], last[r]) for r in order]
     own = list(s.derived[key])
     if inplace:
-        for st, out_root, candidates, roots in _inplace_candidates(s, io_in_arena):
-            if st.index in kernel_inplace:
+        by_index, steps = _inplace_candidates(s, io_in_arena)
+        if kernel_inplace:  # those steps too, in step order (their own rule comes first)
+            steps = sorted({*steps, *kernel_inplace})
+        for index in steps:
+            if index in kernel_inplace:
+                st = by_index[index][0]
                 xr, yr = s.root[st.node.inputs[0]], s.root[st.node.outputs[0]]
                 buf = alias.get(xr, xr)
-                assert last[buf] == st.index, "an in-place kernel's input must die at its step"
+                assert last[buf] == index, "an in-place kernel's input must die at its step"
                 alias[yr] = buf
                 last[buf] = max(last[buf], last[yr])
-                inplace_steps[st.index] = (xr, yr)
+                inplace_steps[index] = (xr, yr)
                 continue
+            _, out_root, candidates, roots = by_index[index]
             for r in candidates:
                 buf = alias.get(r, r)
-                if last[buf] != st.index:
+                if last[buf] != index:
                     continue
                 if any(alias.get(x, x) == buf for x in roots if x != r):
                     continue
                 alias[out_root] = buf
                 last[buf] = max(last[buf], last[out_root])
-                inplace_steps[st.index] = (r, out_root)
+                inplace_steps[index] = (r, out_root)
                 break
     # One request per buffer: its members (the roots written over each other in place) with
     # their own sizes and lifetimes, so the bytes above the live ones stay free for others.
     # An empty tensor (e.g. a Slice that selects nothing) still gets one placeholder byte.
+    # Every alias points at a root that is not aliased itself (the buffer's first member).
+    own_by_name = {r.name: r for r in own}
     members: dict[str, list[BufferReq]] = {}
-    for r in own:
-        members.setdefault(alias.get(r.name, r.name), []).append(r)
+    for y, b in alias.items():
+        members.setdefault(b, [own_by_name[b]]).append(own_by_name[y])
     # Merging is pure and the members are the schedule's cached requests (kept alive there,
     # so their ids are stable): choose_inplace's many trials merge the same groups again.
     merged = s.derived.setdefault(("merged", io_in_arena, align), {})
     reqs = []
-    for b in order:
+    for r in own:
+        b = r.name
         if b in alias:
             continue
-        group = members[b]
-        if len(group) == 1:
-            reqs.append(merged_req(b, group))
+        group = members.get(b)
+        if group is None:  # a buffer of one root: its own request
+            reqs.append(r)
             continue
         mkey = (b, *map(id, group))
         if mkey not in merged:
@@ -148,26 +156,27 @@ def analyse(s: Schedule, scratch: dict[int, list[tuple[str, int]]], align: int =
 
 
 def _inplace_candidates(s: Schedule, io_in_arena: bool
-                        ) -> list[tuple[Step, str, list[str], list[str]]]:
+                        ) -> tuple[dict[int, tuple[Step, str, list[str], list[str]]], list[int]]:
     """Per step, what analyse's in-place aliasing needs that does not depend on the aliasing
-    so far: (step, its one planned output's root, the roots it reads that could hold that
-    output (read once, same layout, planned, of the output's bytes), every root it reads).
-    The same for every analyse of a schedule, so computed once per schedule."""
+    so far: index -> (step, its one planned output's root, the roots it reads that could hold
+    that output (read once, same layout, planned, of the output's bytes), every root it
+    reads); and the indices of the steps with such candidates, in order. The same for every
+    analyse of a schedule, so computed once per schedule."""
     key = ("inplace_candidates", io_in_arena)
     if key in s.derived:
         return s.derived[key]  # type: ignore[no-any-return]
     g = s.graph
     planned = ("arena", "input", "output") if io_in_arena else ("arena",)
     _, last, writers, _, _ = _lifetimes(s, io_in_arena)
-    out: list[tuple[Step, str, list[str], list[str]]] = []
+    by_index: dict[int, tuple[Step, str, list[str], list[str]]] = {}
+    with_candidates: list[int] = []
     for st in s.steps:
+        by_index[st.index] = (st, "", [], [])
         outs = [o for o in st.node.outputs if o]
         if len(outs) != 1 or s.kind[s.root[outs[0]]] not in planned:
-            out.append((st, "", [], []))
             continue
         out_root = s.root[outs[0]]
         if writers.get(out_root, 0) > 1:  # an If result or a loop state: several writers
-            out.append((st, "", [], []))
             continue
         out_bytes = g.type(outs[0]).nbytes
         reads = s.reads(st.index)
@@ -175,9 +184,11 @@ def _inplace_candidates(s: Schedule, io_in_arena: bool
         candidates = [r for r, same in reads
                       if same and roots.count(r) == 1 and r in last
                       and g.type(r).nbytes == out_bytes]
-        out.append((st, out_root, candidates, roots))
-    s.derived[key] = out
-    return out
+        by_index[st.index] = (st, out_root, candidates, roots)
+        if candidates:
+            with_candidates.append(st.index)
+    s.derived[key] = (by_index, with_candidates)
+    return by_index, with_candidates
 
 
 def _lifetimes(s: Schedule, io_in_arena: bool

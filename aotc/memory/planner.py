@@ -63,21 +63,6 @@ def _lowest_fit(size: int, align: int, obstacles: Sequence[Interval], start: int
     return offset
 
 
-def _free_gaps(obstacles: Sequence[Interval], limit: int) -> list[Interval]:
-    """Free byte ranges in [0, limit) around the obstacles (sorted by lo)."""
-    gaps: list[Interval] = []
-    cursor = 0
-    for lo, hi in obstacles:
-        if cursor >= limit:
-            break
-        if lo > cursor:
-            gaps.append((cursor, min(lo, limit)))
-        cursor = max(cursor, hi)
-    if cursor < limit:
-        gaps.append((cursor, limit))
-    return gaps
-
-
 def _canonical(reqs: Iterable[BufferReq]) -> list[BufferReq]:
     """Validate requests and sort them by name, so results never depend on input order."""
     out = sorted(reqs, key=lambda r: r.name)
@@ -210,9 +195,21 @@ class _Solver:
         preferred: list[tuple[int, int]] = []  # (gap length, offset)
         other: list[tuple[int, int]] = []
         size, align = r.size, r.align
-        for lo, hi in _free_gaps(obstacles, target):
-            if hi - lo < size:  # too short at any alignment
-                continue
+        # The free byte ranges in [0, target) around the obstacles, of at least size bytes.
+        gaps: list[Interval] = []
+        cursor = 0
+        for lo, hi in obstacles:
+            if cursor >= target:
+                break
+            if lo > cursor:
+                top = lo if lo < target else target
+                if top - cursor >= size:
+                    gaps.append((cursor, top))
+            if hi > cursor:
+                cursor = hi
+        if target - cursor >= size:
+            gaps.append((cursor, target))
+        for lo, hi in gaps:
             low = -(-lo // align) * align
             high = (hi - size) // align * align
             if low + size > hi:
