@@ -327,40 +327,47 @@ class Kernel:
 
 
 # --------------------------------------------------------------------------- generic walkers
-def _map_load(e: Load, fn) -> Expr:  # type: ignore[no-untyped-def]
-    index = map_expr(e.index, fn)
+def _map_load(e: Load, fn, deep: bool = True) -> Expr:  # type: ignore[no-untyped-def]
+    index = map_expr(e.index, fn) if deep else fn(e.index)
     return e if index is e.index else Load(e.buf, index)
 
 
-def _map_bin(e: Bin, fn) -> Expr:  # type: ignore[no-untyped-def]
-    a, b = map_expr(e.a, fn), map_expr(e.b, fn)
+def _map_bin(e: Bin, fn, deep: bool = True) -> Expr:  # type: ignore[no-untyped-def]
+    if deep:
+        a, b = map_expr(e.a, fn), map_expr(e.b, fn)
+    else:
+        a, b = fn(e.a), fn(e.b)
     return e if a is e.a and b is e.b else Bin(e.op, a, b, e.dtype)
 
 
-def _map_un(e: Un, fn) -> Expr:  # type: ignore[no-untyped-def]
-    a = map_expr(e.a, fn)
+def _map_un(e: Un, fn, deep: bool = True) -> Expr:  # type: ignore[no-untyped-def]
+    a = map_expr(e.a, fn) if deep else fn(e.a)
     return e if a is e.a else Un(e.op, a, e.dtype)
 
 
-def _map_call(e: Call, fn) -> Expr:  # type: ignore[no-untyped-def]
-    args = tuple(map_expr(a, fn) for a in e.args)
+def _map_call(e: Call, fn, deep: bool = True) -> Expr:  # type: ignore[no-untyped-def]
+    args = tuple(map_expr(a, fn) if deep else fn(a) for a in e.args)
     if all(x is y for x, y in zip(args, e.args)):
         return e
     return Call(e.fn, args, e.dtype)
 
 
-def _map_select(e: Select, fn) -> Expr:  # type: ignore[no-untyped-def]
-    c, a, b = map_expr(e.cond, fn), map_expr(e.a, fn), map_expr(e.b, fn)
+def _map_select(e: Select, fn, deep: bool = True) -> Expr:  # type: ignore[no-untyped-def]
+    if deep:
+        c, a, b = map_expr(e.cond, fn), map_expr(e.a, fn), map_expr(e.b, fn)
+    else:
+        c, a, b = fn(e.cond), fn(e.a), fn(e.b)
     return e if c is e.cond and a is e.a and b is e.b else Select(c, a, b)
 
 
-def _map_cast(e: Cast, fn) -> Expr:  # type: ignore[no-untyped-def]
-    a = map_expr(e.a, fn)
+def _map_cast(e: Cast, fn, deep: bool = True) -> Expr:  # type: ignore[no-untyped-def]
+    a = map_expr(e.a, fn) if deep else fn(e.a)
     return e if a is e.a else Cast(a, e.dtype)
 
 
 # Dispatch on the exact node type (one dict look-up instead of an isinstance chain); leaves
-# (Const, Var) have no entry.
+# (Const, Var) have no entry. ``deep``: map the children with map_expr(child, fn) (fn applied
+# to every node below); else fn(child) (fn recurses itself, as substitute's does).
 _MAP_CHILDREN = {Load: _map_load, Bin: _map_bin, Un: _map_un, Call: _map_call,
                  Select: _map_select, Cast: _map_cast}
 
@@ -375,36 +382,38 @@ def map_expr(e: Expr, fn) -> Expr:  # type: ignore[no-untyped-def]
     return fn(e)
 
 
-def _map_exprs(body: tuple[Stmt, ...], fe) -> tuple[Stmt, ...]:  # type: ignore[no-untyped-def]
-    out = tuple(_map_stmt(s, fe) for s in body)
+def _map_exprs(body: tuple[Stmt, ...], fx) -> tuple[Stmt, ...]:  # type: ignore[no-untyped-def]
+    """``body`` with ``fx`` applied to each statement's own expressions (whole, not per
+    node); statements whose expressions come back unchanged are kept."""
+    out = tuple(_map_stmt(s, fx) for s in body)
     return body if all(x is y for x, y in zip(out, body)) else out
 
 
-def _map_stmt(s: Stmt, fe) -> Stmt:  # type: ignore[no-untyped-def]
+def _map_stmt(s: Stmt, fx) -> Stmt:  # type: ignore[no-untyped-def]
     t = type(s)
     if t is Store:
-        index, value = map_expr(s.index, fe), map_expr(s.value, fe)
+        index, value = fx(s.index), fx(s.value)
         return s if index is s.index and value is s.value else Store(s.buf, index, value)
     if t is Decl:
-        init = map_expr(s.init, fe)
+        init = fx(s.init)
         return s if init is s.init else Decl(s.var, s.dtype, init)
     if t is Assign:
-        value = map_expr(s.value, fe)
+        value = fx(s.value)
         return s if value is s.value else Assign(s.var, value)
     if t is Loop:
-        start, stop = map_expr(s.start, fe), map_expr(s.stop, fe)
-        body = _map_exprs(s.body, fe)
+        start, stop = fx(s.start), fx(s.stop)
+        body = _map_exprs(s.body, fx)
         if start is s.start and stop is s.stop and body is s.body:
             return s
         return Loop(s.var, start, stop, body, s.step, s.unroll_hint)
     if t is If:
-        cond, then, orelse = map_expr(s.cond, fe), _map_exprs(s.then, fe), \
-            _map_exprs(s.orelse, fe)
+        cond, then, orelse = fx(s.cond), _map_exprs(s.then, fx), \
+            _map_exprs(s.orelse, fx)
         if cond is s.cond and then is s.then and orelse is s.orelse:
             return s
         return If(cond, then, orelse)
     if isinstance(s, Block):
-        body = _map_exprs(s.body, fe)
+        body = _map_exprs(s.body, fx)
         return s if body is s.body else replace(s, body=body)
     if isinstance(s, DeclArray):
         return s
@@ -414,14 +423,30 @@ def _map_stmt(s: Stmt, fe) -> Stmt:  # type: ignore[no-untyped-def]
 def map_stmts(body: tuple[Stmt, ...], fe) -> tuple[Stmt, ...]:  # type: ignore[no-untyped-def]
     """Apply the expression rewrite ``fe`` to every expression inside ``body`` (statements
     whose expressions come back unchanged are kept, as in map_expr)."""
-    return _map_exprs(body, fe)
+    return _map_exprs(body, lambda e: map_expr(e, fe))
 
 
 def substitute(body: tuple[Stmt, ...], var: str, value: Expr) -> tuple[Stmt, ...]:
-    def fe(e: Expr) -> Expr:
-        return value if isinstance(e, Var) and e.name == var else e
+    """``body`` with every ``Var(var)`` replaced by ``value``. Each distinct sub-expression
+    object is rewritten once: unrolled copies share the subtrees that do not depend on their
+    variable (map_expr keeps unchanged nodes), so a body unrolled before holds many."""
+    memo: dict[int, tuple[Expr, Expr]] = {}  # id -> (the node, kept alive; its rewrite)
 
-    return map_stmts(body, fe)
+    def sub(e: Expr) -> Expr:
+        t = type(e)
+        if t is Var:
+            return value if e.name == var else e  # type: ignore[attr-defined]
+        if t is Const:
+            return e
+        hit = memo.get(id(e))
+        if hit is not None:
+            return hit[1]
+        rebuild = _MAP_CHILDREN.get(t)
+        out = e if rebuild is None else rebuild(e, sub, False)
+        memo[id(e)] = (e, out)
+        return out
+
+    return _map_exprs(body, sub)
 
 
 def used_buffers(body: tuple[Stmt, ...]) -> set[str]:

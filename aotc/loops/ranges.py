@@ -178,13 +178,14 @@ def index_overflow(k: Kernel) -> str | None:
     while work:
         body, env = work.pop()
         env = dict(env)
+        memo: dict[int, Interval | None] = {}  # ranges under env as it is (reset as it changes)
         for s in body:
             exprs: list[Expr] = []
             if isinstance(s, Loop):
                 exprs = [s.start, s.stop]
             elif isinstance(s, (Store, Decl, Assign, If)):
                 exprs = [x for x in children(s) if isinstance(x, Expr)]
-            bad = _out_of_range(exprs, env)
+            bad = _out_of_range(exprs, env, memo)
             if bad is not None:
                 return bad
             if isinstance(s, Loop):
@@ -195,6 +196,7 @@ def index_overflow(k: Kernel) -> str | None:
                     env[s.var] = r
                 else:
                     env.pop(s.var, None)
+                memo = {}
             elif isinstance(s, If):
                 work += [(s.then, _narrow(s.cond, env)), (s.orelse, env)]
             elif isinstance(s, Block):
@@ -232,9 +234,12 @@ def _narrow(cond: Expr, env: dict[str, Interval]) -> dict[str, Interval]:
     return env
 
 
-def _out_of_range(exprs: list[Expr], env: dict[str, Interval]) -> str | None:
+def _out_of_range(exprs: list[Expr], env: dict[str, Interval],
+                  memo: dict[int, Interval | None]) -> str | None:
+    """The first index sub-expression of ``exprs`` whose range leaves int32, described, or
+    None. ``memo``: the ranges already computed under ``env`` (shared subtrees, e.g. of
+    unrolled copies, are visited once)."""
     stack: list[object] = list(exprs)
-    memo: dict[int, Interval | None] = {}  # each sub-expression's range computed once
     while stack:
         e = stack.pop()
         if isinstance(e, Expr) and e.dtype == INDEX:
