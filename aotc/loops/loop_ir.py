@@ -327,52 +327,126 @@ class Kernel:
 
 
 # --------------------------------------------------------------------------- generic walkers
+def _map_load(e: Load, fn, deep: bool = True) -> Expr:  # type: ignore[no-untyped-def]
+    index = map_expr(e.index, fn) if deep else fn(e.index)
+    return e if index is e.index else Load(e.buf, index)
+
+
+def _map_bin(e: Bin, fn, deep: bool = True) -> Expr:  # type: ignore[no-untyped-def]
+    if deep:
+        a, b = map_expr(e.a, fn), map_expr(e.b, fn)
+    else:
+        a, b = fn(e.a), fn(e.b)
+    return e if a is e.a and b is e.b else Bin(e.op, a, b, e.dtype)
+
+
+def _map_un(e: Un, fn, deep: bool = True) -> Expr:  # type: ignore[no-untyped-def]
+    a = map_expr(e.a, fn) if deep else fn(e.a)
+    return e if a is e.a else Un(e.op, a, e.dtype)
+
+
+def _map_call(e: Call, fn, deep: bool = True) -> Expr:  # type: ignore[no-untyped-def]
+    args = tuple(map_expr(a, fn) if deep else fn(a) for a in e.args)
+    if all(x is y for x, y in zip(args, e.args)):
+        return e
+    return Call(e.fn, args, e.dtype)
+
+
+def _map_select(e: Select, fn, deep: bool = True) -> Expr:  # type: ignore[no-untyped-def]
+    if deep:
+        c, a, b = map_expr(e.cond, fn), map_expr(e.a, fn), map_expr(e.b, fn)
+    else:
+        c, a, b = fn(e.cond), fn(e.a), fn(e.b)
+    return e if c is e.cond and a is e.a and b is e.b else Select(c, a, b)
+
+
+def _map_cast(e: Cast, fn, deep: bool = True) -> Expr:  # type: ignore[no-untyped-def]
+    a = map_expr(e.a, fn) if deep else fn(e.a)
+    return e if a is e.a else Cast(a, e.dtype)
+
+
+# Dispatch on the exact node type (one dict look-up instead of an isinstance chain); leaves
+# (Const, Var) have no entry. ``deep``: map the children with map_expr(child, fn) (fn applied
+# to every node below); else fn(child) (fn recurses itself, as substitute's does).
+_MAP_CHILDREN = {Load: _map_load, Bin: _map_bin, Un: _map_un, Call: _map_call,
+                 Select: _map_select, Cast: _map_cast}
+
+
 def map_expr(e: Expr, fn) -> Expr:  # type: ignore[no-untyped-def]
-    """Rebuild ``e`` bottom-up, applying ``fn`` to every rebuilt node."""
-    if isinstance(e, Load):
-        e = Load(e.buf, map_expr(e.index, fn))
-    elif isinstance(e, Bin):
-        e = Bin(e.op, map_expr(e.a, fn), map_expr(e.b, fn), e.dtype)
-    elif isinstance(e, Un):
-        e = Un(e.op, map_expr(e.a, fn), e.dtype)
-    elif isinstance(e, Call):
-        e = Call(e.fn, tuple(map_expr(a, fn) for a in e.args), e.dtype)
-    elif isinstance(e, Select):
-        e = Select(map_expr(e.cond, fn), map_expr(e.a, fn), map_expr(e.b, fn))
-    elif isinstance(e, Cast):
-        e = Cast(map_expr(e.a, fn), e.dtype)
+    """Rebuild ``e`` bottom-up, applying ``fn`` to every rebuilt node. A node whose children
+    come back unchanged (the same objects) is kept rather than rebuilt: nodes are immutable, so
+    the result is equal either way, and unchanged subtrees cost no allocation."""
+    rebuild = _MAP_CHILDREN.get(type(e))
+    if rebuild is not None:
+        e = rebuild(e, fn)
     return fn(e)
 
 
-def map_stmts(body: tuple[Stmt, ...], fe) -> tuple[Stmt, ...]:  # type: ignore[no-untyped-def]
-    """Apply the expression rewrite ``fe`` to every expression inside ``body``."""
+def _map_exprs(body: tuple[Stmt, ...], fx) -> tuple[Stmt, ...]:  # type: ignore[no-untyped-def]
+    """``body`` with ``fx`` applied to each statement's own expressions (whole, not per
+    node); statements whose expressions come back unchanged are kept."""
+    out = tuple(_map_stmt(s, fx) for s in body)
+    return body if all(x is y for x, y in zip(out, body)) else out
 
-    def one(s: Stmt) -> Stmt:
-        if isinstance(s, Loop):
-            return Loop(s.var, map_expr(s.start, fe), map_expr(s.stop, fe),
-                        map_stmts(s.body, fe), s.step, s.unroll_hint)
-        if isinstance(s, Store):
-            return Store(s.buf, map_expr(s.index, fe), map_expr(s.value, fe))
-        if isinstance(s, Decl):
-            return Decl(s.var, s.dtype, map_expr(s.init, fe))
-        if isinstance(s, Assign):
-            return Assign(s.var, map_expr(s.value, fe))
-        if isinstance(s, If):
-            return If(map_expr(s.cond, fe), map_stmts(s.then, fe), map_stmts(s.orelse, fe))
-        if isinstance(s, Block):
-            return replace(s, body=map_stmts(s.body, fe))
-        if isinstance(s, DeclArray):
+
+def _map_stmt(s: Stmt, fx) -> Stmt:  # type: ignore[no-untyped-def]
+    t = type(s)
+    if t is Store:
+        index, value = fx(s.index), fx(s.value)
+        return s if index is s.index and value is s.value else Store(s.buf, index, value)
+    if t is Decl:
+        init = fx(s.init)
+        return s if init is s.init else Decl(s.var, s.dtype, init)
+    if t is Assign:
+        value = fx(s.value)
+        return s if value is s.value else Assign(s.var, value)
+    if t is Loop:
+        start, stop = fx(s.start), fx(s.stop)
+        body = _map_exprs(s.body, fx)
+        if start is s.start and stop is s.stop and body is s.body:
             return s
-        raise TypeError(s)
+        return Loop(s.var, start, stop, body, s.step, s.unroll_hint)
+    if t is If:
+        cond, then, orelse = fx(s.cond), _map_exprs(s.then, fx), \
+            _map_exprs(s.orelse, fx)
+        if cond is s.cond and then is s.then and orelse is s.orelse:
+            return s
+        return If(cond, then, orelse)
+    if isinstance(s, Block):
+        body = _map_exprs(s.body, fx)
+        return s if body is s.body else replace(s, body=body)
+    if isinstance(s, DeclArray):
+        return s
+    raise TypeError(s)
 
-    return tuple(one(s) for s in body)
+
+def map_stmts(body: tuple[Stmt, ...], fe) -> tuple[Stmt, ...]:  # type: ignore[no-untyped-def]
+    """Apply the expression rewrite ``fe`` to every expression inside ``body`` (statements
+    whose expressions come back unchanged are kept, as in map_expr)."""
+    return _map_exprs(body, lambda e: map_expr(e, fe))
 
 
 def substitute(body: tuple[Stmt, ...], var: str, value: Expr) -> tuple[Stmt, ...]:
-    def fe(e: Expr) -> Expr:
-        return value if isinstance(e, Var) and e.name == var else e
+    """``body`` with every ``Var(var)`` replaced by ``value``. Each distinct sub-expression
+    object is rewritten once: unrolled copies share the subtrees that do not depend on their
+    variable (map_expr keeps unchanged nodes), so a body unrolled before holds many."""
+    memo: dict[int, tuple[Expr, Expr]] = {}  # id -> (the node, kept alive; its rewrite)
 
-    return map_stmts(body, fe)
+    def sub(e: Expr) -> Expr:
+        t = type(e)
+        if t is Var:
+            return value if e.name == var else e  # type: ignore[attr-defined]
+        if t is Const:
+            return e
+        hit = memo.get(id(e))
+        if hit is not None:
+            return hit[1]
+        rebuild = _MAP_CHILDREN.get(t)
+        out = e if rebuild is None else rebuild(e, sub, False)
+        memo[id(e)] = (e, out)
+        return out
+
+    return _map_exprs(body, sub)
 
 
 def used_buffers(body: tuple[Stmt, ...]) -> set[str]:
@@ -401,26 +475,26 @@ def used_buffers(body: tuple[Stmt, ...]) -> set[str]:
     return used
 
 
+_CHILDREN = {
+    Load: lambda x: (x.index,),
+    Bin: lambda x: (x.a, x.b),
+    Select: lambda x: (x.cond, x.a, x.b),
+    Un: lambda x: (x.a,),
+    Cast: lambda x: (x.a,),
+    Call: lambda x: x.args,
+    Loop: lambda x: (x.start, x.stop, *x.body),
+    Store: lambda x: (x.index, x.value),
+    Decl: lambda x: (x.init,),
+    Assign: lambda x: (x.value,),
+    If: lambda x: (x.cond, *x.then, *x.orelse),
+}
+
+
 def children(x: object) -> tuple[object, ...]:
     """The sub-expressions and sub-statements of an IR node, for iterative walks."""
-    if isinstance(x, Load):
-        return (x.index,)
-    if isinstance(x, (Bin, Select)):
-        return (x.cond, x.a, x.b) if isinstance(x, Select) else (x.a, x.b)
-    if isinstance(x, (Un, Cast)):
-        return (x.a,)
-    if isinstance(x, Call):
-        return x.args
-    if isinstance(x, Loop):
-        return (x.start, x.stop, *x.body)
-    if isinstance(x, Store):
-        return (x.index, x.value)
-    if isinstance(x, Decl):
-        return (x.init,)
-    if isinstance(x, Assign):
-        return (x.value,)
-    if isinstance(x, If):
-        return (x.cond, *x.then, *x.orelse)
+    get = _CHILDREN.get(type(x))
+    if get is not None:
+        return get(x)  # type: ignore[no-any-return]
     if isinstance(x, Block):
         return x.body
     return ()
@@ -432,17 +506,24 @@ def referenced_names(nodes: tuple[object, ...]) -> set[str]:
     limit."""
     names: set[str] = set()
     stack = list(nodes)
+    pop, extend, add, get = stack.pop, stack.extend, names.add, _CHILDREN.get
     while stack:
-        x = stack.pop()
-        if isinstance(x, Var):
-            names.add(x.name)
-        elif isinstance(x, Load):
-            names.add(x.buf.name)
-        elif isinstance(x, Store):
-            names.add(x.buf.name)
-        elif isinstance(x, Assign):
-            names.add(x.var)
-        stack.extend(children(x))
+        x = pop()
+        t = type(x)
+        if t is Var:
+            add(x.name)  # type: ignore[attr-defined]
+            continue
+        if t is Const:
+            continue
+        if t is Load or t is Store:
+            add(x.buf.name)  # type: ignore[attr-defined]
+        elif t is Assign:
+            add(x.var)  # type: ignore[attr-defined]
+        kids = get(t)
+        if kids is not None:
+            extend(kids(x))
+        elif isinstance(x, Block):
+            extend(x.body)
     return names
 
 

@@ -32,7 +32,21 @@ from aotc.loops.simplify import simplify_body
 Interval = tuple[int, int]
 
 
-def interval(e: Expr, env: dict[str, Interval]) -> Interval | None:
+def interval(e: Expr, env: dict[str, Interval],
+             memo: dict[int, Interval | None] | None = None) -> Interval | None:
+    """The range of the integer expression ``e`` over ``env``'s variable ranges, or None.
+    ``memo``: id -> range of the sub-expressions already seen under this same env (the caller
+    keeps them alive), for walks that ask about every sub-expression of a tree."""
+    if memo is not None:
+        key = id(e)
+        if key not in memo:
+            memo[key] = _interval(e, env, memo)
+        return memo[key]
+    return _interval(e, env, None)
+
+
+def _interval(e: Expr, env: dict[str, Interval],
+              memo: dict[int, Interval | None] | None) -> Interval | None:
     if isinstance(e, Const):
         if e.dtype.is_float or e.dtype.name == "bool":
             return None
@@ -41,7 +55,7 @@ def interval(e: Expr, env: dict[str, Interval]) -> Interval | None:
         return env.get(e.name)
     if not isinstance(e, Bin) or e.dtype.is_float or e.dtype.name == "bool":
         return None
-    a, b = interval(e.a, env), interval(e.b, env)
+    a, b = interval(e.a, env, memo), interval(e.b, env, memo)
     if a is None or b is None:
         return None
     if e.op == "add":
@@ -164,13 +178,14 @@ def index_overflow(k: Kernel) -> str | None:
     while work:
         body, env = work.pop()
         env = dict(env)
+        memo: dict[int, Interval | None] = {}  # ranges under env as it is (reset as it changes)
         for s in body:
             exprs: list[Expr] = []
             if isinstance(s, Loop):
                 exprs = [s.start, s.stop]
             elif isinstance(s, (Store, Decl, Assign, If)):
                 exprs = [x for x in children(s) if isinstance(x, Expr)]
-            bad = _out_of_range(exprs, env)
+            bad = _out_of_range(exprs, env, memo)
             if bad is not None:
                 return bad
             if isinstance(s, Loop):
@@ -181,6 +196,7 @@ def index_overflow(k: Kernel) -> str | None:
                     env[s.var] = r
                 else:
                     env.pop(s.var, None)
+                memo = {}
             elif isinstance(s, If):
                 work += [(s.then, _narrow(s.cond, env)), (s.orelse, env)]
             elif isinstance(s, Block):
@@ -218,12 +234,16 @@ def _narrow(cond: Expr, env: dict[str, Interval]) -> dict[str, Interval]:
     return env
 
 
-def _out_of_range(exprs: list[Expr], env: dict[str, Interval]) -> str | None:
+def _out_of_range(exprs: list[Expr], env: dict[str, Interval],
+                  memo: dict[int, Interval | None]) -> str | None:
+    """The first index sub-expression of ``exprs`` whose range leaves int32, described, or
+    None. ``memo``: the ranges already computed under ``env`` (shared subtrees, e.g. of
+    unrolled copies, are visited once)."""
     stack: list[object] = list(exprs)
     while stack:
         e = stack.pop()
         if isinstance(e, Expr) and e.dtype == INDEX:
-            r = interval(e, env)
+            r = interval(e, env, memo)
             if r is not None and (r[0] < INT32_MIN or r[1] > INT32_MAX):
                 return f"an index reaches {r[1] if r[1] > INT32_MAX else r[0]}"
         stack.extend(children(e))

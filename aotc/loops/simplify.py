@@ -16,16 +16,22 @@ from aotc.loops.loop_ir import (
     Assign,
     Bin,
     Block,
+    Call,
+    Cast,
     Const,
     Decl,
     DeclArray,
     Expr,
     If,
     Kernel,
+    Load,
     Loop,
     Outline,
+    Select,
     Stmt,
     Store,
+    Un,
+    Var,
     drop_dead_bindings,
     map_expr,
     substitute,
@@ -124,8 +130,53 @@ def _rule(e: Expr) -> Expr:
     return e
 
 
-def simplify_expr(e: Expr) -> Expr:
-    return map_expr(e, _rule)
+# id(expression) -> (the expression, kept alive so its id stays its own; its simplified form)
+Memo = dict[int, tuple[Expr, Expr]]
+
+
+def simplify_expr(e: Expr, memo: Memo | None = None) -> Expr:
+    """``e`` with the rules applied bottom-up. ``memo`` remembers the result of every
+    sub-expression: unrolled copies share the subtrees that do not depend on the unrolled
+    variable (map_expr keeps unchanged nodes), and each is simplified once per body."""
+    if memo is None:
+        return map_expr(e, _rule)
+    return _simplify(e, memo)
+
+
+def _simplify(e: Expr, memo: Memo) -> Expr:
+    t = type(e)
+    if t is Const or t is Var:
+        return e
+    hit = memo.get(id(e))
+    if hit is not None:
+        return hit[1]
+    out: Expr = e
+    if t is Bin:
+        a, b = _simplify(e.a, memo), _simplify(e.b, memo)  # type: ignore[attr-defined]
+        if a is not e.a or b is not e.b:  # type: ignore[attr-defined]
+            out = Bin(e.op, a, b, e.dtype)  # type: ignore[attr-defined]
+        out = _rule(out)
+    elif t is Load:
+        index = _simplify(e.index, memo)  # type: ignore[attr-defined]
+        if index is not e.index:  # type: ignore[attr-defined]
+            out = Load(e.buf, index)  # type: ignore[attr-defined]
+    elif t is Cast or t is Un:
+        a = _simplify(e.a, memo)  # type: ignore[attr-defined]
+        if a is not e.a:  # type: ignore[attr-defined]
+            out = Cast(a, e.dtype) if t is Cast else Un(e.op, a, e.dtype)  # type: ignore
+    elif t is Select:
+        c, a, b = (_simplify(e.cond, memo), _simplify(e.a, memo),  # type: ignore[attr-defined]
+                   _simplify(e.b, memo))  # type: ignore[attr-defined]
+        if c is not e.cond or a is not e.a or b is not e.b:  # type: ignore[attr-defined]
+            out = Select(c, a, b)
+    elif t is Call:
+        args = tuple(_simplify(x, memo) for x in e.args)  # type: ignore[attr-defined]
+        if any(x is not y for x, y in zip(args, e.args)):  # type: ignore[attr-defined]
+            out = Call(e.fn, args, e.dtype)  # type: ignore[attr-defined]
+    else:
+        out = map_expr(e, _rule)  # a node kind this walker does not know: the generic one
+    memo[id(e)] = (e, out)
+    return out
 
 
 def _declares(body: tuple[Stmt, ...]) -> bool:
@@ -138,44 +189,51 @@ def _scope(body: tuple[Stmt, ...]) -> tuple[Stmt, ...]:
     return (Block(body),) if _declares(body) else body
 
 
-def _stmt(s: Stmt) -> tuple[Stmt, ...]:
+def _stmt(s: Stmt, memo: Memo) -> tuple[Stmt, ...]:
     if isinstance(s, Loop):
-        start, stop = simplify_expr(s.start), simplify_expr(s.stop)
+        start, stop = simplify_expr(s.start, memo), simplify_expr(s.stop, memo)
         if isinstance(start, Const) and isinstance(stop, Const) and s.step == 1:
             if stop.value <= start.value:
                 return ()  # runs zero times
             if stop.value - start.value == 1:  # runs once: the body with the variable bound
-                return _scope(simplify_body(substitute(s.body, s.var, start)))
-        body = simplify_body(s.body)
+                return _scope(simplify_body(substitute(s.body, s.var, start), memo))
+        body = simplify_body(s.body, memo)
         return (Loop(s.var, start, stop, body, s.step, s.unroll_hint),) if body else ()
     if isinstance(s, If):
-        cond = simplify_expr(s.cond)
+        cond = simplify_expr(s.cond, memo)
         if isinstance(cond, Const):
-            return _scope(simplify_body(s.then if cond.value else s.orelse))
-        then, orelse = simplify_body(s.then), simplify_body(s.orelse)
+            return _scope(simplify_body(s.then if cond.value else s.orelse, memo))
+        then, orelse = simplify_body(s.then, memo), simplify_body(s.orelse, memo)
         if not then and not orelse:
             return ()
         return (If(cond, then, orelse),)
     if isinstance(s, Outline):
-        body = simplify_body(s.body)
+        body = simplify_body(s.body, memo)
         return (Outline(body, s.opaque),) if body else ()
     if isinstance(s, Block):
-        return _scope(simplify_body(s.body))
+        return _scope(simplify_body(s.body, memo))
     if isinstance(s, Store):
-        return (Store(s.buf, simplify_expr(s.index), simplify_expr(s.value)),)
+        index, value = simplify_expr(s.index, memo), simplify_expr(s.value, memo)
+        return (s if index is s.index and value is s.value else Store(s.buf, index, value),)
     if isinstance(s, Decl):
-        return (Decl(s.var, s.dtype, simplify_expr(s.init)),)
+        init = simplify_expr(s.init, memo)
+        return (s if init is s.init else Decl(s.var, s.dtype, init),)
     if isinstance(s, Assign):
-        return (Assign(s.var, simplify_expr(s.value)),)
+        value = simplify_expr(s.value, memo)
+        return (s if value is s.value else Assign(s.var, value),)
     if isinstance(s, DeclArray):
         return (s,)
     raise TypeError(s)
 
 
-def simplify_body(body: tuple[Stmt, ...]) -> tuple[Stmt, ...]:
+def simplify_body(body: tuple[Stmt, ...], memo: Memo | None = None) -> tuple[Stmt, ...]:
+    """``body`` simplified (see the module docstring); ``memo``: the simplify_expr memo of an
+    enclosing call, so nested scopes share it (a new one otherwise)."""
+    if memo is None:
+        memo = {}
     out: list[Stmt] = []
     for s in body:
-        out.extend(_stmt(s))
+        out.extend(_stmt(s, memo))
     return drop_dead_bindings(tuple(out))
 
 

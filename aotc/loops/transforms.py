@@ -25,6 +25,7 @@ from aotc.loops.loop_ir import (
     Store,
     Var,
     bmin,
+    children,
     map_expr,
     map_stmts,
     substitute,
@@ -250,30 +251,16 @@ def _scalarize_children(s: Stmt) -> Stmt:
 
 
 def _const_accesses(body: tuple[Stmt, ...], name: str) -> bool:
-    ok = True
-
-    def fe(e: Expr) -> Expr:
-        nonlocal ok
-        if isinstance(e, Load) and e.buf.name == name and not isinstance(e.index, Const):
-            ok = False
-        return e
-
-    def walk(b: tuple[Stmt, ...]) -> None:
-        nonlocal ok
-        for s in b:
-            if isinstance(s, Store) and s.buf.name == name and not isinstance(s.index, Const):
-                ok = False
-            if isinstance(s, Loop):
-                walk(s.body)
-            elif isinstance(s, Block):
-                walk(s.body)
-            elif isinstance(s, If):
-                walk(s.then)
-                walk(s.orelse)
-
-    map_stmts(body, fe)
-    walk(body)
-    return ok
+    """Whether every Load and Store of buffer ``name`` in ``body`` has a constant index."""
+    stack: list[object] = list(body)
+    while stack:
+        x = stack.pop()
+        t = type(x)
+        if (t is Load or t is Store) and x.buf.name == name \
+                and not isinstance(x.index, Const):  # type: ignore[attr-defined]
+            return False
+        stack.extend(children(x))
+    return True
 
 
 def _replace_array(body: tuple[Stmt, ...], decl: DeclArray) -> tuple[Stmt, ...]:

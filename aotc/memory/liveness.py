@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from aotc.memory.buffers import BufferReq, Plan, expand_plan, lower_bound, merged_req
-from aotc.steps.schedule import Schedule
+from aotc.steps.schedule import Schedule, Step
 
 
 @dataclass
@@ -55,11 +55,12 @@ class Bounds:
 def choose_inplace(s: Schedule, scratch: dict[int, list[tuple[str, int]]],
                    modes: Mapping[int, str], temps: Mapping[int, int],
                    io_in_arena: bool = False) -> dict[int, str]:
-    """The in-place convs worth having, among ``modes`` (step -> mode, each needing ``temps[step]``
-    bytes of arena temporary; aotc/steps/inplace.py offers them). Writing over the input merges two
-    buffers into one of the larger size over both lifetimes, which can raise the peak elsewhere (a
-    1x1 conv that widens its input). Greedy, widest step first: keep a step when the liveness bound
-    of the merged buffers, temporaries included, does not grow."""
+    """The in-place convs worth having, among ``modes`` (step -> mode, each needing
+    ``temps[step]`` bytes of arena temporary; aotc/steps/inplace.py offers them). Writing over
+    the input merges two buffers into one of the larger size over both lifetimes, which can
+    raise the peak elsewhere (a 1x1 conv that widens its input). Greedy, widest step first:
+    keep a step when the liveness bound of the merged buffers, temporaries included, does not
+    grow."""
 
     def bound(chosen: Mapping[int, str]) -> int:
         extra = dict(scratch)
@@ -89,10 +90,7 @@ def analyse(s: Schedule, scratch: dict[int, list[tuple[str, int]]], align: int =
     their last read) and outputs (from their producer to the last step) are arena buffers too,
     and may take part in in-place aliasing like any activation. kernel_inplace: the steps
     lowered to write output 0 over input 0 (conv_inplace_modes), aliased unconditionally."""
-    g = s.graph
-    planned = ("arena", "input", "output") if io_in_arena else ("arena",)
-    step_reads = [s.reads(st.index) for st in s.steps]
-    first, last_, writers, size, order = _lifetimes(s, io_in_arena)
+    first, last_, _, size, order = _lifetimes(s, io_in_arena)
     last = dict(last_)  # in-place aliasing below extends some
     alias: dict[str, str] = {}
     inplace_steps: dict[int, tuple[str, str]] = {}
@@ -101,49 +99,96 @@ def analyse(s: Schedule, scratch: dict[int, list[tuple[str, int]]], align: int =
         s.derived[key] = [BufferReq(r, size[r], align, first[r], last[r]) for r in order]
     own = list(s.derived[key])
     if inplace:
-        for st in s.steps:
-            if st.index in kernel_inplace:
+        by_index, steps = _inplace_candidates(s, io_in_arena)
+        if kernel_inplace:  # those steps too, in step order (their own rule comes first)
+            steps = sorted({*steps, *kernel_inplace})
+        for index in steps:
+            if index in kernel_inplace:
+                st = by_index[index][0]
                 xr, yr = s.root[st.node.inputs[0]], s.root[st.node.outputs[0]]
                 buf = alias.get(xr, xr)
-                assert last[buf] == st.index, "an in-place kernel's input must die at its step"
+                assert last[buf] == index, "an in-place kernel's input must die at its step"
                 alias[yr] = buf
                 last[buf] = max(last[buf], last[yr])
-                inplace_steps[st.index] = (xr, yr)
+                inplace_steps[index] = (xr, yr)
                 continue
-            outs = [o for o in st.node.outputs if o]
-            if len(outs) != 1 or s.kind[s.root[outs[0]]] not in planned:
-                continue
-            out_root = s.root[outs[0]]
-            if writers.get(out_root, 0) > 1:  # an If result or a loop state: several writers
-                continue
-            out_bytes = g.type(outs[0]).nbytes
-            reads = step_reads[st.index]
-            roots = [r for r, _ in reads]
-            for r, same in reads:
+            _, out_root, candidates, roots = by_index[index]
+            for r in candidates:
                 buf = alias.get(r, r)
-                if not same or roots.count(r) != 1 or r not in last:
-                    continue
-                if last[buf] != st.index or g.type(r).nbytes != out_bytes:
+                if last[buf] != index:
                     continue
                 if any(alias.get(x, x) == buf for x in roots if x != r):
                     continue
                 alias[out_root] = buf
                 last[buf] = max(last[buf], last[out_root])
-                inplace_steps[st.index] = (r, out_root)
+                inplace_steps[index] = (r, out_root)
                 break
     # One request per buffer: its members (the roots written over each other in place) with
     # their own sizes and lifetimes, so the bytes above the live ones stay free for others.
     # An empty tensor (e.g. a Slice that selects nothing) still gets one placeholder byte.
+    # Every alias points at a root that is not aliased itself (the buffer's first member).
+    own_by_name = {r.name: r for r in own}
     members: dict[str, list[BufferReq]] = {}
+    for y, b in alias.items():
+        members.setdefault(b, [own_by_name[b]]).append(own_by_name[y])
+    # Merging is pure and the members are the schedule's cached requests (kept alive there,
+    # so their ids are stable): choose_inplace's many trials merge the same groups again.
+    merged = s.derived.setdefault(("merged", io_in_arena, align), {})
+    reqs = []
     for r in own:
-        members.setdefault(alias.get(r.name, r.name), []).append(r)
-    reqs = [merged_req(b, members[b]) for b in order if b not in alias]
+        b = r.name
+        if b in alias:
+            continue
+        group = members.get(b)
+        if group is None:  # a buffer of one root: its own request
+            reqs.append(r)
+            continue
+        mkey = (b, *map(id, group))
+        if mkey not in merged:
+            merged[mkey] = merged_req(b, group)
+        reqs.append(merged[mkey])
     for idx in sorted(scratch):
         for name, nbytes in scratch[idx]:
             reqs.append(BufferReq(name, nbytes, align, idx, idx))
             own.append(reqs[-1])
     modes = {i: m for i, m in kernel_inplace.items() if i in inplace_steps}
     return Liveness(reqs, alias, inplace_steps, modes, own)
+
+
+def _inplace_candidates(s: Schedule, io_in_arena: bool
+                        ) -> tuple[dict[int, tuple[Step, str, list[str], list[str]]], list[int]]:
+    """Per step, what analyse's in-place aliasing needs that does not depend on the aliasing
+    so far: index -> (step, its one planned output's root, the roots it reads that could hold
+    that output (read once, same layout, planned, of the output's bytes), every root it
+    reads); and the indices of the steps with such candidates, in order. The same for every
+    analyse of a schedule, so computed once per schedule."""
+    key = ("inplace_candidates", io_in_arena)
+    if key in s.derived:
+        return s.derived[key]  # type: ignore[no-any-return]
+    g = s.graph
+    planned = ("arena", "input", "output") if io_in_arena else ("arena",)
+    _, last, writers, _, _ = _lifetimes(s, io_in_arena)
+    by_index: dict[int, tuple[Step, str, list[str], list[str]]] = {}
+    with_candidates: list[int] = []
+    for st in s.steps:
+        by_index[st.index] = (st, "", [], [])
+        outs = [o for o in st.node.outputs if o]
+        if len(outs) != 1 or s.kind[s.root[outs[0]]] not in planned:
+            continue
+        out_root = s.root[outs[0]]
+        if writers.get(out_root, 0) > 1:  # an If result or a loop state: several writers
+            continue
+        out_bytes = g.type(outs[0]).nbytes
+        reads = s.reads(st.index)
+        roots = [r for r, _ in reads]
+        candidates = [r for r, same in reads
+                      if same and roots.count(r) == 1 and r in last
+                      and g.type(r).nbytes == out_bytes]
+        by_index[st.index] = (st, out_root, candidates, roots)
+        if candidates:
+            with_candidates.append(st.index)
+    s.derived[key] = (by_index, with_candidates)
+    return by_index, with_candidates
 
 
 def _lifetimes(s: Schedule, io_in_arena: bool

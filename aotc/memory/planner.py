@@ -63,21 +63,6 @@ def _lowest_fit(size: int, align: int, obstacles: Sequence[Interval], start: int
     return offset
 
 
-def _free_gaps(obstacles: Sequence[Interval], limit: int) -> list[Interval]:
-    """Free byte ranges in [0, limit) around the obstacles (sorted by lo)."""
-    gaps: list[Interval] = []
-    cursor = 0
-    for lo, hi in obstacles:
-        if cursor >= limit:
-            break
-        if lo > cursor:
-            gaps.append((cursor, min(lo, limit)))
-        cursor = max(cursor, hi)
-    if cursor < limit:
-        gaps.append((cursor, limit))
-    return gaps
-
-
 def _canonical(reqs: Iterable[BufferReq]) -> list[BufferReq]:
     """Validate requests and sort them by name, so results never depend on input order."""
     out = sorted(reqs, key=lambda r: r.name)
@@ -146,13 +131,21 @@ class _Solver:
         a, b = self.reqs[k], self.reqs[i]
         return a.bytes_during(b.first, b.last) if a.profile else a.size
 
+    @cached_property
+    def neighbours(self) -> list[list[tuple[int, int, int]]]:
+        """For each buffer i, (k, held(k, i), last step of k) for every k in conflicts[i]:
+        computed once, as the placement loops below ask for them over and over."""
+        reqs = self.reqs
+        return [[(k, self.held(k, i), reqs[k].last) for k in ks]
+                for i, ks in enumerate(self.conflicts)]
+
     def obstacles(self, i: int, placed: Sequence[int | None]) -> list[Interval]:
         """Byte ranges of placed buffers whose lifetimes meet buffer i, sorted by offset."""
         out = []
-        for k in self.conflicts[i]:
+        for k, held, _ in self.neighbours[i]:
             off = placed[k]
             if off is not None:
-                out.append((off, off + self.held(k, i)))
+                out.append((off, off + held))
         out.sort()
         return out
 
@@ -185,22 +178,41 @@ class _Solver:
         freed_below: dict[int, int] = {0: self.forever}
         freed_above: dict[int, int] = {target: self.forever}
         obstacles: list[Interval] = []
-        for k in self.conflicts[i]:
+        for k, held, last in self.neighbours[i]:
             off = placed[k]
             if off is None:
                 continue
-            end = off + self.held(k, i)
-            last = self.reqs[k].last
+            end = off + held
             obstacles.append((off, end))
-            freed_below[end] = max(freed_below.get(end, last), last)
-            freed_above[off] = max(freed_above.get(off, last), last)
+            # The later of the last steps of the buffers ending / starting there.
+            below = freed_below.get(end)
+            if below is None or below < last:
+                freed_below[end] = last
+            above = freed_above.get(off)
+            if above is None or above < last:
+                freed_above[off] = last
         obstacles.sort()
         preferred: list[tuple[int, int]] = []  # (gap length, offset)
         other: list[tuple[int, int]] = []
-        for lo, hi in _free_gaps(obstacles, target):
-            low = _align_up(lo, r.align)
-            high = _align_down(hi - r.size, r.align)
-            if low + r.size > hi:
+        size, align = r.size, r.align
+        # The free byte ranges in [0, target) around the obstacles, of at least size bytes.
+        gaps: list[Interval] = []
+        cursor = 0
+        for lo, hi in obstacles:
+            if cursor >= target:
+                break
+            if lo > cursor:
+                top = lo if lo < target else target
+                if top - cursor >= size:
+                    gaps.append((cursor, top))
+            if hi > cursor:
+                cursor = hi
+        if target - cursor >= size:
+            gaps.append((cursor, target))
+        for lo, hi in gaps:
+            low = -(-lo // align) * align
+            high = (hi - size) // align * align
+            if low + size > hi:
                 continue
             first, second = (high, low) if freed_above[hi] > freed_below[lo] else (low, high)
             preferred.append((hi - lo, first))

@@ -7,6 +7,7 @@ steps and the temporaries' bytes (aotc/memory/liveness.py choose_inplace)."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -84,16 +85,26 @@ def conv_inplace_modes(s: Schedule, io_in_arena: bool = False) -> dict[int, str]
     return modes
 
 
+@functools.lru_cache(maxsize=4096)
+def _line_delay(*geometry: Any) -> int | None:
+    """line_delay, remembered: --patches auto asks about the same conv geometries for every
+    candidate graph it estimates."""
+    from aotc.schedules.conv.line import line_delay
+
+    return line_delay(*geometry)
+
+
 def _line_bytes(xt: Any, yt: Any, wt: Any, group: int, pb: Sequence[int],
                 strides: Sequence[int], dil: Sequence[int]) -> int | None:
     """The ring an in-place conv by line needs (aotc/schedules/conv/line.py), or None."""
-    from aotc.schedules.conv.line import line_delay, line_temp_elems
+    from aotc.schedules.conv.line import line_temp_elems
 
     depthwise = group == xt.shape[1] == yt.shape[1] and group > 1
     if not depthwise and group != 1:
         return None
-    delay = line_delay(depthwise, xt.shape[1], yt.shape[1], xt.shape[2:], yt.shape[2:],
-                       wt.shape[2:], pb, strides, dil)
+    delay = _line_delay(depthwise, xt.shape[1], yt.shape[1], tuple(xt.shape[2:]),
+                        tuple(yt.shape[2:]), tuple(wt.shape[2:]), tuple(pb), tuple(strides),
+                        tuple(dil))
     if delay is None:
         return None
     return line_temp_elems(depthwise, yt.shape[1], yt.shape[2:], delay) * yt.dtype.itemsize
@@ -102,6 +113,15 @@ def _line_bytes(xt: Any, yt: Any, wt: Any, group: int, pb: Sequence[int],
 def _writes_behind_reads(channels: int, in_sp: Sequence[int], out_sp: Sequence[int],
                          k_sp: Sequence[int], pb: Sequence[int], strides: Sequence[int],
                          dil: Sequence[int]) -> bool:
+    """See _writes_behind_reads_of (remembered per geometry, like _line_delay)."""
+    return _writes_behind_reads_of(channels, tuple(in_sp), tuple(out_sp), tuple(k_sp),
+                                   tuple(pb), tuple(strides), tuple(dil))
+
+
+@functools.lru_cache(maxsize=4096)
+def _writes_behind_reads_of(channels: int, in_sp: Sequence[int], out_sp: Sequence[int],
+                            k_sp: Sequence[int], pb: Sequence[int], strides: Sequence[int],
+                            dil: Sequence[int]) -> bool:
     """True if a depthwise conv (batch 1, NCHW) computing its outputs in order, each stored
     at its own index right after it is computed, never overwrites an input element a later
     output reads: output index p lies below every input index read by the outputs after p.
