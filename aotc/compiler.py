@@ -212,10 +212,7 @@ def _build(graph: Graph, ctx: _Context, patch_report: dict[str, Any] | None = No
     if not options.keep_order:
         sched, lowered, scratch = _reorder(sched, lowered, scratch, ctx)
     progress.detail("memory plan")
-    labels = {ls.step.index: f"{ls.kernel.name}: {ls.step.node.op} {ls.step.node.name!r}"
-              for ls in lowered}
-    label = lambda k: labels.get(k, f"step {k}")  # noqa: E731
-    lowered, live, the_plan = _plan_inplace(sched, lowered, scratch, ctx, label)
+    lowered, live, the_plan = _plan_inplace(sched, lowered, scratch, ctx, _labels(lowered))
     comp = Compilation(options, "", "", sched.graph, sched, lowered, live, the_plan,
                        bounds(sched, scratch), 0, {}, ctx.backends, pools=ctx.pools,
                        patches=patch_report)
@@ -236,10 +233,16 @@ def _stack(comp: Compilation, ctx: _Context) -> None:
         return
     comp.lowered = [_relower(sched, ls, ctx, "_stack_temp", True)
                     if ls.step.index in stack else ls for ls in comp.lowered]
-    labels = {ls.step.index: f"{ls.kernel.name}: {ls.step.node.op} {ls.step.node.name!r}"
-              for ls in comp.lowered}
     comp.liveness, comp.plan = _plan(sched, _scratch(comp.lowered), options, modes, ctx.pools,
-                                     lambda k: labels.get(k, f"step {k}"))
+                                     _labels(comp.lowered))
+
+
+def _labels(lowered: list[LoweredStep]) -> Callable[[int], str]:
+    """Step index -> "kernel: op 'node'", how the pools' misfit message names a buffer's
+    step."""
+    labels = {ls.step.index: f"{ls.kernel.name}: {ls.step.node.op} {ls.step.node.name!r}"
+              for ls in lowered}
+    return lambda k: labels.get(k, f"step {k}")
 
 
 def _plan_inplace(sched: Schedule, lowered: list[LoweredStep],

@@ -85,8 +85,7 @@ def merged_req(name: str, members: list[BufferReq]) -> BufferReq:
     offset 0): the larger size over both lifetimes, with a profile of the bytes live at each
     step (the largest member live there) when that is not the size throughout."""
     if len(members) == 1:
-        return members[0] if members[0].name == name else dataclasses.replace(members[0],
-                                                                               name=name)
+        return dataclasses.replace(members[0], name=name)
     first = min(r.first for r in members)
     last = max(r.last for r in members)
     size = max(r.size for r in members)

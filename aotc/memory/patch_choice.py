@@ -14,7 +14,7 @@ from aotc.ir.graph import Graph
 from aotc.memory.buffers import lower_bound
 from aotc.memory.liveness import analyse, choose_inplace
 from aotc.passes.patches import MAX_GRID, PatchPlan, graph_macs, split_stage, stage_chain
-from aotc.steps.inplace import conv_inplace_modes, inplace_temp_bytes, inplace_temps
+from aotc.steps.inplace import conv_inplace_modes, inplace_temps
 from aotc.steps.schedule import make_schedule
 
 
@@ -33,11 +33,12 @@ def estimate(g: Graph, mem: Memory = Memory()) -> int:  # noqa: B008 (frozen)
     arena of each candidate is ranked by before the few best are planned in full."""
     s = make_schedule(g)
     modes: dict[int, str] = {}
+    offered_temps: dict[int, int] = {}
     if mem.inplace and mem.inplace_conv:
         offered = conv_inplace_modes(s, mem.io_in_arena)
-        modes = choose_inplace(s, {}, offered, inplace_temps(s, offered), mem.io_in_arena)
-    temps = {i: [(f"{i}_temp", t)] for i, m in modes.items()
-             if (t := inplace_temp_bytes(s, i, m))}
+        offered_temps = inplace_temps(s, offered)
+        modes = choose_inplace(s, {}, offered, offered_temps, mem.io_in_arena)
+    temps = {i: [(f"{i}_temp", offered_temps[i])] for i in modes if offered_temps[i]}
     return lower_bound(analyse(s, temps, 1, mem.inplace, mem.io_in_arena, modes).reqs)
 
 

@@ -12,6 +12,7 @@ import numpy as np
 
 from aotc.errors import AotcError
 from aotc.ir.graph import Node, Value
+from aotc.loops.builder import strides_of
 from aotc.loops.loop_ir import Const, Expr, flat
 
 # Every dtype a data-movement kernel accepts (it copies bytes, whatever they mean).
@@ -53,8 +54,6 @@ def loop_unless_one(kb: Any, extent: int, name: str) -> Iterator[Expr]:
 def strided_copy(kb: Any, X: Any, counts: Sequence[int], coeffs: Sequence[int], base: int,
                  prefix: str) -> None:
     """y[i] = x[base + sum_k i_k * coeffs[k]] for every i in the index space ``counts``."""
-    from aotc.loops.builder import strides_of
-
     if 0 in counts:
         return
     with nest(kb, counts, prefix) as idx:
