@@ -189,6 +189,8 @@ class Link:
             self.port.write(bytes(data))
             try:
                 rkind, rseq, body = self._receive()
+                while rseq != self.seq and not _is_fault(rkind, body):  # a stale reply
+                    rkind, rseq, body = self._receive()
             except _DamagedFrame:
                 self.crc_errors += 1
                 continue
@@ -198,7 +200,7 @@ class Link:
                     self.crc_errors += 1
                     continue
                 raise FirmwareError(code, request, detail)
-            if rkind != kind | REPLY or rseq != self.seq:
+            if rkind != kind | REPLY:
                 raise LinkError(f"{self.port.spec}: unexpected reply type {rkind:#04x} seq "
                                 f"{rseq} to request {kind:#04x} seq {self.seq}")
             return body
@@ -249,3 +251,7 @@ class Link:
 
 class _DamagedFrame(Exception):
     pass
+
+
+def _is_fault(kind: int, body: bytes) -> bool:
+    return kind == ERROR and body[:1] == bytes([E_FAULT])
