@@ -232,13 +232,14 @@ def format_result(r: Result, reference_name: str) -> str:
         lines.append(f"{name:<{w}} {o['dtype']:<8} {o['max_abs']:>12.6g} {lsb}  {verdict}")
     p = r.profile
     unit = "cycles" if p.counter == "DWT CYCCNT" else "ticks"
-    kw = max(24, *(len(n) for n, _, _ in p.kernels)) if p.kernels else 24
+    other = "(run function, outside kernels)"
+    kw = max(len(other), *(len(n) for n, _, _ in p.kernels))
     in_kernels = sum(c for _, c, _ in p.kernels)
     lines.append(f"{'kernel':<{kw}} {unit:>12} {'share':>7} {'calls':>6}")
     for name, cycles, calls in p.kernels:
         lines.append(f"{name:<{kw}} {cycles:>12,} {100.0 * cycles / max(p.total, 1):>6.1f}% "
                      f"{calls:>6}")
-    lines.append(f"{'(run function, outside kernels)':<{kw}} {p.total - in_kernels:>12,} "
+    lines.append(f"{other:<{kw}} {p.total - in_kernels:>12,} "
                  f"{100.0 * (p.total - in_kernels) / max(p.total, 1):>6.1f}%")
     lines.append(f"{'total (one inference)':<{kw}} {p.total:>12,}")
     counter = f"counter: {p.counter}" + ("" if p.counter == "DWT CYCCNT" else f" ({p.dwt})")
