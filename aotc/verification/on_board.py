@@ -221,8 +221,8 @@ def format_result(r: Result, reference_name: str) -> str:
     oo = ", ".join(f"{t['name']} {t['dtype']}{t['shape']}" for t in m["outputs"])
     lines = [f"board {r.board} on {r.port}: model {m['name']} (protocol {r.hello.protocol}), "
              f"inputs {io}, outputs {oo}, arena {m['arena_bytes']:,} B",
-             f"{r.vectors} vectors (vector 0 a ramp over each input's full range, the others "
-             f"seeded uniform) vs {reference_name}" + (f"; {r.crc_errors} damaged frames "
+             f"{r.vectors} vectors (vector 0 a ramp over each input's range, the others "
+             f"seeded random over it) vs {reference_name}" + (f"; {r.crc_errors} damaged frames "
                                                         "resent" if r.crc_errors else "")]
     w = max(12, *(len(n) for n in r.outputs))
     lines.append(f"{'output':<{w}} {'dtype':<8} {'max abs diff':>12} {'LSB':>5}  result")
