@@ -29,7 +29,8 @@ ERROR_TEXT = {E_BAD_CRC: "bad CRC", E_BAD_LENGTH: "bad length", E_UNKNOWN_TYPE: 
 COUNTERS = {0: "none", 1: "DWT CYCCNT", 2: "SysTick"}
 DWT_STATES = {0: "the core has no DWT cycle counter",
               1: "DWT_CTRL.NOCYCCNT is set: this DWT has no cycle counter",
-              2: "DWT CYCCNT does not advance (QEMU does not emulate it)",
+              2: "DWT CYCCNT enabled but not advancing, as under QEMU, which does not "
+                 "emulate it",
               3: "DWT CYCCNT used"}
 MAX_FRAME = 64 << 20
 

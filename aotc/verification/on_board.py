@@ -242,9 +242,9 @@ def format_result(r: Result, reference_name: str) -> str:
     lines.append(f"{other:<{kw}} {p.total - in_kernels:>12,} "
                  f"{100.0 * (p.total - in_kernels) / max(p.total, 1):>6.1f}%")
     lines.append(f"{'total (one inference)':<{kw}} {p.total:>12,}")
-    counter = f"counter: {p.counter}" + ("" if p.counter == "DWT CYCCNT" else f" ({p.dwt})")
+    counter = f"counter: {p.counter}"
     if p.counter == "SysTick":
-        counter += "; SysTick counts the core clock"
+        counter += f" at the core clock ({p.dwt})"
     if r.qemu and r.clock_hz:
         counter += (f"; under QEMU -icount shift=0 a tick is {1e9 / r.clock_hz:g} guest "
                     f"instructions (core clock {r.clock_hz / 1e6:g} MHz, 1 ns per "
