@@ -330,6 +330,7 @@ def cmd_validate(args: argparse.Namespace, argv: Sequence[str]) -> int:
     """Compile, build the validation firmware, print how to flash it (or flash it), then drive
     the board over --port (or QEMU with --qemu): 0 PASS, 1 mismatch, 2 user errors."""
     from aotc.api import compile as compile_bundle
+    from aotc.frontend.tflite import is_tflite
     from aotc.frontend.torch import is_torch_model, to_onnx
     from aotc.targets.serial_link import Link, Port
     from aotc.verification import on_board
@@ -371,7 +372,10 @@ def cmd_validate(args: argparse.Namespace, argv: Sequence[str]) -> int:
     result = on_board.Result(board=board.name, port=port.spec, hello=hello, vectors=args.vectors,
                              outputs=outputs, profile=profile, crc_errors=link.crc_errors,
                              qemu=args.qemu, clock_hz=board.qemu_clock_hz)
-    reference = "TFLM" if str(model).endswith(".tflite") else "onnxruntime"
+    reference = "onnxruntime"
+    if is_tflite(model):  # as verification.run.tflite_outputs picks it
+        float_io = all(t["dtype"] == "float32" for t in meta["inputs"])
+        reference = "LiteRT" if float_io else "TFLM"
     print(on_board.format_result(result, reference))
     return 0 if result.passed else 1
 

@@ -17,6 +17,7 @@ import socket
 import stat
 import struct
 import subprocess
+import time
 import zlib
 from pathlib import Path
 
@@ -165,6 +166,31 @@ def test_cli_over_pty(kws, tmp_path, capsys):
     assert f"on {pty.group(1)}" in out and "PASS: 2 vectors" in out
 
 
+def test_board_running_another_model_is_a_user_error(kws, bundle, tmp_path, capsys):
+    """HELLO names the model the board runs: here "kws" (the fixture's bundle), while the CLI
+    compiles the same file under its default name: exit 2, flash the firmware just built."""
+    b = load_board("cortex-m4f")
+    elf, _ = serialfw.build(bundle[b.name], b, tmp_path / "fw")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    qemu = subprocess.Popen(serialfw.qemu_command(b, elf, f"tcp:127.0.0.1:{port},server=on,"
+                                                           "wait=off"),
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        for _ in range(100):  # until QEMU listens (it takes the next client after a probe)
+            with socket.socket() as probe:
+                if probe.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            time.sleep(0.1)
+        rc = main(["validate", str(kws), "--board", b.name, "--port", f"tcp:127.0.0.1:{port}",
+                   "-q", "-o", str(tmp_path / "out")])
+    finally:
+        qemu.kill()
+        qemu.communicate()
+    _one_line_error(capsys, rc, r"runs model 'kws' .* not 'kws_ref_model': flash the firmware")
+
+
 class _DamagingPort:
     """Flips one payload bit in each of the first ``frames`` frames the board sends back (the
     link reads a frame as magic, 6 header bytes, payload, CRC)."""
@@ -257,6 +283,7 @@ def test_silent_board_times_out(kws, tmp_path, capsys):
     (["--board", "cortex-m4f", "--port", "tcp:nohost"], r"expected tcp:HOST:PORT"),
     (["--board", "cortex-m4f", "--port", "/nonexistent/tty"], r"cannot open /nonexistent/tty"),
     (["--board", "cortex-m4f", "--port", "tcp:x:1", "--qemu"], r"exclude each other"),
+    (["--board", "cortex-m4f", "--qemu", "--io-in-arena"], r"compile without --io-in-arena"),
 ])
 def test_user_errors(kws, tmp_path, capsys, argv, pattern):
     rc = main(["validate", str(kws), *argv, "-q", "-o", str(tmp_path)])
