@@ -1,5 +1,5 @@
 """aotc command line: compile | verify | inspect | ops | run | bench | report | quantize | tune
-| package.
+| package | validate.
 
 Every user error is an AotcError, printed as one line on stderr with exit status 2. Set
 AOTC_DEBUG=1 to see Python tracebacks.
@@ -8,6 +8,7 @@ AOTC_DEBUG=1 to see Python tracebacks.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -325,6 +326,60 @@ def cmd_bench(args: argparse.Namespace, argv: Sequence[str]) -> int:
     return 0
 
 
+def cmd_validate(args: argparse.Namespace, argv: Sequence[str]) -> int:
+    """Compile, build the validation firmware, print how to flash it (or flash it), then drive
+    the board over --port (or QEMU with --qemu): 0 PASS, 1 mismatch, 2 user errors."""
+    from aotc.api import compile as compile_bundle
+    from aotc.frontend.tflite import is_tflite
+    from aotc.frontend.torch import is_torch_model, to_onnx
+    from aotc.targets.serial_link import Link, Port
+    from aotc.verification import on_board
+
+    if args.port and args.qemu:
+        raise AotcError("--port and --qemu exclude each other (--qemu starts QEMU and talks to "
+                        "its UART itself)")
+    if args.vectors < 1:
+        raise AotcError(f"--vectors {args.vectors}: at least one")
+    board = on_board.check_board(args.board)
+    if board.is_host:
+        raise AotcError("aotc validate drives a microcontroller board over a serial port; "
+                        "for the host use aotc verify")
+    opts = compile_options(args, argv)
+    model = to_onnx(args.model, bound=opts["input_shapes"]) if is_torch_model(args.model) \
+        else args.model
+    out = Path(args.output)
+    with Progress("validate", 3 + args.vectors, quiet=args.quiet) as progress:
+        bundle = compile_bundle(model, out / "bundle", progress=progress, **opts)
+        with progress.stage(f"build the validation firmware for {board.name}"):
+            elf, binary = on_board.build(bundle.directory, board, out / "firmware")
+    for line in on_board.flash_instructions(board, elf, binary):
+        print(line)
+    if args.flash:
+        print(f"flashed: {on_board.flash(elf, args.flash_target)}")
+    if not args.port and not args.qemu:
+        print("no --port (or --qemu): built only")
+        return 0
+    meta = json.loads((bundle.directory / "bundle.json").read_text())
+    with contextlib.ExitStack() as stack:
+        if args.qemu:
+            port = stack.enter_context(on_board.qemu_port(board, elf, args.timeout))
+        else:
+            port = Port(args.port, baud=args.baud, timeout=args.timeout)
+            stack.callback(port.close)
+        link = Link(port, timeout=args.timeout)
+        hello, outputs, profile = on_board.drive(link, meta, model, args.vectors, args.seed,
+                                                 args.atol, args.rtol, args.lsb)
+    result = on_board.Result(board=board.name, port=port.spec, hello=hello, vectors=args.vectors,
+                             outputs=outputs, profile=profile, crc_errors=link.crc_errors,
+                             qemu=args.qemu, clock_hz=board.qemu_clock_hz)
+    reference = "onnxruntime"
+    if is_tflite(model):  # as verification.run.tflite_outputs picks it
+        float_io = all(t["dtype"] == "float32" for t in meta["inputs"])
+        reference = "LiteRT" if float_io else "TFLM"
+    print(on_board.format_result(result, reference))
+    return 0 if result.passed else 1
+
+
 def cmd_report(args: argparse.Namespace, argv: Sequence[str]) -> int:
     from aotc.report import write_report
 
@@ -418,6 +473,31 @@ def build_parser() -> argparse.ArgumentParser:
                     help="with --board: .npz with one array per graph input, by name "
                          "(default: random)")
     rp.add_argument("--seed", type=int, default=0)
+    va = sub.add_parser("validate", help="build a firmware with a serial protocol, then run it "
+                        "on a board (or QEMU): outputs vs the reference, cycles per kernel")
+    add_compile_options(va)
+    va.add_argument("--board", required=True, help="a board with a [serial] UART (boards/)")
+    va.add_argument("--port", default=None, help="tcp:HOST:PORT (QEMU -serial tcp:...) or a "
+                    "serial device / pty path; without --port (and --qemu) only build")
+    va.add_argument("--qemu", action="store_true",
+                    help="start QEMU for the board with its UART on a TCP port and validate "
+                         "there (-icount shift=0: deterministic SysTick counts)")
+    va.add_argument("--baud", type=int, default=115200, help="for a serial device")
+    va.add_argument("--timeout", type=float, default=30.0,
+                    help="seconds to wait for each answer (and to connect)")
+    va.add_argument("--vectors", type=int, default=8, help="input vectors to run (default 8)")
+    va.add_argument("--seed", type=int, default=0)
+    va.add_argument("--lsb", type=int, default=0,
+                    help="integer outputs: largest difference allowed, in LSB (default 0: "
+                         "bit-exact)")
+    va.add_argument("--atol", type=float, default=1e-4, help="float outputs")
+    va.add_argument("--rtol", type=float, default=1e-4, help="float outputs")
+    va.add_argument("--flash", action="store_true",
+                    help="flash the firmware with pyOCD (or OpenOCD) from PATH first")
+    va.add_argument("--flash-target", default=None, metavar="TARGET",
+                    help="pyOCD's --target name of the part (OpenOCD: a board .cfg)")
+    va.add_argument("-o", "--output", default="build/aotc_validate",
+                    help="directory for the bundle and the firmware")
     q = sub.add_parser("quantize", help="int8 QDQ post-training quantisation (onnxruntime "
                        "quantize_static) calibrated on an .npz")
     q.add_argument("model", help="the float .onnx file")
@@ -437,7 +517,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 COMMANDS = {"compile": cmd_compile, "verify": cmd_verify, "inspect": cmd_inspect, "ops": cmd_ops,
             "run": cmd_run, "bench": cmd_bench, "report": cmd_report, "quantize": cmd_quantize,
-            "tune": cmd_tune, "package": cmd_package}
+            "tune": cmd_tune, "package": cmd_package, "validate": cmd_validate}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

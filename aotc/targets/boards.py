@@ -66,6 +66,7 @@ class Board:
     heap_bytes: int
     qemu: tuple[str, ...]  # emulator command without -kernel; empty for the host
     machine: str
+    qemu_clock_hz: int  # the emulated core clock (SysTick's), 0 when board.toml does not say
     memory: tuple[MemoryRegion, ...]
     requires: dict[str, str]  # tool (program, or "specs:FILE") -> Debian package providing it
     directory: Path
@@ -74,6 +75,9 @@ class Board:
     pools: tuple[tuple[str, int, str | None], ...] = ()
     # board.toml's [cycles]: the timing model and wait states (aotc.targets.cycles.for_board).
     cycles: tuple[tuple[str, object], ...] = ()
+    # board.toml's [serial]: the UART `aotc validate` talks through (aotc.targets.serialfw);
+    # empty when the board has none described.
+    serial: tuple[tuple[str, object], ...] = ()
 
     @property
     def is_host(self) -> bool:
@@ -108,11 +112,13 @@ def load_board(name: str | Board) -> Board:
         **{k: part.get(k, 0) for k in ("flash_bytes", "ram_bytes", "stack_bytes", "heap_bytes")},
         qemu=tuple(qemu.get("command", ())),
         machine=qemu.get("machine", ""),
+        qemu_clock_hz=qemu.get("clock_hz", 0),
         memory=tuple(MemoryRegion(**m) for m in qemu.get("memory", ())),
         requires=dict(t["requires"]),
         directory=path.parent,
         pools=tuple((p["name"], p["bytes"], p.get("section")) for p in t.get("pools", ())),
         cycles=tuple(sorted(t.get("cycles", {}).items())),
+        serial=tuple(sorted(t.get("serial", {}).items())),
     )
 
 

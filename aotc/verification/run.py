@@ -107,8 +107,10 @@ def _litert(data: bytes, xs: Sequence[np.ndarray], n: int) -> list[np.ndarray]:
     return [lit.get_tensor(d["index"]).copy() for d in lit.get_output_details()]
 
 
-def _reference(model: Any, feeds: Mapping[str, np.ndarray], names: Sequence[str]
-               ) -> dict[str, np.ndarray]:
+def reference_outputs(model: Any, feeds: Mapping[str, np.ndarray], names: Sequence[str]
+                      ) -> dict[str, np.ndarray]:
+    """The reference's outputs for one input set: TFLM (or LiteRT) for a .tflite model,
+    onnxruntime for ONNX; what `aotc verify` and `aotc validate` compare with."""
     from aotc.frontend.tflite import is_tflite
 
     if not isinstance(model, onnx.ModelProto) and is_tflite(model):
@@ -128,7 +130,7 @@ def run_verification(model: Any, bundle: Any, inputs: Sequence[Mapping[str, np.n
     for k, feeds in enumerate(inputs):
         with progress.stage(f"vector {k + 1}/{len(inputs)}"):
             got = runner.run(feeds)
-            ref = expected[k] if expected is not None else _reference(
+            ref = expected[k] if expected is not None else reference_outputs(
                 model, feeds, [o["name"] for o in runner.meta["outputs"]])
         for name, g in got.items():
             if name not in ref:
