@@ -10,7 +10,8 @@ TFLM refuses the model (uint8, float16 DEQUANTIZE, DENSIFY, ...). Integer output
 outputs dequantised from int8 (counted in steps of the DEQUANTIZE's scale): exact
 (``KNOWN_LSB`` lists where main is not yet, with the measured distance). Other float outputs:
 rtol 1e-4, atol 1e-5. The first vector also runs on the QEMU boards of AOTC_TEST_BOARDS
-against the host build, as every op test does.
+against the host build, as every op test does; the person detector runs all 8 vectors on
+cortex-m4f in QEMU against TFLM.
 
 A fixture that does not compile on main is asserted to fail with one line
 ``aotc: error: ...`` on stderr, exit status 2 and no traceback: when support for it lands,
@@ -176,6 +177,28 @@ def _dequantize_steps(model: bytes) -> dict[int, float]:
     return steps
 
 
+def _compare(name: str, label: str, got: list[np.ndarray], want: list[np.ndarray],
+             out_details: list[dict[str, Any]], steps: dict[int, float], ref_name: str) -> int:
+    """Asserts aotc's outputs against the reference's; returns the largest distance in LSB
+    (integer outputs and outputs dequantised from integers)."""
+    worst = 0
+    for k, (g, w) in enumerate(zip(got, want)):
+        where = f"{name} {label} output {k} vs {ref_name}"
+        assert g.dtype == w.dtype and g.shape == w.shape, (where, g.dtype, g.shape,
+                                                           w.dtype, w.shape)
+        if w.dtype.kind in "iu" or out_details[k]["index"] in steps:
+            step = steps.get(out_details[k]["index"], 1.0)
+            lsb = np.abs(g.astype(np.float64) - w.astype(np.float64)) / step
+            diff = int(np.ceil(lsb.max() - 1e-3))
+            worst = max(worst, diff)
+            first = np.unravel_index(int(np.argmax(lsb)), lsb.shape)
+            assert diff <= KNOWN_LSB.get(name, 0), (
+                f"{where}: {diff} LSB at {first} (aotc {g[first]}, {ref_name} {w[first]})")
+        else:
+            np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5, err_msg=where)
+    return worst
+
+
 # --------------------------------------------------------------------------------- tests
 @pytest.mark.parametrize("name", sorted(n for n, ok in EXPECTED_TO_COMPILE.items() if not ok))
 def test_unsupported_fixture_fails_with_one_line(name, tmp_path):
@@ -211,21 +234,35 @@ def test_fixture_matches_reference(name, tmp_path):
         got = runner.run(feeds)
         if v == 0:
             run_on_boards(bundle, feeds, got, tmp_path / "fw")
-        for k, (o, w) in enumerate(zip(out_names, want)):
-            g = got[o]
-            where = f"{name} vector {v} output {k} vs {ref_name}"
-            assert g.dtype == w.dtype and g.shape == w.shape, (where, g.dtype, g.shape,
-                                                               w.dtype, w.shape)
-            if w.dtype.kind in "iu" or out_details[k]["index"] in steps:
-                step = steps.get(out_details[k]["index"], 1.0)
-                lsb = np.abs(g.astype(np.float64) - w.astype(np.float64)) / step
-                diff = int(np.ceil(lsb.max() - 1e-3))
-                worst = max(worst, diff)
-                first = np.unravel_index(int(np.argmax(lsb)), lsb.shape)
-                assert diff <= KNOWN_LSB.get(name, 0), (
-                    f"{where}: {diff} LSB at {first} (aotc {g[first]}, {ref_name} {w[first]})")
-            else:
-                np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5, err_msg=where)
+        worst = max(worst, _compare(name, f"vector {v}", [got[o] for o in out_names], want,
+                                    out_details, steps, ref_name))
     assert worst == KNOWN_LSB.get(name, 0), (
         f"{name}: now {worst} LSB from {ref_name}, KNOWN_LSB says {KNOWN_LSB.get(name, 0)}: "
         "update KNOWN_LSB")
+
+
+def test_person_detector_on_cortex_m4f(tmp_path):
+    """The int8 MobileNet person detector on cortex-m4f in QEMU: all 8 vectors, against TFLM
+    (the host test above runs only the first vector on the boards, against the host build)."""
+    from opcheck import hook_boards
+
+    from aotc.targets.runner import BoardRunner
+
+    if "cortex-m4f" not in hook_boards():
+        pytest.skip("cortex-m4f not in AOTC_TEST_BOARDS")
+    name = "vww_mobilenet_v1_int8"
+    path = ZOO / META[name]["file"]
+    model = path.read_bytes()
+    it = _litert(model)
+    out_details = it.get_output_details()
+    sets = vectors(model, it.get_input_details())
+    ref_name, refs = reference(model, sets, len(out_details))
+    assert ref_name == "TFLM"
+    bundle = aotc.compile(path, tmp_path / "out", name="m")
+    board = BoardRunner(bundle.directory, "cortex-m4f", build_dir=tmp_path / "fw")
+    in_names = [t["name"] for t in board.meta["inputs"]]
+    out_names = [t["name"] for t in board.meta["outputs"]]
+    for v, (xs, want) in enumerate(zip(sets, refs)):
+        got = board.run(dict(zip(in_names, xs)))
+        assert _compare(name, f"cortex-m4f vector {v}", [got[o] for o in out_names], want,
+                        out_details, _dequantize_steps(model), ref_name) == 0
