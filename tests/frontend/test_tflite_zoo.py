@@ -266,3 +266,22 @@ def test_person_detector_on_cortex_m4f(tmp_path):
         got = board.run(dict(zip(in_names, xs)))
         assert _compare(name, f"cortex-m4f vector {v}", [got[o] for o in out_names], want,
                         out_details, _dequantize_steps(model), ref_name) == 0
+
+
+def test_tflite_ops_script_agrees_with_litert():
+    """scripts/tflite_ops.py's builtin histogram equals the operators LiteRT's interpreter
+    lists, for each single-subgraph fixture; its sizes and hashes equal zoo.json's."""
+    from collections import Counter
+
+    files = [ZOO / e["file"] for e in META.values()]
+    cp = subprocess.run([sys.executable, str(ROOT / "scripts" / "tflite_ops.py"), "--json",
+                         *map(str, files)], capture_output=True, text=True, timeout=300,
+                        check=True)
+    for d, path in zip(json.loads(cp.stdout), files):
+        e = META[path.stem]
+        assert (d["bytes"], d["sha256"]) == (e["bytes"], e["sha256"]), path.name
+        if d["subgraphs"] != 1:
+            continue
+        it = Interpreter(model_path=str(path))
+        want = Counter(op["op_name"] for op in it._get_ops_details())
+        assert d["builtins"] == dict(want), path.name
