@@ -242,6 +242,20 @@ def test_clip_bounds_computed_in_the_graph(dtype):
     assert any(k.endswith("add_clip") for k in bundle.kernels), bundle.kernels
 
 
+def test_clip_run_time_bounds_between_dequantize_and_quantize():
+    """int8 QDQ: the bounds are not known at compile time, so the Clip is not folded into an
+    integer kernel; DequantizeLinear, Clip and QuantizeLinear run (exact vs onnxruntime)."""
+    x = np.arange(-20, 20, dtype=np.int8).reshape(4, 10)
+    nodes = [helper.make_node("DequantizeLinear", ["x", "s", "z"], ["xf"]),
+             helper.make_node("Clip", ["xf", "lo", "hi"], ["yf"]),
+             helper.make_node("QuantizeLinear", ["yf", "s", "z"], ["y"])]
+    feeds = {"x": x, "lo": np.array(-0.3, np.float32), "hi": np.array(0.5, np.float32)}
+    m = make_model(nodes, feeds, {"y": (np.int8, [4, 10])},
+                   {"s": np.array(0.05, np.float32), "z": np.array(0, np.int8)})
+    bundle = check(m, feeds)
+    assert "Clip" in [n.op for n in bundle.compilation.graph.nodes]
+
+
 def test_clip_run_time_bound_must_be_one_element(tmp_path):
     node = helper.make_node("Clip", ["x", "lo"], ["y"])
     m = make_model([node], {"x": rand(4), "lo": np.zeros((2,), np.float32)},
