@@ -1,4 +1,5 @@
-"""TFLite UNIDIRECTIONAL_SEQUENCE_LSTM (float32) -> one ONNX LSTM node (aotc/ops/sequence/).
+"""TFLite UNIDIRECTIONAL_SEQUENCE_LSTM (float32) -> an ONNX LSTM node (aotc/ops/sequence/), or a
+Scan over time for the variants ONNX's LSTM lacks.
 
 TFLite keeps one weight tensor per gate, in the order input, forget, cell, output; ONNX stacks
 them as i, o, f, c (W: [1, 4H, I], R: [1, 4H, H], B: [1, 8H] with the recurrent bias zero,
@@ -8,7 +9,7 @@ fused activation is the activation of the cell gate and of the cell output (ONNX
 
 The output and cell states are TFLite variable tensors: zero when the interpreter starts, then
 carried from one invoke to the next. aotc starts them at zero on every run (one invoke of a
-freshly reset interpreter); keeping them between runs is the state buffer of docs/streaming.md.
+freshly reset interpreter); keeping them between runs is the state buffer (issue 24, item 1).
 
 The plain LSTM (with or without peepholes) is one ONNX LSTM node. The variants ONNX's LSTM
 lacks (CIFG, a projection layer, cell and projection clipping, layer normalisation; its
@@ -41,8 +42,9 @@ OUTPUT_STATE, CELL_STATE = 18, 19
 LAYER_NORM = (20, 21, 22, 23)
 
 # Fused activation -> ONNX LSTM activation of the cell gate and output. Only TANH (what the
-# converters write): for the others the references disagree (NONE: LiteRT leaves the cell
-# output's scratch unwritten, TFLM keeps tanh on the output; RELU: TFLM differs from LiteRT).
+# converters write): for NONE and RELU LiteRT and TFLM disagree with each other (measured: up to
+# 0.6 apart on a 4-cell layer; TFLM's NONE matches tanh on the cell output), so neither is
+# a reference aotc could be held to.
 _ACTIVATIONS = {4: "Tanh"}
 _ACT_NAMES = {0: "NONE", 1: "RELU", 2: "RELU_N1_TO_1", 3: "RELU6", 5: "SIGN_BIT"}
 
