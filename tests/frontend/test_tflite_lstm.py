@@ -2,8 +2,8 @@
 (tflite_builder), compiled from the .tflite file and run through the generated C.
 
 References: LiteRT's reference kernels, and TensorFlow Lite Micro's interpreter where its kernel
-runs the model (not with peepholes, projection, CIFG or layer norm), each on a fresh interpreter (the output and cell states are
-variable tensors, zero before the first invoke).
+runs the model (not with peepholes, projection, CIFG or layer norm), each on a fresh interpreter
+(the output and cell states are variable tensors, zero before the first invoke).
 Tolerance: rtol 1e-4, atol 1e-5 (expf/tanhf of glibc against TFLite's own sigmoid and tanh
 over a few time steps). What aotc refuses (activations other than TANH, integer LSTMs) is one
 `aotc: error:` line naming the operator.
