@@ -16,6 +16,7 @@ from aotc.compiler import Bundle, compile_model, emit
 from aotc.errors import AotcError
 from aotc.ir.graph import CHAIN, Graph, Node
 from aotc.ops import resolve
+from aotc.ops.control.if_loop_scan import Body
 from aotc.progress import QUIET, Progress
 
 # An ONNX file or ModelProto; a .pt2 file (torch.export.save), a torch.export.ExportedProgram
@@ -77,13 +78,47 @@ def compile(model: ModelLike, out_dir: str | os.PathLike[str], name: str = "mode
 
 
 def macs_of(comp: Compilation) -> dict[str, int]:
-    g = comp.graph
-    out = {}
-    for n in g.nodes:
-        opdef = resolve(n.op, g.opset, n.domain)
-        f = getattr(opdef, "macs", None)
-        out[n.name] = int(f(n, g)) if f else 0
+    """MACs of one run of each node of the graph; a control node (If, Loop, Scan) counts its
+    bodies' (If: the larger branch; Loop and Scan: the trip count times the body, one iteration
+    when the count is a run-time value)."""
+    out: dict[str, int] = {}
+    g = comp.schedule.graph  # holds the bodies' values too
+    return {n.name: _node_macs(n, g, out) for n in comp.graph.nodes}
+
+
+def _all_macs(comp: Compilation) -> dict[str, int]:
+    """MACs of one run of every node, bodies' nodes included (a body node: one iteration)."""
+    out: dict[str, int] = {}
+    g = comp.schedule.graph
+    for n in comp.graph.nodes:
+        out[n.name] = _node_macs(n, g, out)
     return out
+
+
+def _node_macs(n: Node, g: Graph, out: dict[str, int]) -> int:
+    bodies = _bodies(n)
+    if bodies:
+        per = []
+        for _, body in bodies:
+            total = 0
+            for b in body.nodes:
+                out[b.name] = _node_macs(b, g, out)
+                total += out[b.name]
+            per.append(total)
+        if n.op == "If":
+            return max(per)
+        trip = n.attrs.get("_trip")
+        return (1 if trip is None else int(trip)) * sum(per)
+    opdef = resolve(n.op, g.opset, n.domain)
+    f = getattr(opdef, "macs", None)
+    return int(f(n, g)) if f else 0
+
+
+def _bodies(n: Node) -> list[tuple[str, Body]]:
+    """A control node's subgraphs by attribute name (then_branch, else_branch, body)."""
+    if n.domain or n.op not in ("If", "Loop", "Scan"):
+        return []
+    return [(k, v) for k, v in n.attrs.items() if isinstance(v, Body)]
 
 
 def inspect(model: ModelLike, name: str = "model",
@@ -102,25 +137,35 @@ def describe(comp: Compilation) -> dict[str, Any]:
 
     "nodes" lists the graph's nodes (views included), "schedule" the kernels in call order with
     the tensors each reads and writes, "memory" the arena plan, one entry per buffer."""
-    g = comp.graph
-    macs = macs_of(comp)
+    g, sg = comp.graph, comp.schedule.graph  # sg also holds the values of If/Loop/Scan bodies
+    macs = _all_macs(comp)
     kernel_of = {ls.step.node.name: ls.kernel.name for ls in comp.lowered}
     nodes = []
-    for n in g.nodes:
+
+    def add(n: Node, inside: str) -> None:
         nodes.append({
             "name": n.name, "op": "+".join([n.op] + [e.op for e in n.epilogue]),
-            "inputs": [str(g.type(i)) for i in n.inputs if i],
-            "outputs": [str(g.type(o)) for o in n.outputs if o],
-            "params": _params(g, n), "macs": macs[n.name],
-            "kernel": kernel_of.get(n.name, "(view: no kernel)"),
+            "inputs": [str(sg.type(i)) for i in n.inputs if i],
+            "outputs": [str(sg.type(o)) for o in n.outputs if o],
+            "params": 0 if _bodies(n) else _params(sg, n), "macs": macs[n.name],
+            "kernel": kernel_of.get(n.name, "(control flow)" if _bodies(n) else
+                                    "(view: no kernel)"),
+            **({"in": inside} if inside else {}),
         })
+        for attr, body in _bodies(n):
+            for b in body.nodes:
+                add(b, f"{n.name}.{attr}")
+
+    for n in g.nodes:
+        add(n, "")
     return {
         "model": comp.model_name, "opset": g.opset, "nodes": nodes,
         "kernels": [ls.kernel.name for ls in comp.lowered],
         "inputs": [_tensor(g, v) for v in g.inputs],
         "outputs": _graph_outputs(comp),
         "schedule": _schedule_rows(comp, macs),
-        "total_macs": sum(macs.values()), "params": sum(n["params"] for n in nodes),
+        "total_macs": sum(macs[n.name] for n in g.nodes),
+        "params": sum(n["params"] for n in nodes),
         "weights_bytes": comp.weights_bytes,
         "model_const_bytes": comp.model_const_bytes, "memory": _memory(comp),
         "weight_check": comp.weight_check,
@@ -147,9 +192,24 @@ def _tensor(g: Graph, value: str) -> dict[str, Any]:
     return {"name": value, "dtype": t.dtype.name, "shape": list(t.shape), "type": str(t)}
 
 
-def _writers(comp: Compilation) -> dict[str, str]:
-    """Storage root -> the kernel that writes it."""
-    return {o: ls.kernel.name for ls in comp.lowered for o in ls.step.node.outputs if o}
+def _writers(comp: Compilation) -> dict[str, list[str]]:
+    """Storage root -> the kernels that write it, in call order: one, or more for the result of
+    a run-time If (a copy in each branch) and a loop-carried value (a copy before the loop and
+    one in its body)."""
+    root = comp.schedule.root
+    out: dict[str, list[str]] = {}
+    for ls in comp.lowered:
+        for o in ls.step.node.outputs:
+            if o:
+                out.setdefault(root.get(o, o), []).append(ls.kernel.name)
+    return out
+
+
+def _written(writer: Mapping[str, list[str]], root: str) -> dict[str, Any]:
+    """"kernel": the last writer of ``root`` (None for a graph input, a constant or a loop
+    counter); "kernels": all of them when there are several."""
+    ws = writer.get(root, [])
+    return {"kernel": ws[-1] if ws else None, **({"kernels": ws} if len(ws) > 1 else {})}
 
 
 def _graph_outputs(comp: Compilation) -> list[dict[str, Any]]:
@@ -157,15 +217,17 @@ def _graph_outputs(comp: Compilation) -> list[dict[str, Any]]:
     public = g.meta.get("output_names", {})
     writer = _writers(comp)
     return [{**_tensor(g, o), "name": public.get(o, o), "tensor": o,
-             "kernel": writer.get(s.root[o])} for o in g.outputs]
+             **_written(writer, s.root[o])} for o in g.outputs]
 
 
 def _schedule_rows(comp: Compilation, macs: Mapping[str, int]) -> list[dict[str, Any]]:
     """One row per kernel in call order: the fused ONNX nodes, who runs it, its cost, and
     where each tensor it reads comes from: "kernel" (its writer) or "graph_input".
     A view (Reshape, ...) has no kernel: its reader is linked to the view's storage root."""
-    g, s = comp.graph, comp.schedule
+    s = comp.schedule
+    g = s.graph  # with the values of If/Loop/Scan bodies
     writer = _writers(comp)
+    inside = _control_context(s)
     rows = []
     for ls in comp.lowered:
         n = ls.step.node
@@ -173,11 +235,13 @@ def _schedule_rows(comp: Compilation, macs: Mapping[str, int]) -> list[dict[str,
                  if i and i != CHAIN and not g.values[i].is_const]
         rows.append({
             "step": ls.step.index, "kernel": ls.kernel.name, "node": n.name, "op": n.op,
+            "in": inside.get(ls.step.index, ""),
             "ops": "+".join([n.op] + [e.op for e in n.epilogue]),
             "fused": [{"name": f.name, "op": f.op} for f in (n, *n.epilogue)],
-            "backend": ls.backend or NATIVE, "macs": macs[n.name], "params": _params(g, n),
-            "inputs": [{**_tensor(g, i), "kernel": writer.get(s.root[i]),
-                        "graph_input": s.root[i] if s.storage_kind(i) == "input" else None}
+            "backend": ls.backend or NATIVE, "macs": macs.get(n.name, 0), "params": _params(g, n),
+            "inputs": [{**_tensor(g, i), **_written(writer, s.root[i]),
+                        "graph_input": s.root[i] if s.storage_kind(i) == "input" else None,
+                        **({"local": s.local[s.root[i]]} if s.root[i] in s.local else {})}
                        for i in dict.fromkeys(reads)],
             "outputs": [_tensor(g, o) for o in n.outputs if o and o not in s.dead],
             "scratch_bytes": sum(nbytes for _, nbytes in ls.scratch),
@@ -187,6 +251,30 @@ def _schedule_rows(comp: Compilation, macs: Mapping[str, int]) -> list[dict[str,
             "tuned": {k: v for k, v in ls.knobs.items() if v != ls.space[k][1]},
         })
     return rows
+
+
+def _control_context(s: Any) -> dict[int, str]:
+    """Step index -> the control flow it runs inside, innermost last ("If_0 then", "Loop_0
+    body (at most 10 iterations)"); steps outside control flow are left out."""
+    out: dict[int, str] = {}
+    stack: list[str] = []
+    for st in s.steps:
+        n = st.node
+        if st.ctrl == "if":
+            stack.append(f"{n.name} then")
+        elif st.ctrl == "else":
+            stack[-1] = f"{n.name} else"
+        elif st.ctrl == "loop":
+            trip = n.attrs.get("trip")
+            bound = f"{trip} iterations" if trip is not None else "a run-time trip count"
+            if n.attrs.get("cond"):
+                bound = "at most " + bound
+            stack.append(f"{n.name} body ({bound})")
+        elif st.ctrl in ("endif", "endloop"):
+            stack.pop()
+        elif stack:
+            out[st.index] = " > ".join(stack)
+    return out
 
 
 def _memory(comp: Compilation) -> dict[str, Any]:

@@ -4,6 +4,7 @@ tensors as edges labelled with their type. Returns dot's SVG, ready to inline in
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 from typing import Any
 
@@ -68,18 +69,27 @@ def fused_graph(data: dict[str, Any]) -> graphviz.Digraph:
         if row["backend"] != "native":
             lines.append(row["backend"])
         fused = [f"{f['op']}: {f['name']}" for f in row["fused"]]
-        d.node(f"k{i}", label=_label(*lines), tooltip=_label(*fused), shape="box",
-               style="rounded,filled", fillcolor=mac_fill(row["macs"], total),
-               color=colours[row["backend"]], penwidth="2")
+        # A kernel inside an If branch or a loop body is drawn in a box named after it.
+        where = d.subgraph(name=f"cluster_{row['in']}", graph_attr={
+            "label": row["in"], "style": "dashed", "color": "#999999"}) if row.get("in") \
+            else contextlib.nullcontext(d)
+        with where as sub:
+            sub.node(f"k{i}", label=_label(*lines), tooltip=_label(*fused), shape="box",
+                     style="rounded,filled", fillcolor=mac_fill(row["macs"], total),
+                     color=colours[row["backend"]], penwidth="2")
     for i, row in enumerate(data["schedule"]):
         for t in row["inputs"]:
-            src = ids[t["kernel"]] if t["kernel"] else ids[f"input:{t['graph_input']}"]
-            d.edge(src, f"k{i}", label=graphviz.escape(t["type"]))
+            # Several writers: an If's result (one per branch), a loop-carried value.
+            for w in t.get("kernels") or [t["kernel"]]:
+                src = ids.get(w) if w else ids.get(f"input:{t['graph_input']}")
+                if src is not None:  # None: a loop's counter, a C local of the run function
+                    d.edge(src, f"k{i}", label=graphviz.escape(t["type"]))
     for i, t in enumerate(data["outputs"]):
         d.node(f"out{i}", label=_label(f"output {t['name']}", t["type"]),
                shape="ellipse", style="filled", fillcolor=IO_FILL)
-        if t["kernel"]:  # always: every graph output is written by a kernel (a Copy if need be)
-            d.edge(ids[t["kernel"]], f"out{i}", label=graphviz.escape(t["type"]))
+        # always written by a kernel (a Copy if need be); by several: an If's result
+        for w in t.get("kernels") or ([t["kernel"]] if t["kernel"] else []):
+            d.edge(ids[w], f"out{i}", label=graphviz.escape(t["type"]))
     return d
 
 

@@ -110,6 +110,7 @@ def _kernel_rows(data: dict[str, Any]) -> list[dict[str, Any]]:
             "share": 100 * r["macs"] / total if total else 0.0,
             "fused": [{**f, "short": short(f["name"])} for f in r["fused"]],
             "output_types": ", ".join(t["type"] for t in r["outputs"]),
+            "control": r.get("in", ""),  # the If branch or loop body it runs in
             "measured": measured.get(r["kernel"]),
             "tuned_text": ", ".join(f"{k}={v}" for k, v in sorted(r.get("tuned", {}).items()))
             or "default",

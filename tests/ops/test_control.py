@@ -149,3 +149,140 @@ def test_loop_scan_output_with_run_time_trip_count_is_rejected(tmp_path):
                    {"one": np.array(1.0, np.float32)})
     with pytest.raises(AotcError, match="trip count M is not known at compile time"):
         aotc.compile(m, tmp_path, name="m")
+
+
+# ---- Loop with a stop condition computed at run time: a C for loop bounded by the trip count
+def _feeds_loop(extra: dict[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
+    return {"x": X, "acc0": np.zeros(3, np.float32), **(extra or {})}
+
+
+@pytest.mark.parametrize("c0", [True, False])
+@pytest.mark.parametrize("limit", [3.0, 100.0])
+def test_loop_condition_at_entry_is_a_graph_input(c0: bool, limit: float):
+    """cond false at entry: the body never runs (acc = acc0); true: early exit or full trip."""
+    init = {"M": np.array(6, np.int64), "one": np.array(1.0, np.float32),
+            "limit": np.array(limit, np.float32)}
+    n = h.make_node("Loop", ["M", "c0", "acc0"], ["acc"], body=_loop_body(True))
+    feeds = _feeds_loop({"c0": np.array(c0)})
+    check(make_model([n], feeds, {"acc": (np.float32, [3])}, init), feeds, name="loop_c0")
+
+
+@pytest.mark.parametrize("x0", [-1.0, 1.0])
+def test_loop_condition_at_entry_computed_in_the_graph(x0: float):
+    """c0 = ReduceSum(x) > 0, computed before the loop: x0 = -1 makes it false at entry."""
+    x = np.array([x0, 0.25, 0.5], np.float32) * np.float32(abs(x0) * 3)
+    init = {"M": np.array(5, np.int64), "one": np.array(1.0, np.float32),
+            "limit": np.array(4.0, np.float32), "zero": np.array(0.0, np.float32)}
+    nodes = [h.make_node("ReduceSum", ["x"], ["sx"], keepdims=0),
+             h.make_node("Greater", ["sx", "zero"], ["c0"]),
+             h.make_node("Loop", ["M", "c0", "acc0"], ["acc"], body=_loop_body(True))]
+    feeds = {"x": x, "acc0": np.zeros(3, np.float32)}
+    check(make_model(nodes, feeds, {"acc": (np.float32, [3])}, init), feeds, name="loop_c0_calc")
+
+
+@pytest.mark.parametrize("m, limit", [(0, 100.0), (3, 100.0), (8, 100.0), (8, 10.0)])
+def test_loop_trip_count_is_a_graph_input(m: int, limit: float):
+    """M fed at run time (C: i < *M), stop computed in the body; M = 0 skips the body."""
+    init = {"one": np.array(1.0, np.float32), "limit": np.array(limit, np.float32)}
+    n = h.make_node("Loop", ["M", "", "acc0"], ["acc"], body=_loop_body(True))
+    feeds = _feeds_loop({"M": np.array(m, np.int64)})
+    b = check(make_model([n], feeds, {"acc": (np.float32, [3])}, init), feeds, name="loop_m")
+    assert b.compilation.schedule.loops
+
+
+def test_loop_body_reads_a_row_at_the_iteration_number():
+    """while sum(acc) < limit and i < M: acc += xs[i] (Gather at the counter), acc and the
+    counter of rows used are carried."""
+    nodes = [h.make_node("Gather", ["xs", "i"], ["row"], axis=0),
+             h.make_node("Add", ["acc_in", "row"], ["acc_out"]),
+             h.make_node("Add", ["n_in", "one_i"], ["n_out"]),
+             h.make_node("ReduceSum", ["acc_out"], ["s"], keepdims=0),
+             h.make_node("Less", ["s", "limit"], ["cond_out"])]
+    body = h.make_graph(nodes, "body", [h.make_tensor_value_info("i", T.INT64, []),
+                                        h.make_tensor_value_info("cond_in", T.BOOL, []),
+                                        h.make_tensor_value_info("acc_in", T.FLOAT, [3]),
+                                        h.make_tensor_value_info("n_in", T.INT64, [])],
+                        [h.make_tensor_value_info("cond_out", T.BOOL, []),
+                         h.make_tensor_value_info("acc_out", T.FLOAT, [3]),
+                         h.make_tensor_value_info("n_out", T.INT64, [])])
+    n = h.make_node("Loop", ["M", "", "acc0", "n0"], ["acc", "n"], body=body)
+    xs = np.arange(15, dtype=np.float32).reshape(5, 3)
+    for limit in (20.0, 1000.0):  # stops after 2 rows / reads all 5
+        feeds = {"xs": xs, "acc0": np.zeros(3, np.float32), "n0": np.array(0, np.int64),
+                 "limit": np.array(limit, np.float32)}
+        m = make_model([n], feeds, {"acc": (np.float32, [3]), "n": (np.int64, [])},
+                       {"M": np.array(5, np.int64), "one_i": np.array(1, np.int64)})
+        check(m, feeds, name="loop_gather")
+
+
+def test_loop_scan_output_with_data_dependent_stop_is_rejected(tmp_path):
+    body = _loop_body(True)
+    body.output.append(h.make_tensor_value_info("scan", T.FLOAT, [3]))
+    n = h.make_node("Loop", ["M", "", "acc0"], ["acc", "scan"], body=body)
+    m = make_model([n], _feeds_loop(), {"acc": (np.float32, [3]), "scan": (np.float32, None)},
+                   {"M": np.array(10, np.int64), "one": np.array(1.0, np.float32),
+                    "limit": np.array(3.0, np.float32)})
+    with pytest.raises(AotcError) as e:
+        aotc.compile(m, tmp_path, name="m")
+    msg = str(e.value)
+    assert "\n" not in msg and "'Loop_0'" in msg and "may stop early" in msg
+
+
+# ---- inspect and report on If and Loop models, through the command line
+def _loop_model() -> object:
+    """The early-exit Loop of the tests above with a MatMul in its body (9 MACs per
+    iteration, at most 10 iterations), then a Relu."""
+    body = _loop_body(True)
+    mm = h.make_node("MatMul", ["xi", "W"], ["xw"])
+    for k, nd in enumerate(body.node):
+        if nd.op_type == "Add" and "acc_in" in nd.input:
+            nd.input[1] = "xw"
+            body.node.insert(k, mm)
+            break
+    n = h.make_node("Loop", ["M", "", "acc0"], ["acc"], body=body)
+    return make_model([n, h.make_node("Relu", ["acc"], ["z"])], _feeds_loop(),
+                      {"z": (np.float32, [3])},
+                      {"M": np.array(10, np.int64), "one": np.array(1.0, np.float32),
+                       "limit": np.array(30.0, np.float32),
+                       "W": np.eye(3, dtype=np.float32) * np.float32(0.5)})
+
+
+@pytest.mark.parametrize("kind", ["if", "loop"])
+def test_inspect_and_report_on_control_flow(kind: str, tmp_path, capsys):
+    import json
+
+    import onnx
+
+    from aotc.cli import main as cli_main
+
+    model = _if_model([], {"x": X, "c": np.array(True)}) if kind == "if" else _loop_model()
+    path = tmp_path / f"{kind}.onnx"
+    onnx.save(model, path)
+    feeds = {"x": X, "c": np.array(True)} if kind == "if" else _feeds_loop()
+    check(model, feeds, name=f"m_{kind}")  # the model itself compiles and matches onnxruntime
+    capsys.readouterr()
+    assert cli_main(["inspect", str(path)]) == 0
+    text = capsys.readouterr().out
+    assert cli_main(["inspect", str(path), "--json"]) == 0
+    rep = json.loads(capsys.readouterr().out)
+    body_nodes = [n for n in rep["nodes"] if n.get("in")]
+    inside = [r for r in rep["schedule"] if r["in"]]
+    if kind == "if":
+        assert {n["in"] for n in body_nodes} == {"If_0.then_branch", "If_0.else_branch"}
+        assert {r["in"] for r in inside} == {"If_0 then", "If_0 else"}
+        # y (the If's result) is written by a copy in each branch; Relu reads both
+        (relu,) = [r for r in rep["schedule"] if r["op"] == "Relu"]
+        assert len(relu["inputs"][0]["kernels"]) == 2
+    else:
+        assert {n["in"] for n in body_nodes} == {"Loop_0.body"}
+        assert {r["in"] for r in inside} == {"Loop_0 body (at most 10 iterations)"}
+        assert rep["total_macs"] == 10 * 9  # M iterations of a 3x3 MatMul
+        assert [n["macs"] for n in rep["nodes"] if n["op"] == "MatMul"] == [9]
+    for n in body_nodes:
+        assert n["name"] in text
+    html = tmp_path / f"{kind}.html"
+    assert cli_main(["report", str(path), "-o", str(html)]) == 0
+    page = html.read_text()
+    assert page.count('class="kernel"') == len(rep["schedule"])
+    for ctx in {r["in"] for r in inside}:
+        assert f"<title>cluster_{ctx}</title>" in page and f"in {ctx}" in page

@@ -211,11 +211,56 @@ def test_clip_fuses_as_epilogue():
     assert len(bundle.kernels) == 1
 
 
-def test_clip_bounds_must_be_constant(tmp_path):
+@pytest.mark.parametrize("dtype", [np.float32, np.int8, np.int32])
+@pytest.mark.parametrize("which", ["both", "only_min", "only_max"])
+def test_clip_bounds_are_graph_inputs(dtype, which):
+    """min/max fed at run time (two feeds: bounds inside the data, and min > max)."""
+    x = rand(3, 5, seed=23, dtype=dtype, lo=-50, hi=50) if dtype != np.float32 else \
+        rand(3, 5, seed=23) * 50
+    names = {"both": ["x", "lo", "hi"], "only_min": ["x", "lo"], "only_max": ["x", "", "hi"]}
+    node = helper.make_node("Clip", names[which], ["y"])
+    for lo, hi in ((-7, 12), (9, -3)):
+        feeds = {"x": x.astype(dtype), "lo": np.array(lo, dtype), "hi": np.array(hi, dtype)}
+        feeds = {k: v for k, v in feeds.items() if k in names[which]}
+        m = make_model([node], feeds, {"y": (dtype, [3, 5])}, opset=13)
+        check(m, feeds, **F32)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int32])
+def test_clip_bounds_computed_in_the_graph(dtype):
+    """min = ReduceMin(b), max = ReduceMax(b) of another input; Clip fused after an Add."""
+    x = rand(2, 6, seed=24, dtype=dtype, lo=-100, hi=100) if dtype != np.float32 else \
+        rand(2, 6, seed=24) * 4
+    b = rand(3, seed=25, dtype=dtype, lo=-40, hi=40) if dtype != np.float32 else rand(3, seed=25)
+    nodes = [helper.make_node("ReduceMin", ["b"], ["lo"], keepdims=0),
+             helper.make_node("ReduceMax", ["b"], ["hi"], keepdims=0),
+             helper.make_node("Add", ["x", "x"], ["t"]),
+             helper.make_node("Clip", ["t", "lo", "hi"], ["y"])]
+    feeds = {"x": x, "b": b}
+    m = make_model(nodes, feeds, {"y": (dtype, [2, 6])}, opset=17)
+    bundle = check(m, feeds, **F32)
+    assert any(k.endswith("add_clip") for k in bundle.kernels), bundle.kernels
+
+
+def test_clip_run_time_bounds_between_dequantize_and_quantize():
+    """int8 QDQ: the bounds are not known at compile time, so the Clip is not folded into an
+    integer kernel; DequantizeLinear, Clip and QuantizeLinear run (exact vs onnxruntime)."""
+    x = np.arange(-20, 20, dtype=np.int8).reshape(4, 10)
+    nodes = [helper.make_node("DequantizeLinear", ["x", "s", "z"], ["xf"]),
+             helper.make_node("Clip", ["xf", "lo", "hi"], ["yf"]),
+             helper.make_node("QuantizeLinear", ["yf", "s", "z"], ["y"])]
+    feeds = {"x": x, "lo": np.array(-0.3, np.float32), "hi": np.array(0.5, np.float32)}
+    m = make_model(nodes, feeds, {"y": (np.int8, [4, 10])},
+                   {"s": np.array(0.05, np.float32), "z": np.array(0, np.int8)})
+    bundle = check(m, feeds)
+    assert "Clip" in [n.op for n in bundle.compilation.graph.nodes]
+
+
+def test_clip_run_time_bound_must_be_one_element(tmp_path):
     node = helper.make_node("Clip", ["x", "lo"], ["y"])
-    m = make_model([node], {"x": rand(4), "lo": np.zeros((), np.float32)},
+    m = make_model([node], {"x": rand(4), "lo": np.zeros((2,), np.float32)},
                    {"y": (np.float32, [4])}, opset=13)
-    compile_error(m, tmp_path, "compile-time constant")
+    compile_error(m, tmp_path, "min computed at run time must be one float32 element")
 
 
 @pytest.mark.parametrize("attrs", [{}, {"alpha": 0.3, "beta": 0.4}])

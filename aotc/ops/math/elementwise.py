@@ -310,11 +310,23 @@ class PRelu(Elementwise):
 
 @register
 class Clip(Elementwise):
+    """min/max may be constants (baked into the expression) or tensors computed at run time
+    (one element each, read by the kernel)."""
+
     name = "Clip"
     since = 11
     dtypes = NUMERIC
-    const_inputs = (1, 2)
     onnx_tests = ("test_clip*",)
+
+    def check(self, node: Node, ins: Any) -> None:
+        super().check(node, ins)
+        for k, what in ((1, "min"), (2, "max")):
+            v = ins[k] if len(ins) > k else None
+            if v is None or v.is_const:
+                continue
+            if v.type.numel != 1 or v.type.dtype != ins[0].type.dtype:
+                raise AotcError(f"{what} computed at run time must be one {ins[0].type.dtype.name}"
+                                f" element, it is {v.type}", node.name, node.op)
 
     def reference(self, X: np.ndarray, min: np.ndarray | None = None,  # noqa: A002
                   max: np.ndarray | None = None) -> np.ndarray:  # noqa: A002
@@ -328,21 +340,33 @@ class Clip(Elementwise):
         return np.asarray(out).astype(X.dtype)
 
     def prepare(self, node: Node, ins: Any) -> Node:
-        # min/max are compile-time constants baked into the expression, not loaded at run time.
-        bounds = {}
-        for key, v in (("_min", ins[1] if len(ins) > 1 else None),
-                       ("_max", ins[2] if len(ins) > 2 else None)):
-            if v is not None and v.const.size:
-                bounds[key] = v.const.reshape(-1)[0].item()
-        return node.with_(inputs=node.inputs[:1], attrs={**node.attrs, **bounds})
+        # Constant bounds are baked into the expression (attributes _min/_max) and dropped from
+        # the inputs; a bound computed at run time stays an input (_min_in/_max_in) the kernel
+        # loads once per element (a one-element buffer).
+        bounds: dict[str, Any] = {}
+        inputs = [node.inputs[0]]
+        for k, key in ((1, "_min"), (2, "_max")):
+            v = ins[k] if len(ins) > k else None
+            if v is None:
+                inputs.append("")
+            elif v.is_const:
+                inputs.append("")
+                if v.const.size:
+                    bounds[key] = v.const.reshape(-1)[0].item()
+            else:
+                inputs.append(node.inputs[k])
+                bounds[key + "_in"] = True
+        while inputs[-1] == "":
+            inputs.pop()
+        return node.with_(inputs=tuple(inputs), attrs={**node.attrs, **bounds})
 
     def scalar(self, args: list[Expr], node: Node) -> Expr:
-        x = args[0]
-        lo, hi = node.attrs.get("_min"), node.attrs.get("_max")
-        if lo is not None:
-            x = bmax(x, c(lo, x))
-        if hi is not None:
-            x = bmin(x, c(hi, x))
+        x, rest = args[0], list(args[1:])
+        for key, f in (("_min", bmax), ("_max", bmin)):
+            if node.attrs.get(key) is not None:
+                x = f(x, c(node.attrs[key], x))
+            elif node.attrs.get(key + "_in"):
+                x = f(x, rest.pop(0))
         return x
 
 
