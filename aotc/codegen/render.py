@@ -30,7 +30,7 @@ def _io_decls(c: Compilation) -> tuple[list[TensorDecl], list[TensorDecl]]:
     namer = Namer({"a", "arena", "arena_size", *pools, *state},
                   (f"{name}_", f"{name.upper()}_"))
     # The state's inputs and outputs are in the caller's state buffer, not in the API.
-    hidden = {v for slot in c.schedule.state for v in (slot.input, slot.output) if v}
+    hidden = {v for slot in c.schedule.state for v in (slot.input, slot.graph_output) if v}
     ins = [TensorDecl(v, namer("in:" + v, v, "in"), g.type(v).dtype, g.type(v).shape)
            for v in g.inputs if v not in hidden]
     public = g.meta.get("output_names", {})
@@ -204,7 +204,8 @@ def _state_meta(c: Compilation) -> dict[str, Any]:
     return {"bytes": state_bytes(c.schedule.state), "align": STATE_ALIGN,
             "slots": [{"input": sl.input, "dtype": g.type(sl.input).dtype.name,
                        "shape": list(g.type(sl.input).shape),
-                       "output": public.get(sl.output, sl.output) if sl.output else None,
+                       "output": (public.get(sl.graph_output, sl.graph_output)
+                                  if sl.graph_output else None),
                        "offset": sl.offset, "bytes": sl.nbytes,
                        "written": "in place" if sl.direct else
                        ("copied at the end" if sl.output else "never")}
@@ -220,8 +221,8 @@ def _state_context(c: Compilation) -> dict[str, Any]:
         init[sl.offset:sl.offset + sl.nbytes] = sl.init
     g = c.graph
     return {"state_bytes": nbytes, "state_align": STATE_ALIGN,
-            "state_init": (format_array(np.frombuffer(bytes(init), np.uint8), dtypes.BY_NAME["uint8"])
-                           if any(init) else None),
+            "state_init": (format_array(np.frombuffer(bytes(init), np.uint8),
+                                        dtypes.BY_NAME["uint8"]) if any(init) else None),
             "state_slots": [{"offset": sl.offset, "bytes": sl.nbytes,
                              "comment": c_comment(f"{sl.input}: {g.type(sl.input).dtype.name}"
                                                   f"{list(g.type(sl.input).shape)}")}

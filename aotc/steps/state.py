@@ -15,12 +15,13 @@ the slot. No loop may run between the two (a graph with control-flow loops alway
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from aotc.ir.graph import Node, Value
 
-if TYPE_CHECKING:
-    from aotc.steps.schedule import Schedule, Step
+# The schedule (aotc/steps/schedule.py, which calls place_state) is typed Any here: this module
+# sits below it.
+Schedule = Any
 
 STATE_ALIGN = 16  # each slot starts at a multiple of this in the state buffer
 
@@ -28,7 +29,9 @@ STATE_ALIGN = 16  # each slot starts at a multiple of this in the state buffer
 @dataclass(frozen=True)
 class StateSlot:
     input: str  # the graph input that reads the state
-    output: str | None  # the graph output value written into the slot (None: never written)
+    output: str | None  # the value written into the slot (None: never written)
+    graph_output: str | None  # the graph output holding the next state (output, or its copy's
+    # source)
     offset: int  # bytes from the start of the state buffer
     nbytes: int
     init: bytes  # the slot's bytes after <name>_reset
@@ -39,54 +42,49 @@ def state_meta(g: Any) -> list[dict[str, Any]]:
     return list(g.meta.get("state", ()))
 
 
-def place_state(s: Schedule, step_cls: type[Step]) -> None:
+def place_state(s: Schedule, step_cls: Any) -> None:
     """Marks the state inputs and outputs of a just made schedule as kind "state", adds the
-    Copy steps of the slots whose producer cannot write in place, and sets ``s.state``."""
+    Copy steps of the slots whose producer cannot write in place, and sets ``s.state``. The
+    graph keeps its nodes and outputs (the driver may reorder and schedule it again); only the
+    copies' destination values are added to it."""
     g = s.graph
     meta = state_meta(g)
     if not meta:
         return
     public = g.meta.get("output_names", {})
     by_public = {public.get(o, o): o for o in g.outputs}
+    used = {o for n in g.nodes for o in n.outputs} | set(g.inputs) | set(g.outputs)
     slots: list[StateSlot] = []
     offset = 0
-    outputs = list(g.outputs)
     values = dict(g.values)
     for m in meta:
         x = m["input"]
         s.kind[s.root[x]] = "state"
         out = by_public.get(m["output"]) if m["output"] is not None else None
-        direct = False
+        graph_output, direct = out, False
         if out is not None:
             r = s.root[out]
             direct = _direct(s, s.root[x], r)
+            del s.output_of[r]
             if direct:
                 s.kind[r] = "state"
-                del s.output_of[r]
             else:
                 s.kind[r] = "arena"
-                del s.output_of[r]
                 fresh = f"{out}__state"
-                while fresh in values:
+                while fresh in used:
                     fresh += "_"
                 values[fresh] = Value(fresh, values[out].type)
                 s.root[fresh], s.kind[fresh] = fresh, "state"
                 s.steps.append(step_cls(len(s.steps), Node("Copy", fresh, (out,), (fresh,), {},
                                                            1, "aotc")))
-                outputs[outputs.index(out)] = fresh
-                out = fresh
                 s.derived.clear()  # reads() now has one more step
+                out = fresh
         nbytes = g.type(x).nbytes
         init = bytes(m["init"])
         assert len(init) == nbytes, "a state slot's initial bytes must fill it"
-        slots.append(StateSlot(x, out, offset, nbytes, init, direct))
+        slots.append(StateSlot(x, out, graph_output, offset, nbytes, init, direct))
         offset += -(-max(nbytes, 1) // STATE_ALIGN) * STATE_ALIGN
-    new_public = dict(public)
-    for o_old, o_new in zip(g.outputs, outputs):
-        if o_old != o_new:
-            new_public[o_new] = public.get(o_old, o_old)
-    s.graph = g.replace(values=values, outputs=outputs,
-                        meta={**g.meta, "output_names": new_public})
+    s.graph = g.replace(values=values)
     s.state = slots
 
 

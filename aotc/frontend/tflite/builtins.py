@@ -14,6 +14,7 @@ import numpy as np
 
 from aotc.errors import AotcError
 from aotc.frontend.tflite.builder import TO_NCHW, TO_NHWC, Builder
+from aotc.frontend.tflite.variables import CONVERTERS as VARIABLE_CONVERTERS
 
 INT64_MAX = np.iinfo(np.int64).max
 INT64_MIN = np.iinfo(np.int64).min
@@ -446,6 +447,7 @@ CONVERTERS: dict[str, Callable[[Builder, Any], None]] = {
     "TANH": _unary("Tanh"),
     "TRANSPOSE": transpose,
     "TRANSPOSE_CONV": transpose_conv,
+    **VARIABLE_CONVERTERS,  # resource variables: state between calls (variables.py)
 }
 
 # The ONNX ops (float, and the integer kernels aotc.passes.qdq makes of the int8 form) each
@@ -477,4 +479,5 @@ ONNX_OPS: dict[str, tuple[str, ...]] = {
     "TANH": ("Tanh",),
     "TRANSPOSE": ("Transpose",),
     "TRANSPOSE_CONV": ("ConvTranspose",),
+    **{k: () for k in VARIABLE_CONVERTERS},  # no op: the caller's state buffer
 }
