@@ -77,6 +77,7 @@ def place_state(s: Schedule, step_cls: Any) -> None:
                 s.root[fresh], s.kind[fresh] = fresh, "state"
                 s.steps.append(step_cls(len(s.steps), Node("Copy", fresh, (out,), (fresh,), {},
                                                            1, "aotc")))
+                s.graph = g = g.replace(values=values)
                 s.derived.clear()  # reads() now has one more step
                 out = fresh
         nbytes = g.type(x).nbytes
@@ -84,7 +85,6 @@ def place_state(s: Schedule, step_cls: Any) -> None:
         assert len(init) == nbytes, "a state slot's initial bytes must fill it"
         slots.append(StateSlot(x, out, graph_output, offset, nbytes, init, direct))
         offset += -(-max(nbytes, 1) // STATE_ALIGN) * STATE_ALIGN
-    s.graph = g.replace(values=values)
     s.state = slots
 
 
