@@ -102,9 +102,29 @@ def _direct(s: Schedule, x_root: str, out_root: str) -> bool:
         for r, same_index in s.reads(st.index):
             if r != x_root:
                 continue
-            if st.index > p or (st.index == p and not same_index):
+            if st.index > p or (st.index == p and not same_index
+                                and not _writes_over(s, st, x_root, out_root)):
                 return False
     return True
+
+
+def _writes_over(s: Schedule, st: Any, x_root: str, out_root: str) -> bool:
+    """The step's op writes the output holding ``out_root`` over its one input holding
+    ``x_root`` by design (``OpDef.writes_over``, e.g. SVDF's state)."""
+    from aotc.ops import resolve
+
+    n = st.node
+    opdef = resolve(n.op, s.graph.opset, n.domain)
+    for k_out, k_in in getattr(opdef, "writes_over", {}).items():
+        if k_out >= len(n.outputs) or k_in >= len(n.inputs) or not n.outputs[k_out] \
+                or not n.inputs[k_in]:
+            continue
+        if s.root[n.outputs[k_out]] != out_root or s.root[n.inputs[k_in]] != x_root:
+            continue
+        others = [i for k, i in enumerate(n.inputs) if k != k_in and i] + \
+            [i for e in n.epilogue for i in e.inputs if i and i != "@"]
+        return all(s.root.get(i) != x_root for i in others)
+    return False
 
 
 def state_bytes(slots: list[StateSlot]) -> int:

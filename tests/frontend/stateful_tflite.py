@@ -192,3 +192,47 @@ def tflm_frames(model: bytes, xs: Sequence[np.ndarray], reset_at: int | None = N
         it.invoke()
         outs.append(it.get_output(0).copy())
     return outs
+
+
+def svdf(quant: bool, state_dtype: Any = np.int16, seed: int = 0, rank: int = 2,
+         act: int = 1) -> bytes:
+    """x [1, 16] -> SVDF (8 filters, memory 10, rank ``rank``: 8 / rank units, activation
+    state [1, 80] a variable tensor) -> out. int8: int8 input, feature weights and output,
+    ``state_dtype`` (int16 or int8) time weights and state, int32 bias with scale state x
+    time weights, as TFLite's converter writes them."""
+    rng = np.random.default_rng(seed)
+    n_in, n_filter, n_memory = 16, 8, 10
+    n_unit = n_filter // rank
+    net = Net(quant, seed=seed)
+    wf = rng.normal(scale=0.3, size=(n_filter, n_in))
+    wt = rng.normal(scale=0.3, size=(n_filter, n_memory))
+    bias = rng.normal(scale=0.2, size=n_unit)
+    if not quant:
+        x = net._tensor([1, n_in], np.float32, "input0")
+        twf = net._tensor(wf.shape, np.float32, "weights_feature", wf.astype(np.float32))
+        twt = net._tensor(wt.shape, np.float32, "weights_time", wt.astype(np.float32))
+        tb = net._tensor(bias.shape, np.float32, "bias", bias.astype(np.float32))
+        st = net._tensor([1, n_filter * n_memory], np.float32, "activation_state")
+        out = net._tensor([1, n_unit], np.float32, "out")
+    else:
+        wide = np.dtype(state_dtype) == np.int16
+        qmax = 32767 if wide else 127
+        x = net._tensor([1, n_in], np.int8, "input0", None, 1 / 40, 3)
+        s1 = float(np.abs(wf).max() / 127)
+        twf = net._tensor(wf.shape, np.int8, "weights_feature",
+                          np.round(wf / s1).astype(np.int8), s1, 0)
+        s2 = float(np.abs(wt).max() / qmax)
+        twt = net._tensor(wt.shape, state_dtype, "weights_time",
+                          np.round(wt / s2).astype(state_dtype), s2, 0)
+        sst, zst = (8 / 32767, 0) if wide else (8 / 127, 2)
+        sb = float(np.float32(np.float32(sst) * np.float32(s2)))
+        tb = net._tensor(bias.shape, np.int32, "bias", np.round(bias / sb).astype(np.int32),
+                         sb, 0)
+        st = net._tensor([1, n_filter * n_memory], state_dtype, "activation_state", None,
+                         sst, zst)
+        out = net._tensor([1, n_unit], np.int8, "out", None, 1 / 32, -5)
+    net.tensors[st].isVariable = True
+    net.inputs.append(x)
+    net.ops.append(_op(net, "SVDF", [x, twf, twt, tb, st], [out],
+                       options("SVDFOptions", rank=rank, fusedActivationFunction=act)))
+    return _with_init(net, [out], [])

@@ -261,10 +261,10 @@ def test_every_builtin_has_a_test_and_an_ops_row():
 
     assert set(ONNX_OPS) == set(CONVERTERS)
     tested = {c for c in CONVERTERS if any(k == c or k.startswith(c + "_") for k in CASES)}
-    # QUANTIZE/DEQUANTIZE: test_quantize_dequantize below; the resource variables:
+    # QUANTIZE/DEQUANTIZE: test_quantize_dequantize below; the resource variables and SVDF:
     # test_tflite_state.py.
     assert set(CONVERTERS) - tested == {"QUANTIZE", "DEQUANTIZE", "VAR_HANDLE", "READ_VARIABLE",
-                                        "ASSIGN_VARIABLE", "CALL_ONCE"}
+                                        "ASSIGN_VARIABLE", "CALL_ONCE", "SVDF"}
 
 
 def test_quantize_dequantize(tmp_path):

@@ -6,7 +6,12 @@ outputs bit-exact, float32 within rtol = atol = 1e-5 (the same float ops in poss
 order). After ``reset()`` the first frames give the first frames' outputs again (a fresh TFLM
 interpreter's: TFLM's own reset() refills the variables with their default, zero point or 0,
 and does not run CALL_ONCE again, so it is not the reference there). On cortex-m4f in QEMU a
-few frames, the state carried between firmware runs, equal to the host build's.
+few frames, the state carried between firmware runs, against TFLM.
+
+SVDF (aotc/ops/sequence/svdf.py), whose activation state is a variable tensor: float32 (within
+rtol = atol = 1e-5 of TFLM), int8 with an int16 state and time weights, and int8 with an int8
+state (zero point 2), bit-exact with TFLM over 24 frames; the kernel writes the next state over
+the old one in the state buffer (no copy per frame).
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from stateful_tflite import accumulator, frames, ring, tflm_frames
+from stateful_tflite import accumulator, frames, ring, svdf, tflm_frames
 
 import aotc
 from aotc.errors import AotcError
@@ -132,3 +137,37 @@ def test_frames_on_cortex_m4f(tmp_path: Path, quant: bool) -> None:
     _check(outs, ref[:3], quant)
     board.reset()
     _check([board.run({"input0": xs[0]})["out"]], ref[:1], quant)
+
+
+SVDF_CASES = {"float32": (False, np.int16), "int8_int16_state": (True, np.int16),
+              "int8_int8_state": (True, np.int8)}
+# [1, 80] activation state: float32 / int16 / int8.
+SVDF_STATE_BYTES = {"float32": 320, "int8_int16_state": 160, "int8_int8_state": 80}
+
+
+@pytest.mark.parametrize("rank", [1, 2])
+@pytest.mark.parametrize("case", sorted(SVDF_CASES))
+def test_svdf_frames_match_tflm(tmp_path: Path, case: str, rank: int) -> None:
+    quant, state_dtype = SVDF_CASES[case]
+    model = svdf(quant, state_dtype, rank=rank)
+    xs = frames(quant, (1, 16), N_FRAMES)
+    ref = tflm_frames(model, xs)
+    b = _compile(tmp_path, model)
+    assert b.compilation.state_bytes == SVDF_STATE_BYTES[case]
+    meta = json.loads((b.directory / "bundle.json").read_text())
+    assert [s["written"] for s in meta["state"]["slots"]] == ["in place"]
+    assert len(b.kernels) == 1  # the SVDF kernel alone: no copy of the state
+    r = b.load()
+    _check([r.run({"input0": x})["out"] for x in xs], ref, quant)
+    r.reset()
+    _check([r.run({"input0": x})["out"] for x in xs[:2]], ref[:2], quant)
+
+
+@pytest.mark.skipif(shutil.which("qemu-system-arm") is None, reason="needs qemu-system-arm")
+def test_svdf_int8_on_cortex_m4f(tmp_path: Path) -> None:
+    model = svdf(True, np.int16)
+    xs = frames(True, (1, 16), 3)
+    ref = tflm_frames(model, xs)
+    b = _compile(tmp_path, model, target="cortex-m4f")
+    board = b.load(board="cortex-m4f")
+    _check([board.run({"input0": x})["out"] for x in xs], ref, True)

@@ -311,8 +311,9 @@ class Builder:
         state = metadata(finish_state(self, inputs, outputs))
         graph = helper.make_graph(self.nodes, Path(self.fname).stem, inputs, outputs,
                                   self.inits)
-        m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
-                              producer_name="aotc.frontend.tflite")
+        domains = sorted({n.domain for n in self.nodes if n.domain})  # aotc's own ops (SVDF)
+        m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET), *(
+            helper.make_opsetid(d, 1) for d in domains)], producer_name="aotc.frontend.tflite")
         if state is not None:
             helper.set_model_props(m, dict([state]))
         m.ir_version = min(m.ir_version, onnx.IR_VERSION)

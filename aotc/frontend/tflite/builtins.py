@@ -479,5 +479,6 @@ ONNX_OPS: dict[str, tuple[str, ...]] = {
     "TANH": ("Tanh",),
     "TRANSPOSE": ("Transpose",),
     "TRANSPOSE_CONV": ("ConvTranspose",),
-    **{k: () for k in VARIABLE_CONVERTERS},  # no op: the caller's state buffer
+    **{k: () for k in VARIABLE_CONVERTERS if k != "SVDF"},  # no op: the caller's state buffer
+    "SVDF": ("aotc.Svdf",),
 }

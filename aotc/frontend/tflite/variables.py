@@ -179,5 +179,58 @@ def metadata(entries: list[dict[str, Any]]) -> tuple[str, str] | None:
     return (METADATA_KEY, json.dumps(entries)) if entries else None
 
 
+_SVDF_ACTIVATIONS = {0: "none", 1: "relu", 2: "relu_n1_to_1", 3: "relu6", 4: "tanh"}
+
+
+def svdf(b: Builder, op: Any) -> None:
+    """SVDF: its activation state (a variable tensor) becomes a state slot, which the op
+    (aotc/ops/sequence/svdf.py) shifts and writes in place each call. Integer: TFLite Micro's
+    Prepare (the two multipliers from float32 scale arithmetic, as it computes them); its
+    int8 kernel applies no fused activation, nor does aotc's."""
+    from aotc.ops.quant.arith import quantize_multiplier
+
+    o = _options(op, "SVDFOptions")
+    rank = int(o.Rank()) if o else 1
+    act = int(o.FusedActivationFunction()) if o else 0
+    ins = [int(op.Inputs(i)) for i in range(op.InputsLength())]
+    if len(ins) != 5:
+        raise AotcError(f"SVDF takes 5 inputs, got {len(ins)}")
+    x, wf, wt, bias, st = ins
+    y = int(op.Outputs(0))
+    if not b.tensor(st).IsVariable():
+        raise AotcError(f"the activation state {b.tname(st)!r} is not a variable tensor")
+    if act not in _SVDF_ACTIVATIONS:
+        raise AotcError(f"fused activation {act} is not supported")
+    consts = []
+    for t, what in ((wf, "feature weights"), (wt, "time weights")):
+        c = b.const(t)
+        if c is None:
+            raise AotcError(f"the {what} ({b.tname(t)!r}) must be a constant")
+        consts.append(b.init(c, what.replace(" ", "_")))
+    bias_c = b.const(bias) if bias >= 0 else None
+    if bias >= 0 and bias_c is None:
+        raise AotcError(f"the bias ({b.tname(bias)!r}) must be a constant")
+    attrs: dict[str, Any] = {"rank": rank, "activation": _SVDF_ACTIVATIONS[act]}
+    if b.dtype(x) == np.int8:
+        q = {t: b.quant(t) for t in (x, wf, wt, st, y)}
+        if any(v is None or len(v[0]) != 1 for v in q.values()):
+            raise AotcError("an int8 SVDF needs per-tensor quantisation parameters on its "
+                            "input, weights, state and output")
+        sc = {t: np.float32(v[0][0]) for t, v in q.items()}  # type: ignore[index]
+        # TFLM: static_cast<double>(float * float / float).
+        m1, s1 = quantize_multiplier(float(np.float32(sc[x] * sc[wf]) / sc[st]))
+        m2, s2 = quantize_multiplier(float(np.float32(sc[st] * sc[wt]) / sc[y]))
+        attrs.update(x_zero_point=int(q[x][1][0]), state_zero_point=int(q[st][1][0]),  # type: ignore[index]
+                     y_zero_point=int(q[y][1][0]), m1=m1, s1=s1, m2=m2, s2=s2)  # type: ignore[index]
+        attrs["activation"] = "none"
+    elif b.dtype(x) != np.float32:
+        raise AotcError(f"SVDF on {b.dtype(x).name} input is not supported (float32, int8)")
+    var = _variable(b, f"tensor_{st}", st)
+    outs = b.add("Svdf", [b.get(x), *consts, b.init(bias_c, "bias") if bias_c is not None
+                          else "", var.current], "svdf", n_out=2, domain="aotc", **attrs)
+    b.define(y, outs[0])
+    var.current = outs[1]
+
+
 CONVERTERS = {"ASSIGN_VARIABLE": assign_variable, "CALL_ONCE": call_once,
-              "READ_VARIABLE": read_variable, "VAR_HANDLE": var_handle}
+              "READ_VARIABLE": read_variable, "SVDF": svdf, "VAR_HANDLE": var_handle}
