@@ -225,6 +225,8 @@ def svdf(b: Builder, op: Any) -> None:
         attrs["activation"] = "none"
     elif b.dtype(x) != np.float32:
         raise AotcError(f"SVDF on {b.dtype(x).name} input is not supported (float32, int8)")
+    elif any(b.dtype(t) != np.float32 for t in (wf, wt, st)):
+        raise AotcError("a hybrid SVDF (float input, quantised weights) is not supported")
     var = _variable(b, f"tensor_{st}", st)
     outs = b.add("Svdf", [b.get(x), *consts, b.init(bias_c, "bias") if bias_c is not None
                           else "", var.current], "svdf", n_out=2, domain="aotc", **attrs)

@@ -109,6 +109,9 @@ class Svdf(OpDef):
                 st.type.numel != x.type.shape[0] * wt.type.numel:
             raise AotcError("the input, weights and state shapes do not agree", node.name,
                             node.op)
+        floats = [v.type.dtype.name == "float32" for v in (x, wf, wt, st)]
+        if any(floats) and not all(floats):
+            raise AotcError("float32 SVDF needs float32 weights and state", node.name, node.op)
         if x.type.dtype.name == "int8" and st.type.dtype.name not in ("int8", "int16"):
             raise AotcError("an int8 SVDF needs an int8 or int16 state", node.name, node.op)
 
