@@ -149,3 +149,11 @@ def test_state_type_mismatch(tmp_path: Path) -> None:
     with pytest.raises(AotcError, match=r"the input is float32\[1, 1, 8\] but the output is "
                                         r"float32\[1, 1, 6\]"):
         aotc.compile(path, tmp_path / "b", name="m", state=("x=h_next",))
+
+
+def test_package_refuses_a_bundle_with_state(tmp_path: Path) -> None:
+    from aotc.package import write_package
+
+    b = _compile(tmp_path, leaky_model(False), {"s": "s_next"})
+    with pytest.raises(AotcError, match="packages of streaming bundles"):
+        write_package(b.directory, "zephyr", tmp_path / "pkg")
