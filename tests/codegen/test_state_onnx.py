@@ -157,3 +157,16 @@ def test_package_refuses_a_bundle_with_state(tmp_path: Path) -> None:
     b = _compile(tmp_path, leaky_model(False), {"s": "s_next"})
     with pytest.raises(AotcError, match="packages of streaming bundles"):
         write_package(b.directory, "zephyr", tmp_path / "pkg")
+
+
+def test_verify_runs_frames_and_refuses_per_node(tmp_path: Path) -> None:
+    """verify compares consecutive frames against onnxruntime fed the state by hand;
+    --per-node (one call from the graph inputs) is refused in one line."""
+    path = tmp_path / "m.onnx"
+    onnx.save(lstm_model(), path)
+    rep = aotc.verify(path, tmp_path / "b", name="m", state=("h=h_next", "c=c_next"),
+                      inputs=[{"x": x} for x in _frames((1, 1, X), 5)], atol=1e-5, rtol=1e-5)
+    assert rep["vectors"] == 5
+    with pytest.raises(AotcError, match="--per-node compares one call"):
+        aotc.verify(path, tmp_path / "b2", name="m", state=("h=h_next", "c=c_next"),
+                    per_node=True)
