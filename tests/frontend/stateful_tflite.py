@@ -168,7 +168,8 @@ def ring(quant: bool, seed: int = 0) -> bytes:
 
 
 def frames(model_quant: bool, shape: Sequence[int], n: int, seed: int = 1) -> list[np.ndarray]:
-    """``n`` input frames: float ~ N(0, 1), or int8 quantised with Q_IN / Q_STATE's scale."""
+    """``n`` input frames: float ~ N(0, 1), or int8 round(40 x) clipped (any int8 value is a
+    valid input whatever the model's input scale)."""
     rng = np.random.default_rng(seed)
     out = []
     for _ in range(n):
