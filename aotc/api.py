@@ -139,6 +139,11 @@ def describe(comp: Compilation) -> dict[str, Any]:
     the tensors each reads and writes, "memory" the arena plan, one entry per buffer."""
     g, sg = comp.graph, comp.schedule.graph  # sg also holds the values of If/Loop/Scan bodies
     macs = _all_macs(comp)
+    # A streaming model's state (aotc/steps/state.py): its slots, not graph inputs and outputs.
+    state = [sl.input for sl in comp.schedule.state]
+    public = g.meta.get("output_names", {})
+    state_out = {public.get(sl.graph_output, sl.graph_output)
+                 for sl in comp.schedule.state if sl.graph_output}
     kernel_of = {ls.step.node.name: ls.kernel.name for ls in comp.lowered}
     nodes = []
 
@@ -161,8 +166,9 @@ def describe(comp: Compilation) -> dict[str, Any]:
     return {
         "model": comp.model_name, "opset": g.opset, "nodes": nodes,
         "kernels": [ls.kernel.name for ls in comp.lowered],
-        "inputs": [_tensor(g, v) for v in g.inputs],
-        "outputs": _graph_outputs(comp),
+        "inputs": [_tensor(g, v) for v in g.inputs if v not in state],
+        "outputs": [t for t in _graph_outputs(comp) if t["name"] not in state_out],
+        **({"state": [_tensor(g, v) for v in state]} if state else {}),
         "schedule": _schedule_rows(comp, macs),
         "total_macs": sum(macs[n.name] for n in g.nodes),
         "params": sum(n["params"] for n in nodes),
@@ -238,9 +244,11 @@ def _schedule_rows(comp: Compilation, macs: Mapping[str, int]) -> list[dict[str,
             "in": inside.get(ls.step.index, ""),
             "ops": "+".join([n.op] + [e.op for e in n.epilogue]),
             "fused": [{"name": f.name, "op": f.op} for f in (n, *n.epilogue)],
-            "backend": ls.backend or NATIVE, "macs": macs.get(n.name, 0), "params": _params(g, n),
+            "backend": ls.backend or NATIVE, "macs": macs.get(n.name, 0),  # 0: a copy aotc made
+            "params": _params(g, n),
             "inputs": [{**_tensor(g, i), **_written(writer, s.root[i]),
-                        "graph_input": s.root[i] if s.storage_kind(i) == "input" else None,
+                        "graph_input": (s.root[i] if s.storage_kind(i) in ("input", "state")
+                                        else None),
                         **({"local": s.local[s.root[i]]} if s.root[i] in s.local else {})}
                        for i in dict.fromkeys(reads)],
             "outputs": [_tensor(g, o) for o in n.outputs if o and o not in s.dead],

@@ -21,6 +21,7 @@ from aotc.memory.pools import Pool
 from aotc.memory.report import ascii_timeline, plan_to_json
 from aotc.passes.patches import DEFAULT_MAC_BUDGET
 from aotc.steps.schedule import Schedule
+from aotc.steps.state import state_bytes
 
 
 @dataclass(frozen=True)
@@ -71,6 +72,10 @@ class CompileOptions:
     # MACs (a fraction).
     patches: str | int | tuple[int, int, int] | None = None
     patch_macs: float = DEFAULT_MAC_BUDGET
+    # "INPUT=OUTPUT" pairs (--state): a graph input and the graph output holding its next
+    # value become a slot of the caller's state buffer (aotc/steps/state.py), zero after reset.
+    # A TFLite model's resource variables become slots without this.
+    state: tuple[str, ...] = ()
 
 
 @dataclass
@@ -125,6 +130,11 @@ class Compilation:
         return f"a_{self.plan.pool_of[buffer]}" if self.plan.pool_of else "a"
 
     @property
+    def state_bytes(self) -> int:
+        """Bytes of the caller's state buffer (0: the model keeps no state between calls)."""
+        return state_bytes(self.schedule.state)
+
+    @property
     def io_lower_bound(self) -> int:
         """Activations + scratch + graph inputs and outputs: the bound on total RAM."""
         return self.bounds.io
@@ -163,6 +173,8 @@ def memory_report(c: Compilation) -> dict[str, Any]:
                       for k, (a, b) in sorted(c.liveness.inplace.items())]
     rep["stack_temporaries"] = c.stack_temporaries
     rep["timeline"] = ascii_timeline(c.liveness.reqs, c.plan)
+    if c.schedule.state:
+        rep["state_bytes"] = c.state_bytes
     for entry, pool in zip(rep.get("pools", []), c.pools):
         entry.update(capacity=pool.size, section=pool.section)
     return rep

@@ -28,6 +28,7 @@ from aotc.compilation import Compilation, CompileOptions
 from aotc.errors import AotcError
 from aotc.frontend.onnx.file import load_model
 from aotc.frontend.onnx.importer import import_model
+from aotc.frontend.state import attach_state
 from aotc.frontend.tflite import is_tflite, load_tflite
 from aotc.frontend.torch import (
     is_torch_model,
@@ -128,7 +129,7 @@ def compile_model(model: str | os.PathLike[str] | onnx.ModelProto, options: Comp
                         f"must be a percentage >= 0")
     source = _read(model, options, progress)
     shapes = {k: tuple(int(d) for d in v) for k, v in options.input_shapes.items()}
-    graph = import_model(source.proto, shapes, name)
+    graph = attach_state(import_model(source.proto, shapes, name), source.proto, options.state)
     model_const_bytes = graph.const_bytes()
     progress.detail("graph passes")
     graph = run_pipeline(graph, _pipeline(options.passes, options.requant),

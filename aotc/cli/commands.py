@@ -190,6 +190,9 @@ def _fmt_inspect(rep: dict[str, Any]) -> str:
               f"liveness bounds: activations {b['activations']:,} B, + scratch "
               f"{b['activations_scratch']:,} B, + graph inputs and outputs "
               f"{b['activations_scratch_io']:,} B", ""]
+    if m.get("state_bytes"):
+        lines[-1:-1] = [f"state {m['state_bytes']:,} B: the caller's buffer, kept between calls "
+                        f"(not in the arena; docs/streaming.md)"]
     if m.get("pools"):
         lines[-1:-1] = ["pools (fastest first): " + ", ".join(
             f"{p['name']} {p['bytes']:,} of {p['capacity']:,} B"

@@ -38,6 +38,11 @@ def add_compile_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--io-in-arena", action="store_true",
                    help="place the graph inputs and outputs in the arena, reused once dead; the "
                         "run function then takes only the arena (total RAM is one number)")
+    p.add_argument("--state", action="append", default=[], metavar="INPUT=OUTPUT",
+                   help="a graph input and the graph output holding its next value are state "
+                        "kept between calls (repeatable): both leave the API and live in the "
+                        "caller's state buffer (<NAME>_STATE_BYTES, <name>_reset sets it to "
+                        "zero; docs/streaming.md). TFLite resource variables need no option")
     p.add_argument("--inplace-conv", action="store_true",
                    help="let depthwise convs write over their dead input channel by channel "
                         "(strided ones element by element), 2-D convs row by row through a "
@@ -118,6 +123,7 @@ def compile_options(args: argparse.Namespace, argv: Sequence[str]) -> dict[str, 
                 byoc=tuple(b for b in (args.byoc or "").split(",") if b.strip()),
                 cmsis_nn_path=args.cmsis_nn_path,
                 allow_weight_growth=args.allow_weight_growth,
+                state=tuple(args.state),
                 schedules=tuning_schedules(args.tuning_log, target, args.requant))
 
 

@@ -15,6 +15,7 @@ from aotc.codegen.c import MVE_CALLS, CPrinter, acle_calls, vldm_sizes
 from aotc.loops.loop_ir import Kernel
 from aotc.lower.lowering import LoweredStep
 from aotc.names import Namer, c_comment
+from aotc.steps.state import STATE_ALIGN, slot_of_root, state_bytes
 from aotc.version import __version__
 
 if TYPE_CHECKING:
@@ -25,12 +26,16 @@ def _io_decls(c: Compilation) -> tuple[list[TensorDecl], list[TensorDecl]]:
     g = c.graph
     name = c.options.name  # <name>_... / <NAME>_... are the bundle's own symbols and macros
     pools = {n for p in c.pools for n in (p.name, f"{p.name}_size", f"a_{p.name}")}
-    namer = Namer({"a", "arena", "arena_size", *pools}, (f"{name}_", f"{name.upper()}_"))
+    state = {"state", "a_state"} if c.schedule.state else set()
+    namer = Namer({"a", "arena", "arena_size", *pools, *state},
+                  (f"{name}_", f"{name.upper()}_"))
+    # The state's inputs and outputs are in the caller's state buffer, not in the API.
+    hidden = {v for slot in c.schedule.state for v in (slot.input, slot.graph_output) if v}
     ins = [TensorDecl(v, namer("in:" + v, v, "in"), g.type(v).dtype, g.type(v).shape)
-           for v in g.inputs]
+           for v in g.inputs if v not in hidden]
     public = g.meta.get("output_names", {})
     outs = [TensorDecl(v, namer("out:" + v, public.get(v, v), "out"), g.type(v).dtype,
-                       g.type(v).shape, public.get(v, v)) for v in g.outputs]
+                       g.type(v).shape, public.get(v, v)) for v in g.outputs if v not in hidden]
     return ins, outs
 
 
@@ -51,6 +56,8 @@ def _base_pointer(c: Compilation, kind: str, key: str, ctype: str, io: dict[str,
     k = s.kind[root]
     if k == "const":
         return c.weights[root][0]
+    if k == "state":
+        return f"({ctype} *)(void *)(a_state + {slot_of_root(s)[root].offset})"
     if c.options.io_in_arena:
         k = "arena"
     if k == "input":
@@ -67,6 +74,8 @@ def _memory_key(c: Compilation, kind: str, key: str) -> str:
     if kind in ("scratch", "const"):
         return f"{kind}:{key}"
     root = c.schedule.root[key]
+    if c.schedule.kind[root] == "state":  # a slot's old and new state share its bytes
+        return f"state:{slot_of_root(c.schedule)[root].offset}"
     kind = "arena" if c.options.io_in_arena else c.schedule.kind[root]
     return f"{kind}:{c.liveness.buffer_of(root)}"
 
@@ -114,10 +123,13 @@ def render_context(c: Compilation) -> dict[str, Any]:
               "capacity": p.size, "section": p.section} for p in c.pools]
     arenas = ([(p["name"], p["bytes"]) for p in pools] if pools
               else [("arena", c.plan.size)])
+    has_state = bool(c.schedule.state)
     run_params = ", ".join(user_io + [f"{t}{n}{s}" for n, _ in arenas
-                                      for t, s in (("void *", ""), ("size_t ", "_size"))])
+                                      for t, s in (("void *", ""), ("size_t ", "_size"))]
+                           + (["void *state"] if has_state else []))
     null_checks = " || ".join(([] if io_in_arena else [f"{t.cname} == NULL" for t in ins + outs])
-                              + [f"{n} == NULL" for n, size in arenas if size > 0]) or "0"
+                              + [f"{n} == NULL" for n, size in arenas if size > 0]
+                              + (["state == NULL"] if has_state else [])) or "0"
 
     weights = []
     for key, (sym, arr) in sorted(c.weights.items(), key=lambda kv: kv[1][0]):
@@ -148,6 +160,7 @@ def render_context(c: Compilation) -> dict[str, Any]:
                      **_io_place(c, t.value)} for t in outs],
         **({"pools": pools} if pools else {}),
         **({"patches": c.patches} if c.patches is not None else {}),
+        **({"state": _state_meta(c)} if has_state else {}),
         "kernels": [ls.kernel.name for ls in c.lowered],
         # Temporaries kernels keep on the C stack, outside the arena (compiler.py).
         "stack_temporaries": c.stack_temporaries,
@@ -181,8 +194,39 @@ def render_context(c: Compilation) -> dict[str, Any]:
                                     if ls.source is None])),
         "vldm": sorted(set().union(*[vldm_sizes(ls.kernel) for ls in c.lowered
                                      if ls.source is None])),
-        "locals": local_decls, "pools": pools,
+        "locals": local_decls, "pools": pools, **_state_context(c),
     }
+
+
+def _state_meta(c: Compilation) -> dict[str, Any]:
+    """bundle.json's state: its bytes and, per slot, where it is and what writes it."""
+    g, public = c.graph, c.graph.meta.get("output_names", {})
+    return {"bytes": state_bytes(c.schedule.state), "align": STATE_ALIGN,
+            "slots": [{"input": sl.input, "dtype": g.type(sl.input).dtype.name,
+                       "shape": list(g.type(sl.input).shape),
+                       "output": (public.get(sl.graph_output, sl.graph_output)
+                                  if sl.graph_output else None),
+                       "offset": sl.offset, "bytes": sl.nbytes,
+                       "written": "in place" if sl.direct else
+                       ("copied at the end" if sl.output else "never")}
+                      for sl in c.schedule.state]}
+
+
+def _state_context(c: Compilation) -> dict[str, Any]:
+    """The template's state: its size, and its bytes after <name>_reset (None: all zero)."""
+    slots = c.schedule.state
+    nbytes = state_bytes(slots)
+    init = bytearray(nbytes)
+    for sl in slots:
+        init[sl.offset:sl.offset + sl.nbytes] = sl.init
+    g = c.graph
+    return {"state_bytes": nbytes, "state_align": STATE_ALIGN,
+            "state_init": (format_array(np.frombuffer(bytes(init), np.uint8),
+                                        dtypes.BY_NAME["uint8"]) if any(init) else None),
+            "state_slots": [{"offset": sl.offset, "bytes": sl.nbytes,
+                             "comment": c_comment(f"{sl.input}: {g.type(sl.input).dtype.name}"
+                                                  f"{list(g.type(sl.input).shape)}")}
+                            for sl in slots]}
 
 
 def _io_place(c: Compilation, value: str) -> dict[str, Any]:

@@ -207,7 +207,8 @@ def _lifetimes(s: Schedule, io_in_arena: bool
     writers: dict[str, int] = {}
     if io_in_arena:
         for name in g.inputs:
-            first[name] = last[name] = 0
+            if s.kind[name] in planned:  # not a state input (the caller's state buffer)
+                first[name] = last[name] = 0
     for st in s.steps:
         for o in st.node.outputs:
             if o and o not in s.dead and s.kind[s.root[o]] in planned:

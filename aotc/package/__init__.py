@@ -35,6 +35,10 @@ def _bundle_meta(bundle: Path) -> dict[str, Any]:
                if not (bundle / f).is_file()]
     if missing:
         raise AotcError(f"bundle {bundle} is incomplete: no {missing[0]}")
+    if meta.get("state"):
+        raise AotcError("packages of streaming bundles (state kept between calls) are not "
+                        "supported yet: use the bundle's files and its CMake "
+                        "(docs/streaming.md)")
     if meta.get("libraries"):
         raise AotcError("packages of bundles that link a BYOC library (--byoc) are not "
                         "supported yet: compile without --byoc, or use the bundle's CMake")

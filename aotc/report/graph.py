@@ -59,6 +59,10 @@ def fused_graph(data: dict[str, Any]) -> graphviz.Digraph:
     for i, t in enumerate(data["inputs"]):
         d.node(f"in{i}", label=_label(f"input {t['name']}", t["type"]),
                shape="ellipse", style="filled", fillcolor=IO_FILL)
+    for i, t in enumerate(data.get("state", [])):  # streaming: read from the state buffer
+        ids[f"input:{t['name']}"] = f"st{i}"
+        d.node(f"st{i}", label=_label(f"state {t['name']}", t["type"]),
+               shape="ellipse", style="dashed,filled", fillcolor=IO_FILL)
     colours = backend_colours(data["schedule"])
     total = data["total_macs"]
     for i, row in enumerate(data["schedule"]):

@@ -55,6 +55,11 @@ def _summary(data: dict[str, Any]) -> list[dict[str, Any]]:
         ("Bound with inputs and outputs", f"{m['io_lower_bound']:,} B (activations + scratch + "
          "graph I/O)", "io_lower_bound", m["io_lower_bound"]),
     ]
+    if m.get("state_bytes"):  # streaming: the caller's state buffer (docs/streaming.md)
+        rows.append(("State between calls", f"{m['state_bytes']:,} B, the caller's buffer "
+                     "outside the arena (" + "; ".join(
+                         f"{t['name']}: {t['type']}" for t in data.get("state", [])) + ")",
+                     "state_bytes", m["state_bytes"]))
     stack = m.get("stack_temporaries") or []
     if stack:  # in-place temporaries on the C stack (docs/memory.md): outside arena and bounds
         largest = max(t["bytes"] for t in stack)

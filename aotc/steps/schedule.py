@@ -2,8 +2,9 @@
 
 View ops (Reshape, Flatten, Squeeze, Unsqueeze, ...) get no step: their output shares the
 storage root of their input. Storage kinds: "input" / "output" (user buffers), "const" (flash),
-"arena" (planned). A graph output whose producer is a view of another value takes that value's
-storage; when that is impossible (a graph input, a constant, another output) a Copy is inserted.
+"arena" (planned), "state" (the caller's state buffer, aotc/steps/state.py). A graph output
+whose producer is a view of another value takes that value's storage; when that is impossible
+(a graph input, a constant, another output) a Copy is inserted.
 
 Control flow (If, Loop, Scan with a run-time condition or a loop) is expanded here: marker
 steps around the bodies' kernels, Copy steps that move branch results, loop-carried values and
@@ -21,6 +22,7 @@ from aotc.errors import AotcError
 from aotc.ir.graph import CHAIN, Graph, Node, Value
 from aotc.ops import resolve
 from aotc.ops.control.if_loop_scan import Body
+from aotc.steps.state import StateSlot, place_state
 
 CONTROL_OPS = ("If", "Loop", "Scan")
 CTRL_DOMAIN = "aotc.ctrl"  # marker steps: C control flow around the kernels between them
@@ -53,6 +55,8 @@ class Schedule:
     # Element strides in their root's storage of the values a strided view made (PermuteView,
     # SliceView): only kernels that read input 0 by indexing (reads_permuted) read them.
     strides: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    # The slots of the caller's state buffer (aotc/steps/state.py), in the model's order.
+    state: list[StateSlot] = field(default_factory=list)
     # Facts derived from the steps, computed once (the memory planner asks many times):
     # reads() and aotc/memory/liveness.py's lifetimes. A schedule is not changed once made.
     derived: dict[Any, Any] = field(default_factory=dict, repr=False, compare=False)
@@ -112,8 +116,9 @@ def make_schedule(g: Graph) -> Schedule:
     used |= set(g.outputs) | x.view_reads
     dead = {o for st in steps if len(st.node.outputs) > 1 for o in st.node.outputs
             if o and o not in used}
-    return Schedule(g, steps, root, kind, output_of, dead, x.local, x.offset, x.loops,
-                    x.strides)
+    s = Schedule(g, steps, root, kind, output_of, dead, x.local, x.offset, x.loops, x.strides)
+    place_state(s, Step)
+    return s
 
 
 def _insert_output_copies(g: Graph) -> Graph:

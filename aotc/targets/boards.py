@@ -178,6 +178,7 @@ def render_test_main(bundle_dir: str | Path) -> str:
         outputs=tensors("outputs"),
         io_in_arena=bool(meta.get("io_in_arena")),
         pools=meta.get("pools", []),
+        state_bytes=meta.get("state", {}).get("bytes", 0),
     )
 
 

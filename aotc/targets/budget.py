@@ -65,11 +65,12 @@ class Estimate:
     heap: int
     weights: int
     code: int
+    state: int = 0  # a streaming model's state buffer, kept between calls
 
     @property
     def static_ram(self) -> int:
         """data + bss of the firmware: what `size` reports."""
-        return self.arena + self.io + self.ram_base
+        return self.arena + self.io + self.state + self.ram_base
 
     @property
     def ram(self) -> int:
@@ -85,6 +86,7 @@ class Estimate:
 
     def lines(self) -> list[str]:
         io = f" + I/O {self.io:,}" if self.io else ""
+        io += f" + state {self.state:,}" if self.state else ""
         return [f"RAM estimate {self.ram:,} B on {self.board}: arena {self.arena:,}{io} + "
                 f"runtime {self.ram_base:,} + stack {self.stack:,} + heap {self.heap:,} B",
                 f"flash estimate {self.flash:,} B: weights {self.weights:,} + code "
@@ -120,7 +122,7 @@ def estimate(comp: Compilation, board: str | None = None) -> Estimate:
         t["bytes"] for t in meta["inputs"] + meta["outputs"])
     code = round(cal["base"] + cal["per_token"] * code_tokens(render("model.c.j2", **ctx)))
     return Estimate(board, calibrated, arena, io, int(cal["ram_base"]), stack, heap,
-                    comp.weights_bytes, code)
+                    comp.weights_bytes, code, comp.state_bytes)
 
 
 def limits(max_ram: str | None, max_flash: str | None, budget_board: str | None

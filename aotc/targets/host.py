@@ -179,6 +179,22 @@ class Runner:
         self.ffi.cdef(cdef_of((self.dir / f"{self.name}.h").read_text()) + cdef)
         self.lib = self.ffi.dlopen(str(self.lib_path))
         self.arena_bytes = int(self.meta["arena_bytes"])
+        # A streaming model's state buffer (bundle.json "state"): kept across run() calls,
+        # set to its initial value here and by reset().
+        self.state_bytes = int(self.meta.get("state", {}).get("bytes", 0))
+        self._state_raw, self.state = (_aligned_zeros(self.state_bytes) if self.state_bytes
+                                       else (None, None))
+        self.reset()
+
+    def reset(self) -> None:
+        """The state back to its initial value (<name>_reset); nothing for a model without
+        state."""
+        if self.state is None:
+            return
+        status = getattr(self.lib, f"{self.name}_reset")(
+            self.ffi.from_buffer("uint8_t[]", self.state))
+        if status != 0:
+            raise AotcError(f"{self.name}_reset returned {status} ({STATUS.get(status, '?')})")
 
     def _array(self, spec: dict, value: object) -> np.ndarray:
         arr = np.asarray(value)
@@ -247,6 +263,8 @@ class Runner:
             args += [self.ffi.from_buffer(f"{s['ctype']}[]", a) for s, a in zip(specs_out, outs)]
         for pool, size in sizes.items():
             args += [self.ffi.from_buffer("uint8_t[]", arenas[pool]), size]
+        if self.state is not None:
+            args.append(self.ffi.from_buffer("uint8_t[]", self.state))
         self._keep = (ins, raws)  # the buffers must outlive the call
         fn = getattr(self.lib, f"{self.name}_run")
         return fn, args, {s["name"]: o for s, o in zip(specs_out, outs)}

@@ -75,6 +75,10 @@ class BoardRunner:
         except RuntimeError as e:
             raise AotcError(f"{_one_line(e)}; {_dominant(self.meta)}") from None
         self.build_dir = self.elf.parent
+        # A streaming model's state (bundle.json "state"): kept here between runs, passed to
+        # the firmware as state.bin and read back from it; None: the harness calls
+        # <name>_reset first.
+        self.state: bytes | None = None
         if check_fit:
             msg = self.fits()
             if msg is not None:
@@ -113,9 +117,20 @@ class BoardRunner:
             arrs.append(a)
         return arrs
 
+    def reset(self) -> None:
+        """The next run starts from the initial state (the firmware calls <name>_reset)."""
+        self.state = None
+
     def run(self, inputs: Mapping[str, object]) -> dict[str, np.ndarray]:
         try:
-            outs = boards.run_firmware(self.elf, self.board, self._inputs(inputs))
+            if "state" not in self.meta:
+                outs = boards.run_firmware(self.elf, self.board, self._inputs(inputs))
+            else:
+                with tempfile.TemporaryDirectory(prefix="aotc-run-") as tmp:
+                    if self.state is not None:
+                        (Path(tmp) / "state.bin").write_bytes(self.state)
+                    outs = boards.run_firmware(self.elf, self.board, self._inputs(inputs), tmp)
+                    self.state = (Path(tmp) / "state.bin").read_bytes()
         except (RuntimeError, ValueError) as e:
             raise AotcError(_one_line(e)) from None
         return {s["name"]: o for s, o in zip(self.meta["outputs"], outs)}

@@ -216,6 +216,10 @@ def run_per_node(model: ModelLike, comp: Compilation,
     the random vectors of run_verification), against ``reference`` (default: ``model``)."""
     from aotc.verification.run import default_vectors, onnxruntime_outputs
 
+    if comp.schedule.state:
+        raise AotcError("--per-node compares one call from the graph inputs; a model with "
+                        "state kept between calls is not supported: verify it without "
+                        "--per-node (docs/streaming.md)")
     proto = _proto(model)
     ref_proto = proto if reference is None else _proto(reference)
     rows = kernel_probes(comp, onnx_tensors(proto))

@@ -118,6 +118,46 @@ def reference_outputs(model: Any, feeds: Mapping[str, np.ndarray], names: Sequen
     return onnxruntime_outputs(model, feeds)
 
 
+class _StatefulReference:
+    """A streaming model's reference, fed the vectors as consecutive frames from the initial
+    state: onnxruntime with each state input fed by hand (the previous frame's state output,
+    the slot's initial bytes first), or one TFLite Micro interpreter invoked once per frame
+    (it keeps its variables between invokes)."""
+
+    def __init__(self, model: Any, bundle: Any) -> None:
+        from aotc.frontend.tflite import is_tflite
+
+        self.model = model
+        self.tflite = not isinstance(model, onnx.ModelProto) and is_tflite(model)
+        g = bundle.compilation.graph
+        public = g.meta.get("output_names", {})
+        self.slots = [(sl.input, public.get(sl.graph_output, sl.graph_output)
+                       if sl.graph_output else None,
+                       np.frombuffer(sl.init, g.type(sl.input).dtype.np)
+                       .reshape(g.type(sl.input).shape))
+                      for sl in bundle.compilation.schedule.state]
+        self.state = {x: init.copy() for x, _, init in self.slots}
+        self.interpreter: Any = None
+
+    def __call__(self, feeds: Mapping[str, np.ndarray], names: Sequence[str]
+                 ) -> dict[str, np.ndarray]:
+        if self.tflite:
+            from tflite_micro.python.tflite_micro import runtime
+
+            if self.interpreter is None:
+                self.interpreter = runtime.Interpreter.from_bytes(
+                    Path(self.model).read_bytes(), arena_size=16 << 20)
+            for k, x in enumerate(feeds.values()):
+                self.interpreter.set_input(x, k)
+            self.interpreter.invoke()
+            return {n: self.interpreter.get_output(k).copy() for k, n in enumerate(names)}
+        res = onnxruntime_outputs(self.model, {**feeds, **self.state})
+        for x, y, _ in self.slots:
+            if y is not None:
+                self.state[x] = res[y]
+        return res
+
+
 def run_verification(model: Any, bundle: Any, inputs: Sequence[Mapping[str, np.ndarray]] | None,
                      expected: Sequence[Mapping[str, np.ndarray]] | None, atol: float,
                      rtol: float, seed: int, board: str | None,
@@ -126,12 +166,16 @@ def run_verification(model: Any, bundle: Any, inputs: Sequence[Mapping[str, np.n
     with progress.stage(f"build for {board or 'the host'}"):
         runner = bundle.load(board)
     inputs = default_vectors(runner.meta["inputs"], inputs, seed)
+    # A streaming model (bundle.json "state"): the vectors are consecutive frames.
+    stateful = _StatefulReference(model, bundle) if "state" in runner.meta else None
     worst: dict[str, float] = {}
     for k, feeds in enumerate(inputs):
         with progress.stage(f"vector {k + 1}/{len(inputs)}"):
             got = runner.run(feeds)
-            ref = expected[k] if expected is not None else reference_outputs(
-                model, feeds, [o["name"] for o in runner.meta["outputs"]])
+            names = [o["name"] for o in runner.meta["outputs"]]
+            ref = (expected[k] if expected is not None else
+                   stateful(feeds, names) if stateful is not None else
+                   reference_outputs(model, feeds, names))
         for name, g in got.items():
             if name not in ref:
                 raise AotcError(f"no reference value for output {name!r}")

@@ -262,8 +262,10 @@ def test_every_builtin_has_a_test_and_an_ops_row():
     assert set(ONNX_OPS) == set(CONVERTERS)
     tested = {c for c in CONVERTERS if any(k == c or k.startswith(c + "_") for k in CASES)}
     # QUANTIZE/DEQUANTIZE: test_quantize_dequantize below; UNIDIRECTIONAL_SEQUENCE_LSTM:
-    # tests/frontend/test_tflite_lstm.py.
-    assert set(CONVERTERS) - tested == {"QUANTIZE", "DEQUANTIZE", "UNIDIRECTIONAL_SEQUENCE_LSTM"}
+    # test_tflite_lstm.py; the resource variables and SVDF: test_tflite_state.py.
+    assert set(CONVERTERS) - tested == {"QUANTIZE", "DEQUANTIZE", "UNIDIRECTIONAL_SEQUENCE_LSTM",
+                                        "VAR_HANDLE", "READ_VARIABLE", "ASSIGN_VARIABLE",
+                                        "CALL_ONCE", "SVDF"}
 
 
 def test_quantize_dequantize(tmp_path):

@@ -271,3 +271,26 @@ def test_timeline_geometry():
     assert "scratch of k1" in s["title"] and "written by k0" in a["title"]
     arena, bound = t["lines"]
     assert arena["y"] == pytest.approx(t["top"]) and bound["y"] > arena["y"]
+
+
+def test_report_shows_the_state_of_a_streaming_model(tmp_path, capsys):
+    """A model with --state: the summary's "State between calls" row and inspect's
+    state_bytes give the state buffer's bytes; the state input is not listed as an input."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    vi = [helper.make_tensor_value_info(n, TensorProto.FLOAT, [1, 4]) for n in
+          ("x", "s", "y", "s_next")]
+    g = helper.make_graph([helper.make_node("Add", ["x", "s"], ["s_next"]),
+                           helper.make_node("Mul", ["s_next", "two"], ["y"])], "acc",
+                          vi[:2], vi[2:],
+                          [numpy_helper.from_array(np.full((1, 4), 2.0, np.float32), "two")])
+    model = tmp_path / "acc.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), model)
+    rep = _inspect(model, capsys, "--state", "s=s_next")
+    assert rep["memory"]["state_bytes"] == 16
+    assert [t["name"] for t in rep["inputs"]] == ["x"]
+    assert [t["name"] for t in rep["state"]] == ["s"]
+    _report(model, tmp_path / "report.html", "--state", "s=s_next")
+    html = (tmp_path / "report.html").read_text()
+    assert 'data-key="state_bytes" data-value="16"' in html

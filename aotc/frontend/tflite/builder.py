@@ -304,10 +304,18 @@ class Builder:
             return helper.make_tensor_value_info(name, dt, list(self.shape(t)))
 
         inputs = [vi(self.names[(t, "nhwc")], t) for t in self.inputs if self.const(t) is None]
-        graph = helper.make_graph(self.nodes, Path(self.fname).stem, inputs,
-                                  [vi(n, t) for n, t in zip(outs, self.outputs)], self.inits)
-        m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
-                              producer_name="aotc.frontend.tflite")
+        outputs = [vi(n, t) for n, t in zip(outs, self.outputs)]
+        # Resource variables: one more graph input and output each (variables.py).
+        from aotc.frontend.tflite.variables import finish_state, metadata
+
+        state = metadata(finish_state(self, inputs, outputs))
+        graph = helper.make_graph(self.nodes, Path(self.fname).stem, inputs, outputs,
+                                  self.inits)
+        domains = sorted({n.domain for n in self.nodes if n.domain})  # aotc's own ops (SVDF)
+        m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET), *(
+            helper.make_opsetid(d, 1) for d in domains)], producer_name="aotc.frontend.tflite")
+        if state is not None:
+            helper.set_model_props(m, dict([state]))
         m.ir_version = min(m.ir_version, onnx.IR_VERSION)
         return m
 

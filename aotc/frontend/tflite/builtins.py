@@ -15,6 +15,7 @@ import numpy as np
 from aotc.errors import AotcError
 from aotc.frontend.tflite.builder import TO_NCHW, TO_NHWC, Builder
 from aotc.frontend.tflite.recurrent import unidirectional_sequence_lstm
+from aotc.frontend.tflite.variables import CONVERTERS as VARIABLE_CONVERTERS
 
 INT64_MAX = np.iinfo(np.int64).max
 INT64_MIN = np.iinfo(np.int64).min
@@ -448,6 +449,7 @@ CONVERTERS: dict[str, Callable[[Builder, Any], None]] = {
     "TRANSPOSE": transpose,
     "TRANSPOSE_CONV": transpose_conv,
     "UNIDIRECTIONAL_SEQUENCE_LSTM": unidirectional_sequence_lstm,
+    **VARIABLE_CONVERTERS,  # resource variables: state between calls (variables.py)
 }
 
 # The ONNX ops (float, and the integer kernels aotc.passes.qdq makes of the int8 form) each
@@ -480,4 +482,6 @@ ONNX_OPS: dict[str, tuple[str, ...]] = {
     "TRANSPOSE": ("Transpose",),
     "TRANSPOSE_CONV": ("ConvTranspose",),
     "UNIDIRECTIONAL_SEQUENCE_LSTM": ("LSTM",),
+    **{k: () for k in VARIABLE_CONVERTERS if k != "SVDF"},  # no op: the caller's state buffer
+    "SVDF": ("aotc.Svdf",),
 }
