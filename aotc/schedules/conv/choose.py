@@ -25,6 +25,8 @@ def run_schedule(conv: Any, node: Any, kb: Any, X: Any, W: Any, B: Any, arith: A
     """Lower the conv ``node`` (``conv``: its OpDef, for the window helpers the schedules
     share) with the schedule that applies; False when none does."""
     inplace = node.attrs.get("_inplace")  # aotc/steps/inplace.py conv_inplace_modes
+    if not arith.acc.is_float and X.dtype.itemsize > 1:
+        return False  # 16x8 (int16 inputs): the integer schedules read 8-bit inputs
     m_per_g = kb.outputs[0].shape[1] // node.attrs["group"]
     if inplace == "line":  # in place through a ring of output rows
         lower_line(conv, node, kb, X, B, arith, pads, s, d)
