@@ -147,8 +147,8 @@ class _Rewriter:
         bz = self.const(b.inputs[2]) if len(b.inputs) > 2 and b.inputs[2] else None
         sx, _ = self.qparams(x)
         if data.dtype == np.int64:  # 16x8: TFLite's int64 bias is used as it is, or not at all
-            want64 = np.float64(sx) * ws.astype(np.float64).reshape(-1)
-            have64 = np.broadcast_to(bs.astype(np.float64).reshape(-1), want64.shape)
+            have64, want64 = np.broadcast_arrays(bs.astype(np.float64).reshape(-1),
+                                                 np.float64(sx) * ws.astype(np.float64).ravel())
             ok = (bz is None or not np.asarray(bz).any()) and bool(
                 np.allclose(have64, want64, rtol=1e-6, atol=0))
             return b.inputs[0] if ok else None
@@ -205,7 +205,8 @@ class _Rewriter:
         lo, hi = (int(v) for v in (np.iinfo(yv.type.dtype.np).min, np.iinfo(yv.type.dtype.np).max))
         act_attrs: dict[str, int] = {}
         if p.op in ("Relu", "Clip") and self.prod.get(p.inputs[0]) is not None \
-                and self.prod[p.inputs[0]].op in ("Conv", "MatMul", "Add", "Gemm", "Mul") \
+                and self.prod[p.inputs[0]].op in ("Conv", "MatMul", "Add", "Gemm", "Mul",
+                                                  "Sub", "ConvTranspose") \
                 and self.only_user(p.inputs[0]):
             bounds = self.clip_bounds(p)
             if bounds is None:

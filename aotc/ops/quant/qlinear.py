@@ -119,8 +119,12 @@ class _Binary(QuantOp):
         def scale(i: int) -> float:
             return float(np.float32(qparam(ins, i, 1.0)))
 
-        a = ins[0]
-        wide = (a.type.dtype.name if isinstance(a, Value) else np.asarray(a).dtype.name) == "int16"
+        def dt(v: Any) -> str:
+            return v.type.dtype.name if isinstance(v, Value) else np.asarray(v).dtype.name
+
+        # The operands or their zero points (an operand is None as a fused epilogue's chain).
+        wide = any(dt(ins[i]) == "int16" for i in (0, 2, 3, 5, 7)
+                   if i < len(ins) and ins[i] is not None)
         # TFLM's ADD/SUB scale the inputs up by 2^20 (int8) or 2^15 (int16) before rescaling.
         return dict(sa=scale(1), za=int(qparam(ins, 2, 0)), sb=scale(4),
                     zb=int(qparam(ins, 5, 0)), sy=scale(6), zy=int(qparam(ins, 7, 0)),
