@@ -323,9 +323,12 @@ class _Rewriter:
         return self.node(p, op, ins, q, domain, attrs={})
 
     def r_AveragePool(self, p: Node, q: Node) -> Node | None:
-        x = self.act_dq(p.inputs[0])
+        x = self.act_dq(p.inputs[0], wide=True)
         if x is None:
             return None
+        if self.value(x.inputs[0]).type.dtype.name == "int16" and not (  # type: ignore
+                self.mode == "tflite" and self.same_params(x, q)):
+            return None  # int16: TFLM's kernel (equal parameters, rounded integer division)
         attrs = {k: v for k, v in p.attrs.items() if k != "dilations"}
         if any(d != 1 for d in p.attrs.get("dilations") or []):
             return None

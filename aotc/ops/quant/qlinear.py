@@ -295,8 +295,9 @@ class _QPool(QuantOp):
 
     def check(self, node: Node, ins: Sequence[Value | None]) -> None:
         x = ins[0]
-        if x is None or x.type.dtype.name not in QT or len(x.type.shape) < 3:
-            raise AotcError("X must be an int8/uint8 NC... tensor", node.name, node.op)
+        ok = QT + (("int16",) if not self.is_global else ())  # TFLM's int16 AVERAGE_POOL_2D
+        if x is None or x.type.dtype.name not in ok or len(x.type.shape) < 3:
+            raise AotcError(f"X must be an {'/'.join(ok)} NC... tensor", node.name, node.op)
         for i in (1, 2, 3, 4):
             if i < len(ins):
                 _scalar(node, ins[i], "scales and zero points")
