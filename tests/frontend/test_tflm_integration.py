@@ -4,7 +4,9 @@ int16x8 SEANet model (ADD, CONV_2D, LEAKY_RELU, PAD, QUANTIZE, STRIDED_SLICE, SU
 TRANSPOSE_CONV) compiled by aotc, run on the host through cffi and compared with the golden
 output TFLM's test compares against: bit-exact, no tolerance (TFLM's own criterion). Two layers
 (a CONV_2D and a TRANSPOSE_CONV, the int64-accumulating kernels) also run on cortex-m4f in QEMU
-against the same golden files.
+against the same golden files. The 22 CONV_2D layers also go through ``--byoc cmsis-nn``
+(arm_convolve_wrapper_s16, the pinned CMSIS-NN of ../shared/third_party) on the host, and one
+on cortex-m4f (CMSIS-NN's DSP path).
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ import aotc
 SUITE = (Path(__file__).resolve().parents[3] / "shared" / "third_party"
          / "tflm_integration_tests" / "seanet")
 MODELS = sorted(SUITE.glob("*/*.tflite"))
+CONVS = [m for m in MODELS if m.parent.name == "conv"]
+CMSIS_NN = Path(__file__).resolve().parents[3] / "shared" / "third_party" / "cmsis-nn"
 BOARD_CASES = ("conv0", "transpose_conv0")
 
 
@@ -78,3 +82,34 @@ def test_tflm_layer_on_cortex_m4f(stem, tmp_path):
     meta = bundle.load().meta
     got = runner.run(_feeds(meta, inputs))[meta["outputs"][0]["name"]]
     np.testing.assert_array_equal(got.reshape(-1).astype(np.int64), _csv(golden))
+
+
+def _golden_diff(got: np.ndarray, golden: Path) -> str:
+    want = _csv(golden)
+    diff = np.nonzero(got.reshape(-1).astype(np.int64) != want)[0]
+    return "" if diff.size == 0 else f"{diff.size} of {want.size} differ from the golden file"
+
+
+@pytest.mark.parametrize("model", CONVS, ids=[m.stem for m in CONVS])
+def test_tflm_conv_through_cmsis_nn(model, tmp_path):
+    inputs, golden = _case(model)
+    bundle = aotc.compile(model, tmp_path / "out", name="m", byoc=("cmsis-nn",),
+                          cmsis_nn_path=str(CMSIS_NN))
+    runner = bundle.load()
+    assert set(runner.meta["byoc"].values()) == {"cmsis-nn"}, runner.meta["byoc"]
+    got = runner.run(_feeds(runner.meta, inputs))[runner.meta["outputs"][0]["name"]]
+    assert not _golden_diff(got, golden), _golden_diff(got, golden)
+
+
+def test_tflm_conv_through_cmsis_nn_on_cortex_m4f(tmp_path):
+    from aotc.targets.runner import BoardRunner
+
+    model = CONVS[0]
+    inputs, golden = _case(model)
+    bundle = aotc.compile(model, tmp_path / "out", name="m", target="cortex-m4f",
+                          byoc=("cmsis-nn",), cmsis_nn_path=str(CMSIS_NN))
+    meta = bundle.load().meta
+    assert set(meta["byoc"].values()) == {"cmsis-nn"}, meta["byoc"]
+    runner = BoardRunner(bundle.directory, "cortex-m4f", build_dir=tmp_path / "fw")
+    got = runner.run(_feeds(meta, inputs))[meta["outputs"][0]["name"]]
+    assert not _golden_diff(got, golden), _golden_diff(got, golden)
