@@ -278,7 +278,8 @@ def conv_call(x_shape: Sequence[int], w: np.ndarray, bias: np.ndarray | None,
         return ConvCall("arm_depthwise_conv_wrapper_s8", params, x_dims, Dims(1, kh, kw, c_out),
                         Dims(1, 1, 1, c_out), y_dims, depthwise_weights_1hwc(w), b, mult, shift)
     params = ConvParams(-int(x_zp), int(y_zp), stride, padding, dil, act)
-    return ConvCall("arm_convolve_wrapper_s16" if s16 else "arm_convolve_wrapper_s8", params, x_dims, Dims(c_out, kh, kw, x_dims.c),
+    fn = "arm_convolve_wrapper_s16" if s16 else "arm_convolve_wrapper_s8"
+    return ConvCall(fn, params, x_dims, Dims(c_out, kh, kw, x_dims.c),
                     Dims(1, 1, 1, c_out), y_dims, conv_weights_ohwi(w), b, mult, shift)
 
 
