@@ -82,9 +82,10 @@ class Net16(Net):
 
 
 def float_and_int16(spec: Callable[[Net], Sequence[int]], bias32: bool = False,
-                    seed: int = 0) -> tuple[bytes, list[np.ndarray]]:
+                    seed: int = 0, shape: Sequence[int] = SHAPE
+                    ) -> tuple[bytes, list[np.ndarray]]:
     rng = np.random.default_rng(seed)
-    xs = [rng.normal(size=SHAPE).astype(np.float32)]
+    xs = [rng.normal(size=shape).astype(np.float32)]
     fnet = Net(False, seed=seed)
     _, named = interpret(fnet.build(spec(fnet)), xs, all_tensors=True)
     ranges = {k: (float(v.min()), float(v.max())) for k, v in named.items()
@@ -181,3 +182,21 @@ def test_conv_without_bias(tmp_path):
 def test_int16_requantize(to, tmp_path):
     model, xs = float_and_int16(_requantize(to))
     _check(model, xs, tmp_path)
+
+
+def test_conv_int64_sums(tmp_path):
+    """Weights of full int8 magnitude over 3x3x128 taps: a sum of products can leave int32
+    (|w| sums to 146,304 > 2^16), so the kernel accumulates in int64 as TFLM does (smaller
+    weights take an int32 sum and add the int64 bias after it)."""
+    shape = (1, 4, 4, 128)
+
+    def spec(net: Net) -> list[int]:
+        x = net.input(shape)
+        wt = net.weight(net.rng.choice([-1.0, 1.0], size=(5, 3, 3, 128)))
+        b = net.bias(net.rng.normal(scale=0.1, size=5), x, wt)
+        return [net.op("CONV_2D", [x, wt, b], (1, 4, 4, 5), options(
+            "Conv2DOptions", padding=0, strideH=1, strideW=1, fusedActivationFunction=0))]
+    model, xs = float_and_int16(spec, shape=shape)
+    _check(model, xs, tmp_path)
+    src = "".join(p.read_text() for p in (tmp_path / "out").glob("*.c"))
+    assert "int64_t acc" in src
