@@ -126,18 +126,19 @@ def _spec(case: str, after_conv: bool) -> Callable[[Net], list[int]]:
     return spec
 
 
-def _compile_run(model: bytes, xs: list[np.ndarray], tmp: Path) -> tuple[np.ndarray, set[str]]:
+def _compile_run(model: bytes, xs: list[np.ndarray], tmp: Path, target: str | None = None
+                 ) -> tuple[np.ndarray, set[str]]:
     tmp.mkdir(parents=True, exist_ok=True)
     (tmp / "m.tflite").write_bytes(model)
-    bundle = aotc.compile(tmp / "m.tflite", tmp / "out", name="m")
+    bundle = aotc.compile(tmp / "m.tflite", tmp / "out", name="m", target=target)
     runner = bundle.load()
     got = runner.run({runner.meta["inputs"][0]["name"]: xs[0]})
     return got[runner.meta["outputs"][0]["name"]], {n.op for n in bundle.compilation.graph.nodes}
 
 
-def _check(model: bytes, xs: list[np.ndarray], tmp: Path) -> None:
+def _check(model: bytes, xs: list[np.ndarray], tmp: Path, target: str | None = None) -> None:
     want = interpret_tflm(model, xs)[0]
-    got, ops = _compile_run(model, xs, tmp)
+    got, ops = _compile_run(model, xs, tmp, target)
     assert got.dtype == want.dtype and got.shape == want.shape, (got.shape, want.shape)
     diff = np.nonzero(got.ravel() != want.ravel())[0]
     assert diff.size == 0, (f"{diff.size} of {want.size} differ from TFLM; first at {diff[0]}: "
@@ -156,12 +157,22 @@ def test_int16_op(case, after_conv, tmp_path):
     _check(model, xs, tmp_path)
 
 
+@pytest.mark.parametrize("target", [None, "cortex-m4f"])
 @pytest.mark.parametrize("case", ["CONV_2D", "FULLY_CONNECTED"])
-def test_int16_int32_bias(case, tmp_path):
+def test_int16_int32_bias(case, target, tmp_path):
     """An int32 bias: TFLM accumulates in int32 and requantises as for int8 (CONV_2D,
     FULLY_CONNECTED; its 16x8 depthwise kernel reads an int64 bias only)."""
     model, xs = float_and_int16(_spec(case, False), bias32=True)
-    _check(model, xs, tmp_path)
+    _check(model, xs, tmp_path, target)
+
+
+@pytest.mark.parametrize("case", ["CONV_2D", "CONV_2D_valid_stride2_dil", "CONV_2D_dilated",
+                                  "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "TRANSPOSE_CONV"])
+def test_int16_dsp_target(case, tmp_path):
+    """Compiled for cortex-m4f (the DSP schedules where they take 16x8), built and run on the
+    host (the runtime's portable forms of SMLAD and friends)."""
+    model, xs = float_and_int16(_spec(case, True))
+    _check(model, xs, tmp_path, "cortex-m4f")
 
 
 def test_conv_without_bias(tmp_path):
@@ -197,6 +208,6 @@ def test_conv_int64_sums(tmp_path):
         return [net.op("CONV_2D", [x, wt, b], (1, 4, 4, 5), options(
             "Conv2DOptions", padding=0, strideH=1, strideW=1, fusedActivationFunction=0))]
     model, xs = float_and_int16(spec, shape=shape)
-    _check(model, xs, tmp_path)
+    _check(model, xs, tmp_path, "cortex-m4f")  # an int64 sum: not the DSP schedule either
     src = "".join(p.read_text() for p in (tmp_path / "out").glob("*.c"))
     assert "int64_t acc" in src

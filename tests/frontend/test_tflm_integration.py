@@ -3,7 +3,7 @@ tflm_integration_tests, copied unchanged from tflite-micro at 90b983c2b): every 
 int16x8 SEANet model (ADD, CONV_2D, LEAKY_RELU, PAD, QUANTIZE, STRIDED_SLICE, SUB,
 TRANSPOSE_CONV) compiled by aotc, run on the host through cffi and compared with the golden
 output TFLM's test compares against: bit-exact, no tolerance (TFLM's own criterion). Two layers
-(a CONV_2D and a TRANSPOSE_CONV, the int64-accumulating kernels) also run on cortex-m4f in QEMU
+(three CONV_2D, on the DSP schedule, and a TRANSPOSE_CONV) also run on cortex-m4f in QEMU
 against the same golden files. The 22 CONV_2D layers also go through ``--byoc cmsis-nn``
 (arm_convolve_wrapper_s16, the pinned CMSIS-NN of ../shared/third_party) on the host, and one
 on cortex-m4f (CMSIS-NN's DSP path).
@@ -23,7 +23,7 @@ SUITE = (Path(__file__).resolve().parents[3] / "shared" / "third_party"
 MODELS = sorted(SUITE.glob("*/*.tflite"))
 CONVS = [m for m in MODELS if m.parent.name == "conv"]
 CMSIS_NN = Path(__file__).resolve().parents[3] / "shared" / "third_party" / "cmsis-nn"
-BOARD_CASES = ("conv0", "transpose_conv0")
+BOARD_CASES = ("conv0", "conv5", "conv10", "transpose_conv0")
 
 
 def _csv(path: Path) -> np.ndarray:

@@ -219,8 +219,12 @@ class IntArith(ConvArith):
 
     def dsp_ok(self, w: np.ndarray | None) -> bool:
         # SXTB16 unpacks signed bytes: int8 weights, and w - w_zp stays int8 only for zp 0.
-        return (w is not None and w.dtype == np.int8 and not self.w_zp.any()
-                and not self.x16)
+        # 16x8: int16 inputs are already the lanes (zero point 0); the dual MAC sums in int32,
+        # so only where the sum is int32 anyway (an int32 bias) or proven to fit (late_bias).
+        if self.x16 and (self.x_zp or (self.acc != I32) or not (
+                self.late_bias or self.requant is None or not self.requant.wide)):
+            return False
+        return w is not None and w.dtype == np.int8 and not self.w_zp.any()
 
     def init(self, B: Any, m: Expr) -> Expr:
         if self.folded_bias is not None:

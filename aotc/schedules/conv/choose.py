@@ -25,8 +25,9 @@ def run_schedule(conv: Any, node: Any, kb: Any, X: Any, W: Any, B: Any, arith: A
     """Lower the conv ``node`` (``conv``: its OpDef, for the window helpers the schedules
     share) with the schedule that applies; False when none does."""
     inplace = node.attrs.get("_inplace")  # aotc/steps/inplace.py conv_inplace_modes
-    # 16x8 (int16 inputs): only the tiled schedule, in which the arithmetic (IntArith's int64
-    # accumulator) is the caller's; the SIMD and in-place schedules read 8-bit inputs.
+    # 16x8 (int16 inputs): the tiled schedule (IntArith's int64 or int32 sums) and the DSP
+    # one where IntArith.dsp_ok allows it; the depthwise, Helium and in-place schedules read
+    # 8-bit inputs.
     x16 = not arith.acc.is_float and X.dtype.itemsize > 1
     if x16 and inplace is not None:
         return False
@@ -47,7 +48,7 @@ def run_schedule(conv: Any, node: Any, kb: Any, X: Any, W: Any, B: Any, arith: A
                                             integer=not arith.acc.is_float) > 1)):
         return False
     by_pixel = inplace == "pixel"
-    if m_per_g > 1 and not by_pixel and not x16:  # the SIMD schedules write Y directly
+    if m_per_g > 1 and not by_pixel:  # the SIMD schedules write Y directly
         # Helium: needs the input zero point folded into the bias.
         if mve_conv_ok(node, kb, arith) and not arith.x_zp:
             lower_conv_mve(conv, node, kb, X, B, arith, pads, s, d)
