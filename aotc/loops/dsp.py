@@ -22,6 +22,7 @@ from aotc.loops.loop_ir import Bin, Cast, Const, Expr, call
 I32 = dtypes.BY_NAME["int32"]
 U32 = dtypes.BY_NAME["uint32"]
 U8 = dtypes.BY_NAME["uint8"]
+U16 = dtypes.BY_NAME["uint16"]
 
 
 def pack_words(w: np.ndarray) -> np.ndarray:
@@ -37,12 +38,18 @@ def pack_words(w: np.ndarray) -> np.ndarray:
 
 
 def x_pair(x0: Expr, x1: Expr | None, x_zp: int) -> Expr:
-    """The int16 pair (x0 - x_zp, x1 - x_zp) of two 8-bit loads as one int32 word. Without x1
-    (the last of an odd channel count) only the low lane counts: its weight's high lane is 0."""
+    """The int16 pair (x0 - x_zp, x1 - x_zp) of two 8-bit loads as one int32 word (or of two
+    int16 loads, zero point 0: TFLite's 16x8). Without x1 (the last of an odd channel count)
+    only the low lane counts: its weight's high lane is 0."""
     signed = x0.dtype.is_signed
     if x1 is None:
         v = Cast(x0, I32)
         return v - Const(x_zp, I32) if x_zp else v
+    if x0.dtype.itemsize == 2:  # already the lanes
+        assert not x_zp and signed
+        lo16 = Cast(Cast(x0, U16), U32)
+        hi16 = Bin("shl", Cast(Cast(x1, U16), U32), Const(16, U32), U32)
+        return Cast(Bin("bor", hi16, lo16, U32), I32)
     lo = Cast(Cast(x0, U8), U32)
     hi = Bin("shl", Cast(Cast(x1, U8), U32), Const(16, U32), U32)
     word: Expr = Cast(Bin("bor", hi, lo, U32), I32)

@@ -21,9 +21,11 @@ from aotc.ir.graph import Graph, Node, TensorType, Value
 from aotc.ops.quant import arith as qmath
 from aotc.ops.quant.tables import lut_table, tflm_table
 
+QDQ_DOMAINS = ("", "aotc")  # aotc: the TFLite frontend's int16 / int64 Q and DQ
 QUANT_OPS = {"QLinearConv", "QLinearMatMul", "ConvInteger", "MatMulInteger", "QLinearAdd",
-             "QLinearMul", "QLinearAveragePool", "QLinearGlobalAveragePool", "QLinearSoftmax",
-             "QLinearSigmoid", "QLinearLeakyRelu", "QLinearConcat", "QLut"}
+             "QLinearSub", "QRequantize", "QLeakyRelu", "QConvTranspose", "QLinearMul",
+             "QLinearAveragePool", "QLinearGlobalAveragePool", "QLinearSoftmax", "QLinearSigmoid",
+             "QLinearLeakyRelu", "QLinearConcat", "QLut"}
 TRANSPARENT = {"Reshape", "Transpose", "Flatten", "Squeeze", "Unsqueeze", "Identity",
                "MaxPool", "GlobalMaxPool", "Slice", "Gather", "Split", "DepthToSpace",
                "SpaceToDepth", "Pad"}
@@ -76,7 +78,7 @@ class _Rewriter:
     def dq(self, name: str, const_data: bool | None = None) -> Node | None:
         """The DequantizeLinear producing ``name`` (optionally requiring constant data)."""
         p = self.prod.get(name)
-        if p is None or p.op != "DequantizeLinear" or p.domain:
+        if p is None or p.op != "DequantizeLinear" or p.domain not in QDQ_DOMAINS:
             return None
         if self.const(p.inputs[1]) is None or (
                 len(p.inputs) > 2 and p.inputs[2] and self.const(p.inputs[2]) is None):
@@ -96,12 +98,15 @@ class _Rewriter:
         assert s is not None
         return float(np.float32(s.reshape(-1)[0])), int(z.reshape(-1)[0]) if z is not None else 0
 
-    def act_dq(self, name: str) -> Node | None:
+    def act_dq(self, name: str, wide: bool = False) -> Node | None:
+        """The per-tensor DequantizeLinear of an 8-bit activation (``wide``: or int16, for
+        the kernels that take TFLite's 16x8)."""
         d = self.dq(name, const_data=False)
         if d is None or not self.per_tensor(d):
             return None
         v = self.value(d.inputs[0])
-        return d if v is not None and v.type.dtype.name in ("int8", "uint8") else None
+        ok = ("int8", "uint8", "int16") if wide else ("int8", "uint8")
+        return d if v is not None and v.type.dtype.name in ok else None
 
     @staticmethod
     def zp_in(n: Node) -> str:
@@ -115,7 +120,8 @@ class _Rewriter:
         values = dict(self.g.values)
         nodes: list[Node] = []
         for n in self.g.nodes:
-            d = self.act_dq(n.inputs[0]) if n.inputs and n.op in MOVES and not n.domain else None
+            d = (self.act_dq(n.inputs[0], wide=True) if n.inputs and n.op in MOVES
+                 and not n.domain else None)
             if d is None or len(n.outputs) != 1 or not self.only_user(n.inputs[0]):
                 nodes.append(n)
                 continue
@@ -140,6 +146,12 @@ class _Rewriter:
         assert bs is not None and ws is not None and data is not None
         bz = self.const(b.inputs[2]) if len(b.inputs) > 2 and b.inputs[2] else None
         sx, _ = self.qparams(x)
+        if data.dtype == np.int64:  # 16x8: TFLite's int64 bias is used as it is, or not at all
+            have64, want64 = np.broadcast_arrays(bs.astype(np.float64).reshape(-1),
+                                                 np.float64(sx) * ws.astype(np.float64).ravel())
+            ok = (bz is None or not np.asarray(bz).any()) and bool(
+                np.allclose(have64, want64, rtol=1e-6, atol=0))
+            return b.inputs[0] if ok else None
         want = np.float64(sx) * ws.astype(np.float64).reshape(-1)
         have = np.broadcast_to(bs.astype(np.float64).reshape(-1), want.shape if want.size > 1
                                else bs.reshape(-1).shape)
@@ -172,7 +184,7 @@ class _Rewriter:
         self.hoist()
         out: list[Node] = []
         for n in self.g.nodes:
-            if n.op == "QuantizeLinear" and not n.domain and self.per_tensor(n) \
+            if n.op == "QuantizeLinear" and n.domain in QDQ_DOMAINS and self.per_tensor(n) \
                     and len(n.inputs) > 2 and n.inputs[2]:
                 new = self.rewrite(n)
                 if new is not None:
@@ -184,7 +196,8 @@ class _Rewriter:
     def rewrite(self, q: Node) -> Node | None:
         t = q.inputs[0]
         p = self.prod.get(t)
-        if p is None or p.domain or not self.only_user(t):
+        if p is None or not self.only_user(t) or (
+                p.domain and not (p.domain == "aotc" and p.op == "DequantizeLinear")):
             return None
         sy, zy = self.qparams(q)
         yv = self.value(q.inputs[2])
@@ -192,7 +205,8 @@ class _Rewriter:
         lo, hi = (int(v) for v in (np.iinfo(yv.type.dtype.np).min, np.iinfo(yv.type.dtype.np).max))
         act_attrs: dict[str, int] = {}
         if p.op in ("Relu", "Clip") and self.prod.get(p.inputs[0]) is not None \
-                and self.prod[p.inputs[0]].op in ("Conv", "MatMul", "Add", "Gemm", "Mul") \
+                and self.prod[p.inputs[0]].op in ("Conv", "MatMul", "Add", "Gemm", "Mul",
+                                                  "Sub", "ConvTranspose") \
                 and self.only_user(p.inputs[0]):
             bounds = self.clip_bounds(p)
             if bounds is None:
@@ -224,15 +238,26 @@ class _Rewriter:
                     dict(attrs if attrs is not None else like.attrs), like.version, domain)
 
     # -------------------------------------------------------------- rules
+    def x16_ok(self, x: Node, w: Node, q: Node, b: Node | None) -> bool:
+        """An 8-bit conv / matmul (int32 bias), or TFLite's 16x8: int16 in and out, int8
+        weights, an int64 or int32 bias."""
+        xt = self.value(x.inputs[0]).type.dtype.name  # type: ignore[union-attr]
+        bt = self.value(b.inputs[0]).type.dtype.name if b is not None else None  # type: ignore
+        if xt != "int16":
+            return bt in (None, "int32")
+        yt = self.value(q.inputs[2]).type.dtype.name  # type: ignore[union-attr]
+        wt = self.value(w.inputs[0]).type.dtype.name  # type: ignore[union-attr]
+        return yt == "int16" and wt == "int8" and bt in (None, "int32", "int64")
+
     def r_Conv(self, p: Node, q: Node) -> Node | None:
-        x = self.act_dq(p.inputs[0])
+        x = self.act_dq(p.inputs[0], wide=True)
         w = self.dq(p.inputs[1], const_data=True)
         b = self.dq(p.inputs[2], const_data=True) if len(p.inputs) > 2 and p.inputs[2] else None
         if x is None or w is None or (len(p.inputs) > 2 and p.inputs[2] and b is None):
             return None
         if not self.per_tensor(w) and int(w.attrs.get("axis", 1)) != 0:
             return None
-        if b is not None and self.value(b.inputs[0]).type.dtype.name != "int32":  # type: ignore
+        if not self.x16_ok(x, w, q, b):
             return None
         ins = [x.inputs[0], x.inputs[1], self.zp_in(x), w.inputs[0], w.inputs[1],
                self.zp_in(w), q.inputs[1], q.inputs[2]]
@@ -244,9 +269,9 @@ class _Rewriter:
         return self.node(p, "QLinearConv", ins, q)
 
     def _fc(self, mm: Node, bias: Node | None, q: Node, like: Node) -> Node | None:
-        x = self.act_dq(mm.inputs[0])
+        x = self.act_dq(mm.inputs[0], wide=True)
         w = self.dq(mm.inputs[1], const_data=True)
-        if x is None or w is None:
+        if x is None or w is None or not self.x16_ok(x, w, q, bias):
             return None
         wv = self.value(w.inputs[0])
         assert wv is not None
@@ -273,29 +298,37 @@ class _Rewriter:
             if mm is not None and mm.op == "MatMul" and b is not None \
                     and self.only_user(p.inputs[i]):
                 bv = self.value(b.inputs[0])
-                if bv is not None and bv.type.dtype.name == "int32" and len(bv.type.shape) == 1:
+                if bv is not None and bv.type.dtype.name in ("int32", "int64") \
+                        and len(bv.type.shape) == 1:
                     return self._fc(mm, b, q, p)
         return self._binary(p, q, "QLinearAdd")
 
     def r_Mul(self, p: Node, q: Node) -> Node | None:
         return self._binary(p, q, "QLinearMul")
 
-    def _binary(self, p: Node, q: Node, op: str) -> Node | None:
+    def r_Sub(self, p: Node, q: Node) -> Node | None:
+        return self._binary(p, q, "QLinearSub", "aotc")
+
+    def _binary(self, p: Node, q: Node, op: str, domain: str = "com.microsoft") -> Node | None:
         a = self.dq(p.inputs[0])
         b = self.dq(p.inputs[1])
         if a is None or b is None or not self.per_tensor(a) or not self.per_tensor(b):
             return None
-        for d in (a, b):
-            if self.value(d.inputs[0]).type.dtype.name not in ("int8", "uint8"):  # type: ignore
-                return None
+        types = {self.value(n).type.dtype.name  # type: ignore[union-attr]
+                 for n in (a.inputs[0], b.inputs[0], q.inputs[2])}
+        if not (types <= {"int8", "uint8"} or types == {"int16"}):
+            return None
         ins = [a.inputs[0], a.inputs[1], self.zp_in(a), b.inputs[0], b.inputs[1],
                self.zp_in(b), q.inputs[1], q.inputs[2]]
-        return self.node(p, op, ins, q, "com.microsoft", attrs={})
+        return self.node(p, op, ins, q, domain, attrs={})
 
     def r_AveragePool(self, p: Node, q: Node) -> Node | None:
-        x = self.act_dq(p.inputs[0])
+        x = self.act_dq(p.inputs[0], wide=True)
         if x is None:
             return None
+        if self.value(x.inputs[0]).type.dtype.name == "int16" and not (  # type: ignore
+                self.mode == "tflite" and self.same_params(x, q)):
+            return None  # int16: TFLM's kernel (equal parameters, rounded integer division)
         attrs = {k: v for k, v in p.attrs.items() if k != "dilations"}
         if any(d != 1 for d in p.attrs.get("dilations") or []):
             return None
@@ -340,10 +373,54 @@ class _Rewriter:
         return xv is not None and yv is not None and xv.type.dtype == yv.type.dtype
 
     def r_DequantizeLinear(self, p: Node, q: Node) -> Node | None:
-        """Q(DQ(x)) with the same parameters is x."""
-        if not self.same_params(self.act_dq(p.outputs[0]), q):
+        """Q(DQ(x)) with the same parameters is x; in tflite mode, between other parameters
+        where an int16 or int32 side makes it TFLite's QUANTIZE requantising (TFLM's
+        Requantize: one fixed-point multiplier)."""
+        if self.same_params(self.act_dq(p.outputs[0], wide=True), q):
+            return Node("Identity", f"{p.name}_q", (p.inputs[0],), (q.outputs[0],), {}, 1, "")
+        d = self.dq(p.outputs[0], const_data=False)
+        if d is None or self.mode != "tflite" or not self.per_tensor(d):
             return None
-        return Node("Identity", f"{p.name}_q", (p.inputs[0],), (q.outputs[0],), {}, 1, "")
+        xt = self.value(d.inputs[0]).type.dtype.name  # type: ignore[union-attr]
+        yt = self.value(q.inputs[2]).type.dtype.name  # type: ignore[union-attr]
+        kinds = {xt, yt}
+        if not kinds <= {"int8", "int16", "int32"} or not kinds & {"int16", "int32"}:
+            return None
+        ins = [d.inputs[0], d.inputs[1], self.zp_in(d), q.inputs[1], q.inputs[2]]
+        return Node("QRequantize", f"{p.name}_q", tuple(ins), (q.outputs[0],), {}, 1, "aotc")
+
+    def r_LeakyRelu(self, p: Node, q: Node) -> Node | None:
+        """int16: TFLM's LEAKY_RELU (two fixed-point multipliers); 8-bit: a table."""
+        x = self.act_dq(p.inputs[0], wide=True)
+        if x is None or self.value(x.inputs[0]).type.dtype.name != "int16":  # type: ignore
+            return self.r_lut(p, q)
+        if self.value(q.inputs[2]).type.dtype.name != "int16":  # type: ignore[union-attr]
+            return None
+        ins = [x.inputs[0], x.inputs[1], self.zp_in(x), q.inputs[1], q.inputs[2]]
+        return self.node(p, "QLeakyRelu", ins, q, "aotc",
+                         {"alpha": float(p.attrs.get("alpha", 0.01))})
+
+    def r_ConvTranspose(self, p: Node, q: Node) -> Node | None:
+        """TFLite's 16x8 TRANSPOSE_CONV (int16 in and out, int8 weights, int64 or int32
+        bias) as an integer kernel; 8-bit transpose convolutions stay float."""
+        x = self.act_dq(p.inputs[0], wide=True)
+        w = self.dq(p.inputs[1], const_data=True)
+        b = self.dq(p.inputs[2], const_data=True) if len(p.inputs) > 2 and p.inputs[2] else None
+        if x is None or w is None or (len(p.inputs) > 2 and p.inputs[2] and b is None):
+            return None
+        if self.value(x.inputs[0]).type.dtype.name != "int16":  # type: ignore[union-attr]
+            return None
+        if (not self.x16_ok(x, w, q, b) or int(p.attrs.get("group", 1)) != 1
+                or (not self.per_tensor(w) and int(w.attrs.get("axis", 1)) != 1)):
+            return None
+        ins = [x.inputs[0], x.inputs[1], self.zp_in(x), w.inputs[0], w.inputs[1],
+               self.zp_in(w), q.inputs[1], q.inputs[2]]
+        if b is not None:
+            bias = self.bias_input(b, x, w, p, q)
+            if bias is None:
+                return None
+            ins.append(bias)
+        return self.node(p, "QConvTranspose", ins, q, "aotc")
 
     def r_lut(self, p: Node, q: Node) -> Node | None:
         fn = LUT_FUNCS.get(p.op)
@@ -354,7 +431,7 @@ class _Rewriter:
             lo_b, hi_b = bounds
             fn = lambda x, n: np.clip(x, -np.inf if lo_b is None else lo_b,  # noqa: E731
                                       np.inf if hi_b is None else hi_b)
-        x = self.act_dq(p.inputs[0])
+        x = self.act_dq(p.inputs[0])  # 8-bit only: a table of every input value
         if fn is None or x is None or len([i for i in p.inputs if i]) != (
                 1 if p.op != "Clip" else len([i for i in p.inputs if i])):
             return None
@@ -374,7 +451,7 @@ class _Rewriter:
         """An op that only moves values, between equal quantisation parameters."""
         if p.op not in TRANSPARENT:
             return None
-        x = self.act_dq(p.inputs[0])
+        x = self.act_dq(p.inputs[0], wide=True)
         if x is None or not self.same_params(x, q) or len(p.outputs) != 1:
             return None
         if p.op == "Pad" and len(p.inputs) > 2 and p.inputs[2]:

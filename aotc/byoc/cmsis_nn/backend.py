@@ -18,6 +18,8 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
+import numpy as np
+
 from aotc.byoc.backend import Backend, Constant, Emitted, Library, Pattern, Subgraph
 from aotc.byoc.cmsis_nn import library, params
 from aotc.byoc.cmsis_nn.library import FEATURES
@@ -205,7 +207,7 @@ class CmsisNNBackend(Backend):
 
     def patterns(self) -> Sequence[Pattern]:
         return [
-            Pattern("conv2d", "QLinearConv", dtypes=("int8",), check=_conv_check),
+            Pattern("conv2d", "QLinearConv", dtypes=("int8", "int16"), check=_conv_check),
             Pattern("fully_connected", "QLinearMatMul", dtypes=("int8",), check=_fc_check),
             Pattern("avgpool", "QLinearAveragePool", MS, dtypes=("int8",), check=_pool_check),
             Pattern("avgpool", "QLinearGlobalAveragePool", MS, dtypes=("int8",),
@@ -306,13 +308,17 @@ class CmsisNNBackend(Backend):
         call = params.conv_call(a["x_shape"], a["w"], a["bias"], a["y_shape"],
                                 x_zp=sub.attr("_xz"), real=sub.attr("_real"), y_zp=sub.attr("_yz"),
                                 w_zp=a["w_zp"], act_lo=lo, act_hi=hi, group=a["group"],
-                                strides=a["strides"], pads=a["pads"], dilations=a["dilations"])
+                                strides=a["strides"], pads=a["pads"], dilations=a["dilations"],
+                                x_dtype=a["x_dtype"])
         size = max(self.scratch.conv(call, f) for f in self.features)
         consts = [Constant("weights", call.weights)]
-        args = ["const int8_t *input", "int8_t *output", "const int8_t *weights"]
+        s16 = call.function.endswith("_s16")
+        act_t = "int16_t" if s16 else "int8_t"
+        args = [f"const {act_t} *input", f"{act_t} *output", "const int8_t *weights"]
+        bias_arg = "bias" if call.bias is not None else "NULL"
         if call.bias is not None:
             consts.append(Constant("bias", call.bias))
-            args.append("const int32_t *bias")
+            args.append(f"const {'int64_t' if call.bias.dtype == np.int64 else 'int32_t'} *bias")
         consts += [Constant("multiplier", call.multiplier), Constant("shift", call.shift)]
         args += ["const int32_t *multiplier", "const int32_t *shift"]
         if size > 0:
@@ -325,10 +331,16 @@ class CmsisNNBackend(Backend):
             "(int32_t *)shift};",
             _dims("input_dims", call.input_dims), _dims("filter_dims", call.filter_dims),
             _dims("bias_dims", call.bias_dims), _dims("output_dims", call.output_dims),
+        ]
+        if s16:  # the bias as a cmsis_nn_bias_data: int64 (TFLite's 16x8) or int32
+            is32 = call.bias is not None and call.bias.dtype == np.int32
+            body.append(f"const cmsis_nn_bias_data bias_data = {{{bias_arg}, "
+                        f"{'true' if is32 else 'false'}}};")
+            bias_arg = "&bias_data"
+        body += [
             f"return (int){call.function}(&ctx, &conv_params, &quant, &input_dims, input, "
             f"&filter_dims, weights,",
-            f"    &bias_dims, {'bias' if call.bias is not None else 'NULL'}, &output_dims, "
-            f"output);",
+            f"    &bias_dims, {bias_arg}, &output_dims, output);",
         ]
         kind = "depthwise" if call.depthwise else "conv"
         return Emitted(_function(symbol, args, body), consts, size, INCLUDES,

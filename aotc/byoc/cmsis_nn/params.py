@@ -22,6 +22,7 @@ from aotc.errors import AotcError
 from aotc.ops.quant import arith as qmath
 
 INT8 = (-128, 127)
+INT16 = (-32768, 32767)
 
 
 # ----------------------------------------------------------------------------- structs
@@ -121,10 +122,11 @@ def requant(real: np.ndarray | Sequence[float] | float) -> tuple[np.ndarray, np.
     return (np.array([m for m, _ in qm], np.int32), np.array([s for _, s in qm], np.int32))
 
 
-def activation(lo: int | None, hi: int | None) -> Activation:
-    """The int8 clamp: aotc's act range (a fused Relu/Clip gives ``_act_lo``/``_act_hi``)."""
-    return Activation(max(INT8[0], INT8[0] if lo is None else int(lo)),
-                      min(INT8[1], INT8[1] if hi is None else int(hi)))
+def activation(lo: int | None, hi: int | None, bounds: tuple[int, int] = INT8) -> Activation:
+    """The int8 (or ``bounds``: int16) clamp: aotc's act range (a fused Relu/Clip gives
+    ``_act_lo``/``_act_hi``)."""
+    return Activation(max(bounds[0], bounds[0] if lo is None else int(lo)),
+                      min(bounds[1], bounds[1] if hi is None else int(hi)))
 
 
 def nhwc_dims(shape_nchw: Sequence[int]) -> Dims:
@@ -169,7 +171,7 @@ class ConvCall:
     bias_dims: Dims
     output_dims: Dims
     weights: np.ndarray  # int8, OHWI or 1HWC
-    bias: np.ndarray | None  # int32 [C_out]
+    bias: np.ndarray | None  # int32 [C_out] (s16: int64, or int32)
     multiplier: np.ndarray  # int32 [C_out]
     shift: np.ndarray  # int32 [C_out]
 
@@ -184,11 +186,14 @@ def conv_refusal(x_shape: Sequence[int], w: np.ndarray, bias: np.ndarray | None,
                  strides: Sequence[int] = (1, 1), pads: Sequence[int] = (0, 0, 0, 0),
                  dilations: Sequence[int] = (1, 1), y_shape: Sequence[int] | None = None
                  ) -> str | None:
-    """Why CMSIS-NN's s8 conv wrappers cannot compute this QLinearConv, or None. ``pads`` are
-    ONNX's [top, left, bottom, right] (auto_pad resolved)."""
+    """Why CMSIS-NN's s8 conv wrappers (or, for TFLite's 16x8, arm_convolve_wrapper_s16)
+    cannot compute this QLinearConv, or None. ``pads`` are ONNX's [top, left, bottom, right]
+    (auto_pad resolved)."""
     w = np.asarray(w)
     if len(x_shape) != 4 or w.ndim != 4:
         return f"only 2-D convolutions (NCHW input), got input rank {len(x_shape)}"
+    if x_dtype == "int16":
+        return _s16_refusal(x_shape, w, bias, y_dtype, w_zp, group, dilations, pads)
     if x_dtype != "int8" or y_dtype != "int8" or w.dtype != np.int8:
         return (f"activations and weights must be int8 (TFLite int8 spec), got x {x_dtype}, "
                 f"w {w.dtype}, y {y_dtype}")
@@ -218,18 +223,43 @@ def conv_refusal(x_shape: Sequence[int], w: np.ndarray, bias: np.ndarray | None,
     return None
 
 
+def _s16_refusal(x_shape: Sequence[int], w: np.ndarray, bias: np.ndarray | None, y_dtype: str,
+                 w_zp: np.ndarray | Sequence[int] | int, group: int,
+                 dilations: Sequence[int], pads: Sequence[int]) -> str | None:
+    if y_dtype != "int16" or w.dtype != np.int8:
+        return f"16x8 takes int8 weights and an int16 output, got w {w.dtype}, y {y_dtype}"
+    if np.any(np.asarray(w_zp) != 0):
+        return "weights must be symmetric (zero point 0)"
+    if group != 1:
+        return "16x8 depthwise / grouped convolutions are not claimed (arm_convolve_s16 only)"
+    if any(int(d) != 1 for d in dilations):
+        return f"dilations {list(dilations)} are not supported (only 1)"
+    if any(int(p) < 0 for p in pads):
+        return f"negative pads {list(pads)} are not supported"
+    # arm_convolve_s16 sums the products in int32 before it adds the (int64) bias; TFLM sums
+    # in int64: equal only while no partial sum can leave int32.
+    bound = np.abs(w.reshape(w.shape[0], -1).astype(np.int64)).sum(axis=1) * 32768
+    if bias is not None and np.asarray(bias).dtype == np.int32:
+        bound = bound + np.abs(np.asarray(bias, np.int64).reshape(-1))
+    if (bound >= 2 ** 31).any():
+        return "the int32 sum of products in arm_convolve_s16 could overflow"
+    return None
+
+
 def conv_call(x_shape: Sequence[int], w: np.ndarray, bias: np.ndarray | None,
               y_shape: Sequence[int], *, x_zp: int, real: np.ndarray | Sequence[float],
               y_zp: int, w_zp: np.ndarray | Sequence[int] | int = 0,
               act_lo: int | None = None, act_hi: int | None = None, group: int = 1,
               strides: Sequence[int] = (1, 1), pads: Sequence[int] = (0, 0, 0, 0),
-              dilations: Sequence[int] = (1, 1)) -> ConvCall:
+              dilations: Sequence[int] = (1, 1), x_dtype: str = "int8") -> ConvCall:
     """A QLinearConv (NCHW shapes, ONNX OIHW weights) as a CMSIS-NN s8 conv call on NHWC data:
     arm_depthwise_conv_wrapper_s8 when group = C_in (and C_in > 1), else
     arm_convolve_wrapper_s8. ``real`` is one multiplier per output channel (or one)."""
     w = np.asarray(w)
+    s16 = x_dtype == "int16"
     why = conv_refusal(x_shape, w, bias, w_zp=w_zp, group=group, strides=strides, pads=pads,
-                       dilations=dilations, y_shape=y_shape)
+                       dilations=dilations, y_shape=y_shape, x_dtype=x_dtype,
+                       y_dtype="int16" if s16 else "int8")
     if why is not None:
         raise AotcError(f"CMSIS-NN conv: {why}")
     c_out = int(w.shape[0])
@@ -237,9 +267,10 @@ def conv_call(x_shape: Sequence[int], w: np.ndarray, bias: np.ndarray | None,
     stride = Tile(int(strides[0]), int(strides[1]))
     padding = Tile(int(pads[0]), int(pads[1]))
     dil = Tile(int(dilations[0]), int(dilations[1]))
-    act = activation(act_lo, act_hi)
+    act = activation(act_lo, act_hi, INT16 if s16 else INT8)
     x_dims, y_dims = nhwc_dims(x_shape), nhwc_dims(y_shape)
-    b = None if bias is None else np.ascontiguousarray(np.asarray(bias).reshape(-1), np.int32)
+    b_dt = np.asarray(bias).dtype if s16 and bias is not None else np.int32
+    b = None if bias is None else np.ascontiguousarray(np.asarray(bias).reshape(-1), b_dt)
     kh, kw = int(w.shape[2]), int(w.shape[3])
     if group > 1:
         params: ConvParams | DwConvParams = DwConvParams(
@@ -247,7 +278,8 @@ def conv_call(x_shape: Sequence[int], w: np.ndarray, bias: np.ndarray | None,
         return ConvCall("arm_depthwise_conv_wrapper_s8", params, x_dims, Dims(1, kh, kw, c_out),
                         Dims(1, 1, 1, c_out), y_dims, depthwise_weights_1hwc(w), b, mult, shift)
     params = ConvParams(-int(x_zp), int(y_zp), stride, padding, dil, act)
-    return ConvCall("arm_convolve_wrapper_s8", params, x_dims, Dims(c_out, kh, kw, x_dims.c),
+    fn = "arm_convolve_wrapper_s16" if s16 else "arm_convolve_wrapper_s8"
+    return ConvCall(fn, params, x_dims, Dims(c_out, kh, kw, x_dims.c),
                     Dims(1, 1, 1, c_out), y_dims, conv_weights_ohwi(w), b, mult, shift)
 
 

@@ -47,6 +47,9 @@ _SIZE_FNS = {
     "arm_convolve_wrapper_s8_get_buffer_size{}":
         "(const cmsis_nn_conv_params *, const cmsis_nn_dims *, const cmsis_nn_dims *, "
         "const cmsis_nn_dims *)",
+    "arm_convolve_wrapper_s16_get_buffer_size{}":
+        "(const cmsis_nn_conv_params *, const cmsis_nn_dims *, const cmsis_nn_dims *, "
+        "const cmsis_nn_dims *)",
     "arm_depthwise_conv_wrapper_s8_get_buffer_size{}":
         "(const cmsis_nn_dw_conv_params *, const cmsis_nn_dims *, const cmsis_nn_dims *, "
         "const cmsis_nn_dims *)",
@@ -95,7 +98,7 @@ class Scratch:
         """arm_convolve_wrapper_s8_get_buffer_size* or the depthwise wrapper's, for the
         variant (general, 1x1, 1xN; depthwise 3x3, opt, generic) the wrapper picks."""
         name = ("arm_depthwise_conv_wrapper_s8_get_buffer_size{}" if call.depthwise
-                else "arm_convolve_wrapper_s8_get_buffer_size{}")
+                else call.function + "_get_buffer_size{}")
         return int(self._fn(name, feature)(self._conv_params(call.params),
                                            self._dims(call.input_dims),
                                            self._dims(call.filter_dims),

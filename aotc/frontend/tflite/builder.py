@@ -102,7 +102,8 @@ class Builder:
         """(scale, zero point, TFLite axis) of a quantised tensor, else None."""
         q = self.tensor(t).Quantization()
         if q is None or q.ScaleLength() == 0 or self.dtype(t) not in (np.int8, np.uint8,
-                                                                        np.int16, np.int32):
+                                                                        np.int16, np.int32,
+                                                                        np.int64):
             return None
         scale = q.ScaleAsNumpy().astype(np.float32)
         zp = q.ZeroPointAsNumpy().astype(np.int64) if q.ZeroPointLength() else np.zeros(
@@ -112,7 +113,12 @@ class Builder:
         return scale, zp, int(q.QuantizedDimension())
 
     def quantized(self, t: int) -> bool:
-        return self.quant(t) is not None and self.dtype(t) != np.int32
+        return self.quant(t) is not None and self.dtype(t) not in (np.int32, np.int64)
+
+    def qdomain(self, t: int) -> dict[str, str]:
+        """Q/DQ of an int16 activation or an int64 bias (16x8 models) are aotc-domain nodes:
+        opset 17 has no int16 Q/DQ and no opset an int64 one."""
+        return {"domain": "aotc"} if self.dtype(t) in (np.int16, np.int64) else {}
 
     # ------------------------------------------------------------------ names and nodes
     def _claim(self, base: str) -> str:
@@ -239,14 +245,16 @@ class Builder:
                 raise AotcError(f"tensor {self.tname(t)!r} is {self.dtype(t).name} without "
                                 f"quantisation parameters where a float is expected")
             return src
-        if self.dtype(t) == np.int32:  # a bias: zero point 0, scale = input x weight scales
+        dt = self.dtype(t)
+        if dt in (np.int32, np.int64):  # a bias: zero point 0, scale = input x weight scales
             scale = q[0]
             params = [self.init(scale if len(scale) > 1 else np.float32(scale[0]), "scale"),
-                      self.init(np.zeros(len(scale), np.int32) if len(scale) > 1
-                                else np.array(0, np.int32), "zero_point")]
+                      self.init(np.zeros(len(scale), dt) if len(scale) > 1
+                                else np.array(0, dt), "zero_point")]
         else:
             params = self.qparams(t)
-        return self.add("DequantizeLinear", [src, *params], "dequant", **self.qaxis(t, perm))[0]
+        return self.add("DequantizeLinear", [src, *params], "dequant", **self.qaxis(t, perm),
+                        **self.qdomain(t))[0]
 
     def fout(self, t: int, y: str, layout: str = "nhwc", fused: int = 0) -> None:
         """Float ``y`` becomes tensor ``t``: fused activation, QuantizeLinear if quantised."""
@@ -256,7 +264,8 @@ class Builder:
                 raise AotcError(f"tensor {self.tname(t)!r}: per-channel quantisation of an "
                                 f"activation is not supported")
             y = self.add("QuantizeLinear", [y, *self.qparams(t)], "quant",
-                         outputs=[self.out_name(t)])[0]
+                         outputs=[self.out_name(t)],
+                         **({} if self.dtype(t) in (np.int8, np.uint8) else {"domain": "aotc"}))[0]
         elif self.dtype(t) != np.float32:
             raise AotcError(f"output {self.tname(t)!r} is {self.dtype(t).name} without "
                             f"quantisation parameters")
@@ -311,7 +320,7 @@ class Builder:
         state = metadata(finish_state(self, inputs, outputs))
         graph = helper.make_graph(self.nodes, Path(self.fname).stem, inputs, outputs,
                                   self.inits)
-        domains = sorted({n.domain for n in self.nodes if n.domain})  # aotc's own ops (SVDF)
+        domains = sorted({n.domain for n in self.nodes if n.domain})  # aotc's own ops
         m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET), *(
             helper.make_opsetid(d, 1) for d in domains)], producer_name="aotc.frontend.tflite")
         if state is not None:

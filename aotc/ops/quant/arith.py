@@ -83,6 +83,21 @@ def mbqm(x: int, multiplier: int, shift: int) -> int:
     return rdbpot(srdhm(_wrap32(x * (1 << left)), multiplier), right)
 
 
+def mbqm64_params(multiplier: int, shift: int) -> tuple[int, int]:
+    """TFLM's MultiplyByQuantizedMultiplier for an int64 accumulator (16x8 conv, transpose
+    conv) keeps 16 bits of the multiplier and rounds once: (reduced multiplier, total right
+    shift) of ``(x * reduced + 2^(total - 1)) >> total``."""
+    reduced = (multiplier + (1 << 15)) >> 16 if multiplier < 0x7FFF0000 else 0x7FFF
+    return reduced, 15 - shift
+
+
+def mbqm64(x: int, multiplier: int, shift: int) -> int:
+    """TFLM's MultiplyByQuantizedMultiplier(int64_t x, ...) (common.cc), truncated to int32
+    as its result is."""
+    reduced, total = mbqm64_params(multiplier, shift)
+    return _wrap32((x * reduced + (1 << (total - 1))) >> total)
+
+
 # ----------------------------------------------------------------------------- softmax (int8)
 def _exp_on_interval_between_negative_one_quarter_and_0_excl(a: int) -> int:
     constant_term = 1895147668  # exp(-1/8) in Q0.31
@@ -208,9 +223,10 @@ def mbqm_np(acc: np.ndarray, multiplier: np.ndarray, shift: np.ndarray) -> np.nd
 
 
 def requantize_np(acc: np.ndarray, real: np.ndarray, zero_point: int, lo: int, hi: int,
-                  mode: str, channel_axis: int | None = None) -> np.ndarray:
+                  mode: str, channel_axis: int | None = None, wide: bool = False) -> np.ndarray:
     """acc (int) -> clamp(requant(acc) + zero_point) in the given mode; ``real`` is the
-    per-channel (along ``channel_axis``) or scalar multiplier."""
+    per-channel (along ``channel_axis``) or scalar multiplier; ``wide``: an int64
+    accumulator (TFLM's 16x8 kernels: mbqm64)."""
     acc = np.asarray(acc, np.int64)
     real = np.asarray(real, np.float64)
     shape = [1] * acc.ndim
@@ -220,7 +236,14 @@ def requantize_np(acc: np.ndarray, real: np.ndarray, zero_point: int, lo: int, h
         qm = [quantize_multiplier(float(r)) for r in real.ravel()]
         mult = np.array([m for m, _ in qm], np.int64).reshape(shape if real.size > 1 else ())
         shift = np.array([s for _, s in qm], np.int64).reshape(shape if real.size > 1 else ())
-        v = mbqm_np(acc, mult, shift) + zero_point
+        if wide:
+            m = np.broadcast_to(mult, acc.shape)
+            sh = np.broadcast_to(shift, acc.shape)
+            v = np.array([mbqm64(int(a), int(mm), int(ss)) for a, mm, ss in
+                          zip(acc.ravel(), m.ravel(), sh.ravel())], np.int64).reshape(acc.shape)
+            v = v + zero_point
+        else:
+            v = mbqm_np(acc, mult, shift) + zero_point
     else:
         sc = real.astype(np.float32).reshape(shape if real.size > 1 else ())
         v = np.rint(acc.astype(np.float32) * sc).astype(np.int64) + zero_point

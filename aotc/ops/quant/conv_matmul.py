@@ -23,7 +23,7 @@ from aotc import dtypes
 from aotc.dtypes import DType
 from aotc.errors import AotcError
 from aotc.ir.graph import Node, TensorType, Value
-from aotc.loops.loop_ir import Call, Cast, Const, Expr, bmax, bmin, call
+from aotc.loops.loop_ir import Bin, Call, Cast, Const, Expr, bmax, bmin, call
 from aotc.ops import OpDef, register
 from aotc.ops.nn.conv import Conv, ConvArith
 from aotc.ops.nn.gemm import MatMul
@@ -75,8 +75,9 @@ class Requant:
     ``real`` holds the multipliers (one, or one per channel) in float64."""
 
     def __init__(self, real: np.ndarray, zero_point: int, lo: int, hi: int, mode: str,
-                 out: DType) -> None:
+                 out: DType, wide: bool = False) -> None:
         self.real = np.atleast_1d(np.asarray(real, np.float64))
+        self.wide = wide  # an int64 accumulator: TFLM's 16x8 requantisation (arith.mbqm64)
         self.zp, self.lo, self.hi, self.mode, self.out = int(zero_point), lo, hi, mode, out
         self._tables: dict[int, tuple[Any, ...]] = {}
         # The largest |accumulator| of the kernel, where a DSP lowering proved one
@@ -112,8 +113,20 @@ class Requant:
     def __call__(self, kb: Any, acc: Expr, ch: Expr | None) -> Expr:
         if self.mode == "tflite":
             mult, shift = self.tflite_params()
-            mul = self._per(kb, "qmul", mult.astype(np.int32), I32, ch)
-            if (mult == qmath.INT32_MIN).any():  # SRDHM's saturating case: keep it
+            if self.wide:
+                # (acc * reduced + 2^(total - 1)) >> total, as TFLM's int64 overload.
+                red, total = (np.array(v, np.int64) for v in zip(*(
+                    qmath.mbqm64_params(int(m), int(sh)) for m, sh in zip(mult, shift))))
+                rm = self._per(kb, "qmul", red.astype(np.int32), I32, ch)
+                rnd = self._per(kb, "qrnd", np.left_shift(1, total - 1), I64, ch)
+                tsh = self._per(kb, "qrsh", total.astype(np.int8), dtypes.int8, ch)
+                v = Cast(Bin("shr", acc * Cast(rm, I64) + rnd, tsh, I64), I32)
+                mul = None
+            else:
+                mul = self._per(kb, "qmul", mult.astype(np.int32), I32, ch)
+            if mul is None:
+                pass
+            elif (mult == qmath.INT32_MIN).any():  # SRDHM's saturating case: keep it
                 # Shifts fit int8: a quarter of the flash of int32 (TFLM keeps int32 in RAM).
                 sh = self._per(kb, "qshift", shift.astype(np.int8), dtypes.int8, ch)
                 v = call("q_mbqm", acc, mul, sh, dtype=I32)
@@ -164,8 +177,14 @@ class IntArith(ConvArith):
 
     rolled_finish = True
 
-    def __init__(self, x_zp: int, w_zp: np.ndarray, requant: Requant | None) -> None:
-        super().__init__(I32)
+    def __init__(self, x_zp: int, w_zp: np.ndarray, requant: Requant | None,
+                 acc: DType = I32, x16: bool = False) -> None:
+        super().__init__(acc)  # int64: TFLM's 16x8 kernels with an int64 bias
+        self.x16 = x16  # int16 inputs (16x8): no SIMD schedule reads them
+        # 16x8 with an int32 sum of products (proven not to overflow: late_bias_ok) and the
+        # int64 bias added after it, before the int64 requantisation: the same value as
+        # TFLM's int64 sum, with 32-bit multiply-accumulates in the inner loop.
+        self.late_bias = False
         self.x_zp = int(x_zp)
         self.x_zp_input = int(x_zp)  # kept when x_zp is folded: the value of a padding tap
         self.w_zp = np.atleast_1d(np.asarray(w_zp, np.int64))
@@ -200,12 +219,19 @@ class IntArith(ConvArith):
 
     def dsp_ok(self, w: np.ndarray | None) -> bool:
         # SXTB16 unpacks signed bytes: int8 weights, and w - w_zp stays int8 only for zp 0.
+        # 16x8: int16 inputs are already the lanes (zero point 0); the dual MAC sums in int32,
+        # so only where the sum is int32 anyway (an int32 bias) or proven to fit (late_bias).
+        if self.x16 and (self.x_zp or (self.acc != I32) or not (
+                self.late_bias or self.requant is None or not self.requant.wide)):
+            return False
         return w is not None and w.dtype == np.int8 and not self.w_zp.any()
 
     def init(self, B: Any, m: Expr) -> Expr:
         if self.folded_bias is not None:
             return self.folded_bias[[m]]
-        return Cast(B[[m]], I32) if B is not None else Const(0, I32)
+        if self.late_bias:
+            return Const(0, self.acc)
+        return Cast(B[[m]], self.acc) if B is not None else Const(0, self.acc)
 
     def fold_bias(self, kb: Any, w: np.ndarray, bias: np.ndarray | None, axis: int,
                   x_dtype: DType, fold_zp: bool) -> None:
@@ -245,8 +271,19 @@ class IntArith(ConvArith):
         self.x_zp = x_zp
 
     def finish(self, kb: Any, acc: Expr, m: Expr, B: Any = None) -> Expr:
-        # The bias already started the accumulator (init).
+        # The bias already started the accumulator (init), unless it comes late (int64).
+        if self.late_bias:
+            acc = Cast(acc, I64) + Cast(B[[m]], I64) if B is not None else Cast(acc, I64)
         return self.requant(kb, acc, m) if self.requant is not None else acc
+
+
+def late_bias_ok(w: np.ndarray | None, axis: int) -> bool:
+    """Whether every 16x8 sum of products fits int32 (|x| <= 2^15 against these constant int8
+    weights, per output channel along ``axis``): then it may be summed in int32."""
+    if w is None:
+        return False
+    red = tuple(k for k in range(w.ndim) if k != axis)
+    return bool((np.abs(w.astype(np.int64)).sum(axis=red) * 32768 < 2 ** 31).all())
 
 
 def minus_zp(w: np.ndarray, zp: np.ndarray | None, axis: int) -> np.ndarray:
@@ -278,16 +315,37 @@ def _per_channel(a: np.ndarray | None, n: int, node: Node, what: str) -> np.ndar
 
 
 def _check_int_inputs(node: Node, ins: Sequence[Value | None], data: Sequence[int],
-                      consts: Sequence[int]) -> None:
+                      consts: Sequence[int], x16: bool = False) -> None:
+    """``x16``: the first data input may be int16 with int8 weights (TFLite's 16x8)."""
     for i in data:
         v = ins[i] if i < len(ins) else None
-        if v is not None and v.type.dtype.name not in QT:
-            raise AotcError(f"input {i} has dtype {v.type.dtype.name}; supported: int8, uint8",
+        if v is None:
+            continue
+        if x16 and i == data[0] and v.type.dtype.name == "int16":
+            w = ins[data[1]]
+            if w is not None and w.type.dtype.name != "int8":
+                raise AotcError(f"int16 input with {w.type.dtype.name} weights; 16x8 takes "
+                                f"int8 weights", node.name, node.op)
+            continue
+        if v.type.dtype.name not in QT:
+            raise AotcError(f"input {i} has dtype {v.type.dtype.name}; supported: int8, uint8"
+                            + (", int16 (16x8)" if x16 and i == data[0] else ""),
                             node.name, node.op)
     for i in consts:
         if i < len(ins) and ins[i] is not None and not ins[i].is_const:  # type: ignore[union-attr]
             raise AotcError(f"input {i} (a scale or zero point) must be a compile-time "
                             f"constant", node.name, node.op)
+
+
+def wide_acc(x: Value | np.ndarray, bias: Value | np.ndarray | None) -> bool:
+    """TFLM's 16x8 conv and fully connected accumulate in int64 (and requantise with
+    arith.mbqm64) unless the bias is int32; int8 kernels accumulate in int32."""
+    def dt(v: Value | np.ndarray) -> str:
+        return v.type.dtype.name if isinstance(v, Value) else np.asarray(v).dtype.name
+
+    if bias is not None and dt(bias) == "int64":
+        return True
+    return dt(x) == "int16" and (bias is None or dt(bias) != "int32")
 
 
 def act_range(node: Node, out: DType) -> tuple[int, int]:
@@ -333,7 +391,7 @@ class QLinearConv(QuantOp):
         lo, hi = act_range(node, dtypes.from_numpy(yz.dtype))
         return qmath.requantize_np(acc, real,
                                    int(np.asarray(yz).reshape(-1)[0]), lo, hi, mode_of(node),
-                                   channel_axis=1).astype(yz.dtype)
+                                   channel_axis=1, wide=wide_acc(x, b)).astype(yz.dtype)
 
     def infer(self, node: Node, ins: Sequence[Value | None]) -> list[TensorType]:
         t = Conv().infer(node, [ins[0], ins[3]])[0]
@@ -345,7 +403,7 @@ class QLinearConv(QuantOp):
         return g.type(node.outputs[0]).numel * int(np.prod(w[1:], dtype=np.int64))
 
     def check(self, node: Node, ins: Sequence[Value | None]) -> None:
-        _check_int_inputs(node, ins, (0, 3), (1, 2, 4, 5, 6, 7))
+        _check_int_inputs(node, ins, (0, 3), (1, 2, 4, 5, 6, 7), x16=True)
         _check_conv(node, ins[0], ins[3])
         from aotc.ops.nn.conv import check_bias
 
@@ -367,14 +425,21 @@ class QLinearConv(QuantOp):
             **node.attrs, "_xz": int(xz.reshape(-1)[0]) if xz is not None else 0,
             "_wz": _per_channel(wz, m, node, "w_zero_point").astype(np.int64),
             "_real": real, "_yz": int(yz.reshape(-1)[0]) if yz is not None else 0,
-            "_out": np.dtype(out).name})
+            "_out": np.dtype(out).name,
+            "_wide": wide_acc(x, ins[8] if len(ins) > 8 else None)})
 
     def lower(self, node: Node, kb: Any) -> None:
         out = dtypes.BY_NAME[node.attrs["_out"]]
         lo, hi = act_range(node, out)
-        rq = Requant(node.attrs["_real"], node.attrs["_yz"], lo, hi, mode_of(node), out)
-        arith = IntArith(node.attrs["_xz"], node.attrs["_wz"], rq)
-        _fold_bias(node, kb, arith)
+        wide = bool(node.attrs.get("_wide"))
+        rq = Requant(node.attrs["_real"], node.attrs["_yz"], lo, hi, mode_of(node), out, wide)
+        x16 = kb.inputs[0].dtype.itemsize > 1
+        late = wide and late_bias_ok(kb.input_const(1), 0) and not node.attrs["_xz"]
+        arith = IntArith(node.attrs["_xz"], node.attrs["_wz"], rq,
+                         I64 if wide and not late else I32, x16)
+        arith.late_bias = late
+        if not x16:  # 16x8: no zero point to fold, no clamp (TFLM)
+            _fold_bias(node, kb, arith)
         Conv().lower(node, kb, arith)
 
 
@@ -487,7 +552,8 @@ class QLinearMatMul(_MatMulQ):
         real = _multipliers(as_, bs, ys, n, node)
         lo, hi = act_range(node, dtypes.from_numpy(yz.dtype))
         return qmath.requantize_np(acc, real, int(np.asarray(yz).reshape(-1)[0]), lo, hi,
-                                   mode_of(node), channel_axis=acc.ndim - 1).astype(yz.dtype)
+                                   mode_of(node), channel_axis=acc.ndim - 1,
+                                   wide=wide_acc(a, bias)).astype(yz.dtype)
 
     def infer(self, node: Node, ins: Sequence[Value | None]) -> list[TensorType]:
         assert ins[0] is not None and ins[3] is not None and ins[7] is not None
@@ -497,7 +563,7 @@ class QLinearMatMul(_MatMulQ):
         return g.type(node.outputs[0]).numel * g.type(node.inputs[0]).shape[-1]
 
     def check(self, node: Node, ins: Sequence[Value | None]) -> None:
-        _check_int_inputs(node, ins, (0, 3), (1, 2, 4, 5, 6, 7))
+        _check_int_inputs(node, ins, (0, 3), (1, 2, 4, 5, 6, 7), x16=True)
         b = ins[3]
         assert b is not None
         if len(b.type.shape) < 2:
@@ -514,20 +580,28 @@ class QLinearMatMul(_MatMulQ):
                             const_of(node, ins[6], "y_scale"), n, node)
         keep = [node.inputs[0], node.inputs[3]] + ([node.inputs[8]] if len(node.inputs) > 8
                                                     and node.inputs[8] else [])
-        assert yz is not None
+        assert yz is not None and ins[0] is not None
         return node.with_(inputs=tuple(keep), attrs={
             **node.attrs, "_xz": int(az.reshape(-1)[0]) if az is not None else 0,
             "_wz": _per_channel(bz, n, node, "b_zero_point").astype(np.int64),
-            "_real": real, "_yz": int(yz.reshape(-1)[0]), "_out": yz.dtype.name})
+            "_real": real, "_yz": int(yz.reshape(-1)[0]), "_out": yz.dtype.name,
+            "_wide": wide_acc(ins[0], ins[8] if len(ins) > 8 else None)})
 
     def lower(self, node: Node, kb: Any) -> None:
         out = dtypes.BY_NAME[node.attrs["_out"]]
         lo, hi = act_range(node, out)
-        rq = Requant(node.attrs["_real"], node.attrs["_yz"], lo, hi, mode_of(node), out)
+        wide = bool(node.attrs.get("_wide"))
+        rq = Requant(node.attrs["_real"], node.attrs["_yz"], lo, hi, mode_of(node), out, wide)
         bias = kb.inputs[2] if len(kb.inputs) > 2 else None
-        arith = IntArith(node.attrs["_xz"], node.attrs["_wz"], rq)
+        x16 = kb.inputs[0].dtype.itemsize > 1
         w = kb.input_const(1)
-        if w is not None and w.ndim == 2 and (bias is None or kb.input_const(2) is not None):
+        late = wide and late_bias_ok(w, 1) and not node.attrs["_xz"] and w is not None \
+            and w.ndim == 2
+        arith = IntArith(node.attrs["_xz"], node.attrs["_wz"], rq,
+                         I64 if wide and not late else I32, x16)
+        arith.late_bias = late
+        if w is not None and w.ndim == 2 and (bias is None or kb.input_const(2) is not None) \
+                and not x16:
             arith.fold_bias(kb, w, kb.input_const(2) if bias is not None else None, 1,
                             kb.inputs[0].dtype, fold_zp=True)
         MatMul().lower(node, kb, arith, bias)

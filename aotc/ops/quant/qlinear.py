@@ -98,8 +98,13 @@ class _Binary(QuantOp):
     def check(self, node: Node, ins: Sequence[Value | None]) -> None:
         for i in (0, 3):
             v = ins[i]
-            if v is None or v.type.dtype.name not in QT:
-                raise AotcError(f"input {i} must be int8 or uint8", node.name, node.op)
+            if v is None or v.type.dtype.name not in QT + ("int16",):
+                raise AotcError(f"input {i} must be int8, uint8 or int16", node.name, node.op)
+        a, b = ins[0], ins[3]
+        assert a is not None and b is not None
+        if "int16" in (a.type.dtype.name, b.type.dtype.name) and a.type.dtype != b.type.dtype:
+            raise AotcError(f"inputs are {a.type.dtype.name} and {b.type.dtype.name}; int16 "
+                            f"takes int16 on both sides", node.name, node.op)
         for i in (1, 2, 4, 5, 6, 7):
             if i < len(ins):
                 _scalar(node, ins[i], "scales and zero points")
@@ -114,8 +119,16 @@ class _Binary(QuantOp):
         def scale(i: int) -> float:
             return float(np.float32(qparam(ins, i, 1.0)))
 
+        def dt(v: Any) -> str:
+            return v.type.dtype.name if isinstance(v, Value) else np.asarray(v).dtype.name
+
+        # The operands or their zero points (an operand is None as a fused epilogue's chain).
+        wide = any(dt(ins[i]) == "int16" for i in (0, 2, 3, 5, 7)
+                   if i < len(ins) and ins[i] is not None)
+        # TFLM's ADD/SUB scale the inputs up by 2^20 (int8) or 2^15 (int16) before rescaling.
         return dict(sa=scale(1), za=int(qparam(ins, 2, 0)), sb=scale(4),
-                    zb=int(qparam(ins, 5, 0)), sy=scale(6), zy=int(qparam(ins, 7, 0)))
+                    zb=int(qparam(ins, 5, 0)), sy=scale(6), zy=int(qparam(ins, 7, 0)),
+                    ls=15 if wide else 20)
 
     def prepare(self, node: Node, ins: Sequence[Value | None]) -> Node:
         return node.with_(inputs=(node.inputs[0], node.inputs[3]),
@@ -156,20 +169,23 @@ class QLinearAdd(_Binary):
     name = "QLinearAdd"
     since = 1
 
-    LEFT_SHIFT = 20  # TFLM's int8 ADD
+    LEFT_SHIFT = 20  # TFLM's int8 ADD (int16: 15, the params' "ls")
+    SIGN = 1  # QLinearSub: -1
 
     @staticmethod
     def _tfl(p: dict[str, Any]) -> tuple[tuple[int, int], tuple[int, int], tuple[int, int]]:
+        """TFLM's ADD Prepare: the three multipliers, in double."""
         twice_max = 2 * max(p["sa"], p["sb"])
         return (qmath.quantize_multiplier(p["sa"] / twice_max),
                 qmath.quantize_multiplier(p["sb"] / twice_max),
-                qmath.quantize_multiplier(twice_max / ((1 << QLinearAdd.LEFT_SHIFT) * p["sy"])))
+                qmath.quantize_multiplier(twice_max / ((1 << p.get("ls", 20)) * p["sy"])))
 
     def scalar_ref(self, a: int, b: int, p: dict[str, Any], mode: str) -> int:
         if mode == "tflite":
             (m1, s1), (m2, s2), (mo, so) = self._tfl(p)
-            ls = 1 << self.LEFT_SHIFT
-            raw = qmath.mbqm((a - p["za"]) * ls, m1, s1) + qmath.mbqm((b - p["zb"]) * ls, m2, s2)
+            ls = 1 << p.get("ls", 20)
+            raw = qmath.mbqm((a - p["za"]) * ls, m1, s1) + self.SIGN * qmath.mbqm(
+                (b - p["zb"]) * ls, m2, s2)
             return qmath.mbqm(raw, mo, so) + p["zy"]
         f = np.float32(np.float32(a - p["za"]) * np.float32(p["sa"])
                        + np.float32(b - p["zb"]) * np.float32(p["sb"]))
@@ -179,13 +195,16 @@ class QLinearAdd(_Binary):
                     mode: str) -> Expr:
         if mode == "tflite":
             (m1, s1), (m2, s2), (mo, so) = self._tfl(p)
-            ls = Const(1 << self.LEFT_SHIFT, I32)
+            ls = Const(1 << p.get("ls", 20), I32)
 
             def scaled(x: Expr, z: int, m: int, s: int) -> Expr:
                 v = Cast(x, I32) - Const(z, I32) if z else Cast(x, I32)
                 return call("q_mbqm", v * ls, Const(m, I32), Const(s, I32), dtype=I32)
 
-            raw = scaled(a, p["za"], m1, s1) + scaled(b, p["zb"], m2, s2)
+            if self.SIGN < 0:
+                raw = scaled(a, p["za"], m1, s1) - scaled(b, p["zb"], m2, s2)
+            else:
+                raw = scaled(a, p["za"], m1, s1) + scaled(b, p["zb"], m2, s2)
             v = call("q_mbqm", raw, Const(mo, I32), Const(so, I32), dtype=I32)
             return Cast(_clamp_i32(v + Const(p["zy"], I32), lo, hi), out)
         f = _deq(a, p["sa"], p["za"]) + _deq(b, p["sb"], p["zb"])
@@ -194,7 +213,7 @@ class QLinearAdd(_Binary):
     def vector_expr(self, kb: Any, a: Expr, b: Expr, node: Node) -> Expr:
         """scalar_expr's tflite arithmetic on 4 int32 lanes of int8 values (Helium's fused
         residual add, loops/mve.py): the same bytes."""
-        assert mode_of(node) == "tflite"
+        assert mode_of(node) == "tflite" and self.SIGN > 0
         p = node.attrs["_p"]
         lo, hi = act_range(node, dtypes.int8)
         (m1, s1), (m2, s2), (mo, so) = self._tfl(p)
@@ -207,6 +226,33 @@ class QLinearAdd(_Binary):
         raw = mve.vec("vaddq_s32", scaled(a, p["za"], m1, s1), scaled(b, p["zb"], m2, s2))
         v = mve.mbqm4_const(kb, kb.local(raw, "v", mve.INT32X4), mo, so)
         return mve.clamp4(mve.vec("vaddq_n_s32", v, Const(p["zy"], I32)), lo, hi)
+
+
+@register
+class QLinearSub(QLinearAdd):
+    """A - B: TFLM's SUB (int8, int16), aotc's (com.microsoft has none); tflite mode: ADD's
+    multipliers (in double, as the tflite-micro package and TFLM's SEANet goldens compute them;
+    the source at 90b983c divides in float32, which differs in the last bits of a multiplier)
+    and the difference of the two rescaled inputs; onnx mode in float32."""
+
+    name = "QLinearSub"
+    domain = "aotc"
+    SIGN = -1
+    vector_expr = None  # no Helium epilogue form
+
+    def scalar_ref(self, a: int, b: int, p: dict[str, Any], mode: str) -> int:
+        if mode == "tflite":
+            return super().scalar_ref(a, b, p, mode)
+        f = np.float32(np.float32(a - p["za"]) * np.float32(p["sa"])
+                       - np.float32(b - p["zb"]) * np.float32(p["sb"]))
+        return int(np.rint(f / np.float32(p["sy"]))) + p["zy"]
+
+    def scalar_expr(self, a: Expr, b: Expr, p: dict[str, Any], lo: int, hi: int, out: DType,
+                    mode: str) -> Expr:
+        if mode == "tflite":
+            return super().scalar_expr(a, b, p, lo, hi, out, mode)
+        f = _deq(a, p["sa"], p["za"]) - _deq(b, p["sb"], p["zb"])
+        return _quantize_f32(f, p["sy"], p["zy"], lo, hi, out)
 
 
 @register
@@ -249,8 +295,9 @@ class _QPool(QuantOp):
 
     def check(self, node: Node, ins: Sequence[Value | None]) -> None:
         x = ins[0]
-        if x is None or x.type.dtype.name not in QT or len(x.type.shape) < 3:
-            raise AotcError("X must be an int8/uint8 NC... tensor", node.name, node.op)
+        ok = QT + (("int16",) if not self.is_global else ())  # TFLM's int16 AVERAGE_POOL_2D
+        if x is None or x.type.dtype.name not in ok or len(x.type.shape) < 3:
+            raise AotcError(f"X must be an {'/'.join(ok)} NC... tensor", node.name, node.op)
         for i in (1, 2, 3, 4):
             if i < len(ins):
                 _scalar(node, ins[i], "scales and zero points")

@@ -16,7 +16,7 @@ from aotc.errors import AotcError
 from aotc.ir.graph import Node, TensorType, Value
 from aotc.loops.loop_ir import Cast, Const, Expr, bmax, bmin, call
 from aotc.ops import register
-from aotc.ops.quant.conv_matmul import F32, I32, ONNX_DTYPES, QuantOp, qrange
+from aotc.ops.quant.conv_matmul import F32, I32, I64, ONNX_DTYPES, QuantOp, qrange
 
 
 # ------------------------------------------------------------------------------ Q / DQ
@@ -162,9 +162,9 @@ class DequantizeLinear(_QDQBase):
     def lower(self, node: Node, kb: Any) -> None:
         X = kb.inputs[0]
         with kb.loops(X.shape) as idx:
-            v = Cast(X[idx] if idx else X[[0]], I32)
+            v = Cast(X[idx] if idx else X[[0]], I64 if X.dtype.itemsize == 8 else I32)
             if self._has_zp(node):
-                v = v - self._param(kb, node, "_zp", idx, I32)
+                v = v - self._param(kb, node, "_zp", idx, v.dtype)
             kb.store_output(idx, Cast(v, F32) * self._param(kb, node, "_scale", idx, F32))
 
 
@@ -237,6 +237,13 @@ class QuantizeLinear(_QDQBase):
 for _v in (13, 19, 21, 23, 25):
     for _base in (DequantizeLinear, QuantizeLinear):
         register(type(_base.__name__, (_base,), {"since": _v}))
+
+# The TFLite frontend's Q/DQ of int16 activations and int64 biases (16x8 models): ONNX's
+# opset 17 has neither (int16 arrives in opset 21, int64 never), so they are aotc-domain nodes
+# with ONNX's semantics; the qdq pass treats them as the standard ones.
+register(type("DequantizeLinear", (DequantizeLinear,), {
+    "since": 1, "domain": "aotc", "dtypes": ("int8", "int16", "int32", "int64")}))
+register(type("QuantizeLinear", (QuantizeLinear,), {"since": 1, "domain": "aotc"}))
 
 
 @register

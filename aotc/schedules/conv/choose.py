@@ -25,11 +25,17 @@ def run_schedule(conv: Any, node: Any, kb: Any, X: Any, W: Any, B: Any, arith: A
     """Lower the conv ``node`` (``conv``: its OpDef, for the window helpers the schedules
     share) with the schedule that applies; False when none does."""
     inplace = node.attrs.get("_inplace")  # aotc/steps/inplace.py conv_inplace_modes
+    # 16x8 (int16 inputs): the tiled schedule (IntArith's int64 or int32 sums) and the DSP
+    # one where IntArith.dsp_ok allows it; the depthwise, Helium and in-place schedules read
+    # 8-bit inputs.
+    x16 = not arith.acc.is_float and X.dtype.itemsize > 1
+    if x16 and inplace is not None:
+        return False
     m_per_g = kb.outputs[0].shape[1] // node.attrs["group"]
     if inplace == "line":  # in place through a ring of output rows
         lower_line(conv, node, kb, X, B, arith, pads, s, d)
         return True
-    if (inplace is None and depthwise_ok(node, kb, arith, pads)
+    if (inplace is None and not x16 and depthwise_ok(node, kb, arith, pads)
             and kb.knob(CONV.PATH) == "simd"):  # writes Y directly
         lower_depthwise(node, kb, X, B, arith, pads, s, d)
         return True

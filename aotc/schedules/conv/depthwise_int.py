@@ -316,7 +316,8 @@ def prove_bound(kb: Any, arith: Any, B: Any, w: np.ndarray, x_dtype: Any, x_zp: 
         init = _init_values(kb, arith, B, w.shape[0])
     if rq is None or init is None or not hasattr(rq, "acc_bound"):
         return
-    lo, hi = (-128, 127) if x_dtype.is_signed else (0, 255)
+    info = np.iinfo(x_dtype.np)  # int8, uint8; int16 (16x8)
+    lo, hi = int(info.min), int(info.max)
     xmax = max(abs(lo - x_zp), abs(hi - x_zp))
     wsum = np.abs(w.reshape(w.shape[0], -1).astype(np.int64)).sum(axis=1)
     bound = np.abs(np.broadcast_to(np.asarray(init, np.int64).reshape(-1), wsum.shape)) \

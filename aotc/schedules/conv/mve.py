@@ -165,7 +165,7 @@ def epilogue4(kb: Any) -> Epilogue4 | None:
     op, node, pos, refs = steps[0]
     other = [r for k, r in enumerate(refs) if k != pos]
     Y = kb.outputs[0]
-    if (not hasattr(op, "vector_expr") or node.attrs.get("_requant", "tflite") != "tflite"
+    if (getattr(op, "vector_expr", None) is None or node.attrs.get("_requant", "tflite") != "tflite"
             or len(other) != 1 or other[0] is None or other[0].shape != Y.shape
             or other[0].dtype != I8 or other[0].strides is not None):
         return None

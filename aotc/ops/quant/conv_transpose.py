@@ -1,0 +1,144 @@
+"""QConvTranspose: TFLite's 16x8 TRANSPOSE_CONV as an integer kernel (aotc domain; the QDQ
+pass makes it from DequantizeLinear -> ConvTranspose -> QuantizeLinear with int16 activations,
+int8 weights and an int64 or int32 bias). TFLM scatters int16 x int8 products into an int64
+scratch buffer and requantises each output with the 16x8 rounding (arith.mbqm64); integer sums
+do not depend on their order, so the kernel gathers each output's taps into one accumulator
+(ConvTranspose's loop nest) and gives the same bytes without the scratch buffer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from aotc import dtypes
+from aotc.errors import AotcError
+from aotc.ir.graph import Node, TensorType, Value
+from aotc.loops.loop_ir import Cast, Const, Expr, cmp, land
+from aotc.ops import register
+from aotc.ops.nn.conv import ConvTranspose
+from aotc.ops.quant import arith as qmath
+from aotc.ops.quant.conv_matmul import (
+    I32,
+    I64,
+    QuantOp,
+    Requant,
+    _multipliers,
+    act_range,
+    const_of,
+    minus_zp,
+    mode_of,
+    wide_acc,
+)
+
+
+@register
+class QConvTranspose(QuantOp):
+    """(x, x_scale, x_zp, w, w_scale, w_zp, y_scale, y_zp[, B]) with ConvTranspose's
+    attributes; w is [C, M, kH, kW] with per-tensor or per-output-channel (axis 1) scales;
+    group 1; zero points 0 (TFLite's 16x8)."""
+
+    name = "QConvTranspose"
+    domain = "aotc"
+    since = 1
+    dtypes = ("int16",)
+    const_inputs = (1, 2, 3, 4, 5, 6, 7)
+
+    def reference(self, x: np.ndarray, x_scale: np.ndarray, x_zero_point: np.ndarray,
+                  w: np.ndarray, w_scale: np.ndarray, w_zero_point: np.ndarray,
+                  y_scale: np.ndarray, y_zero_point: np.ndarray, B: np.ndarray | None = None,
+                  *, auto_pad: str = "NOTSET", dilations: Sequence[int] = (), group: int = 1,
+                  kernel_shape: Sequence[int] = (), output_padding: Sequence[int] = (),
+                  output_shape: Sequence[int] = (), pads: Sequence[int] = (),
+                  strides: Sequence[int] = ()) -> np.ndarray:
+        raise NotImplementedError  # compute(): needs the node's requant mode
+
+    def check(self, node: Node, ins: Sequence[Value | None]) -> None:
+        x, w = ins[0], ins[3]
+        if x is None or w is None or x.type.dtype.name != "int16" \
+                or w.type.dtype.name != "int8":
+            raise AotcError("takes int16 x and int8 w (16x8)", node.name, node.op)
+        if int(node.attrs.get("group", 1)) != 1:
+            raise AotcError("group must be 1", node.name, node.op)
+        for i, what in ((2, "x_zero_point"), (5, "w_zero_point")):
+            z = const_of(node, ins[i], what)
+            if z is not None and z.any():
+                raise AotcError(f"{what} must be 0 (16x8)", node.name, node.op)
+        ConvTranspose().check(node.with_(inputs=(node.inputs[0], node.inputs[3])),
+                              [x, w])
+
+    def infer(self, node: Node, ins: Sequence[Value | None]) -> list[TensorType]:
+        assert ins[7] is not None
+        t = ConvTranspose().infer(node, [ins[0], ins[3]])[0]
+        return [TensorType(t.shape, ins[7].type.dtype)]
+
+    def macs(self, node: Node, g: Any) -> int:
+        w = g.type(node.inputs[3]).shape
+        return g.type(node.inputs[0]).numel * int(np.prod(w[1:], dtype=np.int64))
+
+    def compute(self, args: list[np.ndarray | None], attrs: dict[str, Any], node: Node) -> Any:
+        x, xs, xz, w, ws, wz, ys, yz = args[:8]
+        b = args[8] if len(args) > 8 else None
+        assert x is not None and w is not None and yz is not None
+        # Exact in float64: |sum| < 2^15 * 2^7 * taps * channels, far below 2^53.
+        acc = ConvTranspose().reference(minus_zp(x, xz, 1).astype(np.float64),
+                                        minus_zp(w, wz, 1).astype(np.float64), **attrs)
+        acc = np.rint(acc).astype(np.int64)
+        if b is not None:
+            acc = acc + b.astype(np.int64).reshape((1, -1) + (1,) * (acc.ndim - 2))
+        real = _multipliers(xs, ws, ys, w.shape[1], node)
+        lo, hi = act_range(node, dtypes.from_numpy(yz.dtype))
+        return qmath.requantize_np(acc, real, int(np.asarray(yz).reshape(-1)[0]), lo, hi,
+                                   mode_of(node), channel_axis=1,
+                                   wide=wide_acc(x, b)).astype(yz.dtype)
+
+    def prepare(self, node: Node, ins: Sequence[Value | None]) -> Node:
+        x, w, yz = ins[0], ins[3], ins[7]
+        assert x is not None and w is not None and yz is not None
+        real = _multipliers(const_of(node, ins[1], "x_scale"), const_of(node, ins[4], "w_scale"),
+                            const_of(node, ins[6], "y_scale"), w.type.shape[1], node)
+        zy = const_of(node, yz, "y_zero_point")
+        assert zy is not None
+        bias = ins[8] if len(ins) > 8 else None
+        keep = [node.inputs[0], node.inputs[3]] + ([node.inputs[8]] if bias is not None else [])
+        return node.with_(inputs=tuple(keep), attrs={
+            **node.attrs, "_real": real, "_yz": int(zy.reshape(-1)[0]),
+            "_out": yz.type.dtype.name, "_wide": wide_acc(x, bias)})
+
+    def lower(self, node: Node, kb: Any) -> None:
+        X, W = kb.inputs[0], kb.inputs[1]
+        B = kb.inputs[2] if len(kb.inputs) > 2 else None
+        Y = kb.outputs[0]
+        out = dtypes.BY_NAME[node.attrs["_out"]]
+        lo, hi = act_range(node, out)
+        wide = bool(node.attrs["_wide"])
+        acc_t = I64 if wide else I32
+        rq = Requant(node.attrs["_real"], node.attrs["_yz"], lo, hi, mode_of(node), out, wide)
+        nd = len(X.shape) - 2
+        _, pb, s, d = ConvTranspose()._geometry(node, X.shape, W.shape)
+        with kb.loops(Y.shape, ["n", "m"] + [f"o{k}" for k in range(nd)]) as (n, m, *o):
+            init = Cast(B[[m]], acc_t) if B is not None else Const(0, acc_t)
+            acc = kb.local(init, "acc", acc_t)
+            self._window(kb, 0, X, W, n, m, o, [], [], pb, s, d, acc)
+            kb.store_output([n, m, *o], rq(kb, acc, m))
+
+    def _window(self, kb: Any, dim: int, X: Any, W: Any, n: Expr, m: Expr, o: list[Expr],
+                ii: list[Expr], kk: list[Expr], pb: list[int], s: list[int], d: list[int],
+                acc: Any) -> None:
+        """The taps of output ``o``: input i with i * s + k * d - pb == o, per spatial dim."""
+        nd = len(X.shape) - 2
+        if dim == nd:
+            with kb.loop(X.shape[1], "c") as c:
+                kb.assign(acc, acc + Cast(X[[n, c, *ii]], I32) * Cast(W[[c, m, *kk]], I32))
+            return
+        with kb.loop(W.shape[2 + dim], f"k{dim}", unroll=True) as k:
+            num = kb.local(o[dim] + pb[dim] - k * d[dim], f"t{dim}")
+            conds = [cmp("ge", num, 0)]
+            if s[dim] > 1:
+                conds.append(cmp("eq", num % s[dim], 0))
+            iv = num // s[dim] if s[dim] > 1 else num
+            conds.append(cmp("lt", iv, X.shape[2 + dim]))
+            with kb.if_(land(*conds)):
+                self._window(kb, dim + 1, X, W, n, m, o, ii + [iv], kk + [k], pb, s, d, acc)
