@@ -337,3 +337,18 @@ def test_quantize_dequantize(tmp_path):
         np.testing.assert_array_equal(g, w)
     for g, w in zip(got, interpret_tflm(model, xs, 2)):
         np.testing.assert_array_equal(g, w)
+
+
+@pytest.mark.parametrize("code", ["ABS", "ELU"])
+@pytest.mark.parametrize("ranges", [((-3.0, 2.0), (0.0, 3.0)), ((-0.7, 5.0), (-1.0, 4.0))],
+                         ids=["a", "b"])
+def test_int8_tables_every_code(code, ranges, tmp_path):
+    """The int8 builtins aotc computes as a 256-entry table, on every input code, for two
+    pairs of input/output parameters: exact with TFLM."""
+    net = Net(True, {"input0": ranges[0], f"{code.lower()}_0_0": ranges[1]})
+    shape = (1, 16, 16, 1)
+    y = net.op(code, [net.input(shape)], shape)
+    model = net.build([y])
+    xs = [np.arange(-128, 128, dtype=np.int8).reshape(shape)]
+    got = _run_aotc(model, xs, tmp_path)[0][0]
+    np.testing.assert_array_equal(got, interpret_tflm(model, xs)[0])
