@@ -108,6 +108,26 @@ def _rsqrt(b: Builder, a: list[str]) -> str:
     return b.add("Reciprocal", [b.add("Sqrt", a[:1], "sqrt")[0]], "rsqrt")[0]
 
 
+def rsqrt(b: Builder, op: Any) -> None:
+    """float: 1 / sqrt(x). int8: TFLM's fixed-point RSQRT for each of the 256 codes
+    (aotc.ops.quant.tables), looked up with Gather."""
+    from aotc.ops.quant.tables import tflm_table
+
+    (x, *_), (y,) = _ins(op), _outs(op)
+    if b.quant(x) is None or b.dtype(x) != np.int8:
+        elementwise(_rsqrt)(b, op)
+        return
+    qx, qy = b.quant(x), b.quant(y)
+    if qy is None or b.dtype(y) != np.int8 or len(qx[0]) != 1 or len(qy[0]) != 1:
+        raise AotcError("int8 RSQRT needs per-tensor int8 input and output")
+    table = tflm_table("Rsqrt", "tflite", np.dtype(np.int8), float(qx[0][0]), int(qx[1][0]),
+                       float(qy[0][0]), int(qy[1][0]))
+    idx = b.add("Cast", [b.get(x)], "as_int", to=6)[0]
+    idx = b.add("Add", [idx, b.init(np.int32(128), "offset")], "code")[0]
+    b.define(y, b.add("Gather", [b.init(table, "rsqrt_table"), idx], "rsqrt",
+                      outputs=[b.out_name(y)], axis=0)[0])
+
+
 def _square(b: Builder, a: list[str]) -> str:
     return b.add("Mul", [a[0], a[0]], "square")[0]
 
@@ -335,6 +355,7 @@ def l2_pool_2d(b: Builder, op: Any) -> None:
 # The converters of this family and the ONNX ops each becomes (the `aotc ops` column).
 CONVERTERS: dict[str, Callable[[Builder, Any], None]] = {
     **{k: elementwise(v) for k, v in FLOAT_UNARY.items()},
+    "RSQRT": rsqrt,
     "GELU": gelu,
     "L2_NORMALIZATION": l2_normalization,
     "LOG_SOFTMAX": log_softmax,
@@ -373,7 +394,7 @@ CONVERTERS: dict[str, Callable[[Builder, Any], None]] = {
 
 ONNX_OPS: dict[str, tuple[str, ...]] = {
     "ABS": ("Abs", "aotc.QLut"), "NEG": ("Neg", "aotc.QLut"), "EXP": ("Exp",),
-    "LOG": ("Log",), "SQRT": ("Sqrt",), "RSQRT": ("Sqrt", "Reciprocal"), "SQUARE": ("Mul",),
+    "LOG": ("Log",), "SQRT": ("Sqrt",), "RSQRT": ("Sqrt", "Reciprocal", "Gather"), "SQUARE": ("Mul",),
     "SIN": ("Sin",), "COS": ("Cos",), "FLOOR": ("Floor",), "CEIL": ("Ceil",),
     "ROUND": ("Round",), "ELU": ("Elu", "aotc.QLut"), "RELU_N1_TO_1": ("Clip",),
     "RELU_0_TO_1": ("Clip",), "SIGN": ("Sign",), "GELU": ("Erf", "Tanh", "Mul"),

@@ -157,7 +157,55 @@ def tflm_table(op: str, mode: str, dt: np.dtype, sx: float, zx: int, sy: float, 
         return _tflm_abs(sx, zx, sy, zy)
     if op == "Elu":
         return _tflm_elu(sx, zx, sy, zy)
+    if op == "Rsqrt":
+        return _tflm_rsqrt(sx, zx, sy, zy)
     return None
+
+
+def _inv_sqrt_multiplier(value: int) -> tuple[int, int]:
+    """TFLite GetInvSqrtQuantizedMultiplierExp(value, reverse_shift=-1) (common.h): a
+    Newton-Raphson 1/sqrt in gemmlowp fixed point. Returns (multiplier, left shift)."""
+    if value <= 1:
+        return qmath.INT32_MAX, 0
+    shift = 11
+    while value >= 1 << 29:
+        value //= 4
+        shift += 1
+    clz = 32 - value.bit_length()
+    pairs = (clz - 1) // 2 - 1
+    shift -= pairs
+    value <<= 2 * pairs
+    f_in = value >> 1                                   # F3
+    half_in = qmath.rdbpot(f_in, 1)                     # SaturatingRoundingMultiplyByPOT<-1>
+    half_three = (1 << 28) + (1 << 27)                  # 1.5 in F3
+    x = 1 << 28                                         # F3::One()
+    for _ in range(5):
+        x3 = qmath.sat_shl(qmath.srdhm(qmath.srdhm(x, x), x), 6)       # F9 -> F3
+        d = qmath._wrap32(qmath.srdhm(half_three, x) - qmath.srdhm(half_in, x3))  # F6
+        x = qmath.sat_shl(d, 3)                                         # F6 -> F3
+    x = qmath.srdhm(x, 1518500250)                      # * sqrt(2) / 2 (F0)
+    if shift < 0:
+        x = qmath._wrap32(x << -shift)
+        shift = 0
+    return x, -shift
+
+
+def _tflm_rsqrt(sx: float, zx: int, sy: float, zy: int) -> np.ndarray:
+    """TFLM's int8 RSQRT (elementwise.cc RsqrtEvalQuantized) for every code. TFLM refuses a
+    negative input at run time; the table gives those codes the output's maximum, as it does
+    the zero input."""
+    mult, shift = qmath.quantize_multiplier(
+        1.0 / float(np.float32(np.sqrt(np.float32(sx))) * np.float32(sy)))
+    out = []
+    for q in range(-128, 128):
+        value = q - zx
+        if value <= 0:
+            out.append(127)
+            continue
+        m, s = _inv_sqrt_multiplier(value)
+        data = qmath.mbqm(1, m, s + 20)
+        out.append(min(max(qmath.mbqm(data, mult, shift - 20) + zy, -128), 127))
+    return np.array(out, np.int8)
 
 
 def _tflm_abs(sx: float, zx: int, sy: float, zy: int) -> np.ndarray:
