@@ -394,7 +394,8 @@ CONVERTERS: dict[str, Callable[[Builder, Any], None]] = {
 
 ONNX_OPS: dict[str, tuple[str, ...]] = {
     "ABS": ("Abs", "aotc.QLut"), "NEG": ("Neg", "aotc.QLut"), "EXP": ("Exp",),
-    "LOG": ("Log",), "SQRT": ("Sqrt",), "RSQRT": ("Sqrt", "Reciprocal", "Gather"), "SQUARE": ("Mul",),
+    "LOG": ("Log",), "SQRT": ("Sqrt",), "RSQRT": ("Sqrt", "Reciprocal", "Gather"),
+    "SQUARE": ("Mul",),
     "SIN": ("Sin",), "COS": ("Cos",), "FLOOR": ("Floor",), "CEIL": ("Ceil",),
     "ROUND": ("Round",), "ELU": ("Elu", "aotc.QLut"), "RELU_N1_TO_1": ("Clip",),
     "RELU_0_TO_1": ("Clip",), "SIGN": ("Sign",), "GELU": ("Erf", "Tanh", "Mul"),
