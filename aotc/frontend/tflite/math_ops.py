@@ -393,7 +393,7 @@ CONVERTERS: dict[str, Callable[[Builder, Any], None]] = {
 }
 
 ONNX_OPS: dict[str, tuple[str, ...]] = {
-    "ABS": ("Abs", "aotc.QLut"), "NEG": ("Neg", "aotc.QLut"), "EXP": ("Exp",),
+    "ABS": ("Abs", "aotc.QLut"), "NEG": ("Neg",), "EXP": ("Exp",),
     "LOG": ("Log",), "SQRT": ("Sqrt",), "RSQRT": ("Sqrt", "Reciprocal", "Gather"),
     "SQUARE": ("Mul",),
     "SIN": ("Sin",), "COS": ("Cos",), "FLOOR": ("Floor",), "CEIL": ("Ceil",),
