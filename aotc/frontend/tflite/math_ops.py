@@ -313,9 +313,12 @@ def batch_matmul(b: Builder, op: Any) -> None:
     o = _opts(op, "BatchMatMulOptions")
     (x, w), (y,) = _ins(op)[:2], _outs(op)
     adj = (bool(o and o.AdjX()), bool(o and o.AdjY()))
-    if b.quant(x) is not None and b.const(w) is None:
-        raise AotcError("int8 BATCH_MATMUL of two activations is not supported (only a "
-                        "constant right-hand side, which becomes TFLM's integer matmul)")
+    if b.quant(x) is not None and (
+            b.const(w) is None or any(d != 1 for d in b.shape(w)[:-2])
+            or b.quant(w) is None or len(b.quant(w)[0]) != 1):  # type: ignore[index]
+        raise AotcError("int8 BATCH_MATMUL is supported with a constant, per-tensor "
+                        "quantised right-hand side of one matrix (TFLM's integer matmul); "
+                        "not of two activations or a batch of matrices")
     args = []
     for t, flip in zip((x, w), adj):
         r = b.rank(t)
