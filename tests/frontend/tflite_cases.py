@@ -200,14 +200,15 @@ def space_to_depth(net: Net, x: int, s: tuple[int, ...]) -> int:
                   options("SpaceToDepthOptions", blockSize=2))
 
 
-def space_batch(round_trip: bool) -> Spec:
+def space_batch(round_trip: bool, padded: bool = False) -> Spec:
     def spec(net: Net, x: int, s: tuple[int, ...]) -> int:
-        pads = [[1, 1], [0, 2]]
-        y = net.op("SPACE_TO_BATCH_ND", [x, net.ints([2, 2]), net.ints(pads)], (4, 4, 4, 4))
+        pads = [[1, 1], [0, 2]] if padded else [[0, 0], [0, 0]]
+        hw = (4, 4) if padded else (3, 3)
+        y = net.op("SPACE_TO_BATCH_ND", [x, net.ints([2, 2]), net.ints(pads)], (4, *hw, 4))
         if not round_trip:
             return y
         return net.op("BATCH_TO_SPACE_ND", [y, net.ints([2, 2]), net.ints([[1, 0], [0, 1]])],
-                      (1, 7, 7, 4))
+                      (1, 2 * hw[0] - 1, 2 * hw[1] - 1, 4))
     return spec
 
 
@@ -331,7 +332,9 @@ CASES: dict[str, Spec] = {
     "REVERSE_V2": reverse, "GATHER": gather(3), "GATHER_neg_axis": gather(-3),
     "GATHER_ND": gather_nd, "EMBEDDING_LOOKUP": embedding_lookup,
     "DEPTH_TO_SPACE": depth_to_space, "SPACE_TO_DEPTH": space_to_depth,
-    "SPACE_TO_BATCH_ND": space_batch(False), "BATCH_TO_SPACE_ND": space_batch(True),
+    "SPACE_TO_BATCH_ND": space_batch(False),
+    "SPACE_TO_BATCH_ND_padded": space_batch(False, True),
+    "BATCH_TO_SPACE_ND": space_batch(True),
     "RESIZE_BILINEAR": resize("RESIZE_BILINEAR", False, False),
     "RESIZE_BILINEAR_align": resize("RESIZE_BILINEAR", True, False),
     "RESIZE_BILINEAR_half_pixel": resize("RESIZE_BILINEAR", False, True),
@@ -376,9 +379,6 @@ TYPED: dict[str, Callable[[Net], list[int]]] = {
         dtype=np.int32)),
     "REDUCE_MAX_int32": _typed("REDUCE_MAX", lambda n, x: n.op(
         "REDUCE_MAX", [x, n.ints([1])], (2, 4), options("ReducerOptions"), dtype=np.int32)),
-    "ARG_MAX_int32": _typed("ARG_MAX", lambda n, x: n.op(
-        "ARG_MAX", [x, n.ints([2])], (2, 3), options("ArgMaxOptions", outputType=2),
-        dtype=np.int32)),
     "CAST_int32_float": _typed("CAST", lambda n, x: n.op("CAST", [x], (2, 3, 4),
                                                          dtype=np.float32)),
     "PACK_int32": _typed("PACK", lambda n, x: n.op(

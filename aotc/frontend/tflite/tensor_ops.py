@@ -287,9 +287,15 @@ def space_to_batch_nd(b: Builder, op: Any) -> None:
     ph, pw = h + int(pads[0].sum()), w + int(pads[1].sum())
     if ph % block[0] or pw % block[1]:
         raise AotcError("the padded spatial size is not a multiple of the block")
-    # TFLM pads with the integer 0 whatever the zero point (its SpaceToBatchParams'
-    # output_offset is left 0; LiteRT pads with the zero point): aotc follows TFLM.
-    fill = np.array(0, b.dtype(x))
+    q = b.quant(x)
+    zp = int(q[1][0]) if q is not None else 0
+    if zp and pads.any():
+        # TFLM pads with SpaceToBatchParams.output_offset, which it never initialises (the
+        # arena's bytes; usually 0); LiteRT pads with the zero point. No answer to match.
+        raise AotcError(f"int8 SPACE_TO_BATCH_ND with padding and zero point {zp} is not "
+                        f"supported: TFLM pads with an uninitialised value, LiteRT with the "
+                        f"zero point")
+    fill = np.array(zp, b.dtype(x))
     full = [0, int(pads[0, 0]), int(pads[1, 0]), 0, 0, int(pads[0, 1]), int(pads[1, 1]), 0]
     v = b.add("Pad", [b.get(x), _i64(b, full, "pads"), b.init(fill, "value")], "pad",
               mode="constant")[0]
