@@ -22,23 +22,10 @@ from aotc.frontend.tflite.helpers import (
     _operand,
     _opts,
     _outs,
+    _pads,
     _same_q,
     strided_slice_params,
 )
-
-
-def _pads(in_hw: tuple[int, ...], k_hw: tuple[int, ...], strides: tuple[int, ...],
-          dil: tuple[int, ...], padding: int) -> list[int]:
-    """TFLite's padding (SAME: the extra pixel at the end; VALID: none) as ONNX pads."""
-    if padding == 1:  # VALID
-        return [0] * (2 * len(in_hw))
-    begin, end = [], []
-    for i, k, s, d in zip(in_hw, k_hw, strides, dil):
-        out = -(-i // s)
-        total = max((out - 1) * s + (k - 1) * d + 1 - i, 0)
-        begin.append(total // 2)
-        end.append(total - total // 2)
-    return begin + end
 
 
 # ---------------------------------------------------------------------- convolutions, pools

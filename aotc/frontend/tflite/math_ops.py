@@ -25,6 +25,7 @@ from aotc.frontend.tflite.helpers import (
     _operand,
     _opts,
     _outs,
+    _pads,
     _same_q,
 )
 
@@ -343,8 +344,6 @@ def prelu(b: Builder, op: Any) -> None:
 def l2_pool_2d(b: Builder, op: Any) -> None:
     """sqrt(mean of x^2 over the window's valid pixels): AveragePool of x^2 not counting the
     padding, then Sqrt."""
-    from aotc.frontend.tflite.builtins import _pads
-
     o = _opts(op, "Pool2DOptions")
     (x, *_), (y,) = _ins(op), _outs(op)
     k, s = (o.FilterHeight(), o.FilterWidth()), (o.StrideH(), o.StrideW())
