@@ -35,9 +35,15 @@ def binary(code: str, const: str = "like", opts: Any = None, positive: bool = Fa
     return spec
 
 
-def compare(code: str) -> Spec:
+def compare(code: str, other: str = "like") -> Spec:
+    """x ``code`` c: c a per-channel constant with x's parameters (``like``), its own
+    (``own``), or an activation of other parameters (``act``: x + c)."""
     def spec(net: Net, x: int, s: tuple[int, ...]) -> int:
-        c = net.const_like(net.rng.normal(size=s[-1:]).round(1), x)
+        vals = net.rng.normal(size=s[-1:]).round(1)
+        if other == "act":
+            c = net.op("ADD", [x, net.const(vals * 0.3)], s, options("AddOptions"))
+        else:
+            c = net.const_like(vals, x) if other == "like" else net.const(vals * 3)
         return net.op(code, [x, c], s, dtype=np.bool_)
     return spec
 
@@ -312,6 +318,9 @@ CASES: dict[str, Spec] = {
     "EQUAL": compare("EQUAL"), "NOT_EQUAL": compare("NOT_EQUAL"),
     "GREATER": compare("GREATER"), "GREATER_EQUAL": compare("GREATER_EQUAL"),
     "LESS": compare("LESS"), "LESS_EQUAL": compare("LESS_EQUAL"),
+    "GREATER_own_scale": compare("GREATER", "own"), "EQUAL_own_scale": compare("EQUAL", "own"),
+    "LESS_EQUAL_activations": compare("LESS_EQUAL", "act"),
+    "NOT_EQUAL_activations": compare("NOT_EQUAL", "act"),
     "LOGICAL_AND": logical("LOGICAL_AND"), "LOGICAL_OR": logical("LOGICAL_OR"),
     "LOGICAL_NOT": logical("LOGICAL_NOT"),
     "REDUCE_ANY": reduce_bool("REDUCE_ANY"), "REDUCE_ALL": reduce_bool("REDUCE_ALL"),

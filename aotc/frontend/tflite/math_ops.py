@@ -1,8 +1,9 @@
 """TFLite elementwise math, comparison, logic and reduction builtins -> ONNX nodes.
 
-float32 runs as the float ONNX op. int8 runs on the integers where the op only compares or
-moves values (MAXIMUM, MINIMUM, comparisons, SELECT_V2, REDUCE_MAX/MIN, ARG_MAX/MIN: the
-operands must then share one scale and zero point, as TFLM's kernels assume); otherwise as
+float32 runs as the float ONNX op. int8 runs on the integers where the op only orders or
+moves values (MAXIMUM, MINIMUM, SELECT_V2, REDUCE_MAX/MIN, ARG_MAX/MIN: the operands must then
+share one scale and zero point, as TFLM's kernels assume); comparisons compare TFLM's rescaled
+int32 operands (``_scaled_operand``); RSQRT is TFLM's table; otherwise as
 QDQ (DequantizeLinear, the float op, QuantizeLinear), which aotc.passes.qdq turns into a table
 for the one-input functions, and only where that is bit-exact with TFLM's kernel (see
 ``INT8`` in builtins.py: the int8 forms not listed there are refused). int32/int64/bool run
@@ -47,6 +48,44 @@ def _raw_operand(b: Builder, t: int, layout: str, rank: int) -> str:
     return b.get(t, layout)
 
 
+COMPARISONS = {"EQUAL", "NOT_EQUAL", "GREATER", "GREATER_EQUAL", "LESS", "LESS_EQUAL"}
+
+
+def _comparison_scale(b: Builder, t: int) -> np.ndarray:
+    """TFLM's int8 comparison operand for each code q (comparisons.cc, ComparisonWithScaling):
+    MultiplyByQuantizedMultiplierSmallerThanOneExp((q - zp) << 8, QuantizeMultiplier(scale))."""
+    from aotc.ops.quant import arith as qmath
+
+    scale, zp, _ = b.quant(t)  # type: ignore[misc]
+    if len(scale) != 1:
+        raise AotcError(f"per-channel parameters on {b.tname(t)!r}")
+    mult, shift = qmath.quantize_multiplier(float(np.float32(scale[0])))
+    if shift > 0:
+        raise AotcError(f"int8 {b.op_name}: scale {float(scale[0])} >= 1 (TFLM requires a "
+                        f"scale below 1)")
+    return np.array([qmath.rdbpot(qmath.srdhm((q - int(zp[0])) * 256, mult), -shift)
+                     for q in range(-128, 128)], np.int32)
+
+
+def _scaled_operand(b: Builder, t: int, layout: str, rank: int) -> str:
+    """Operand ``t`` of an int8 comparison as the int32 TFLM compares: a constant mapped at
+    compile time, an activation through a 256-entry table (Gather)."""
+    from aotc.frontend.tflite.builder import TO_NCHW
+
+    table = _comparison_scale(b, t)
+    c = b.const(t)
+    if c is not None:
+        v = table[np.asarray(c).astype(np.int64) + 128]
+        if layout == "nchw" and v.ndim < 4:
+            v = v.reshape((1,) * (4 - v.ndim) + v.shape).transpose(TO_NCHW)
+        elif layout == "nchw":
+            v = v.transpose(TO_NCHW)
+        return b.init(np.ascontiguousarray(v), "scaled")
+    idx = b.add("Cast", [b.get(t, layout)], "as_int", to=6)[0]
+    idx = b.add("Add", [idx, b.init(np.int32(128), "offset")], "code")[0]
+    return b.add("Gather", [b.init(table, "scale_table"), idx], "scaled", axis=0)[0]
+
+
 def _same_all(b: Builder, ts: list[int]) -> bool:
     return all(_same_q(b, ts[0], t) for t in ts[1:])
 
@@ -71,6 +110,13 @@ def elementwise(emit: Emit, options: str | None = None, raw_int8: bool = False,
             out = emit(b, args)
             if fused:
                 raise AotcError("a fused activation on a non-float output is not supported")
+            b.define(y, b.add("Identity", [out], "out", outputs=[b.out_name(y)])[0], layout)
+            return
+        if q and logic and b.op_name in COMPARISONS:
+            if any(b.dtype(t) != np.int8 or t not in q for t in ins):
+                raise AotcError(f"int8 {b.op_name} needs both operands int8 with "
+                                f"quantisation parameters")
+            out = emit(b, [_scaled_operand(b, t, layout, rank) for t in ins])
             b.define(y, b.add("Identity", [out], "out", outputs=[b.out_name(y)])[0], layout)
             return
         if q and (logic or raw_int8):
