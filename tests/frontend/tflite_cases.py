@@ -347,6 +347,8 @@ CASES: dict[str, Spec] = {
     "RESIZE_BILINEAR": resize("RESIZE_BILINEAR", False, False),
     "RESIZE_BILINEAR_align": resize("RESIZE_BILINEAR", True, False),
     "RESIZE_BILINEAR_half_pixel": resize("RESIZE_BILINEAR", False, True),
+    "RESIZE_BILINEAR_down_half_pixel": resize("RESIZE_BILINEAR", False, True, (4, 5)),
+    "RESIZE_BILINEAR_down_align": resize("RESIZE_BILINEAR", True, False, (5, 3)),
     "RESIZE_NEAREST_NEIGHBOR": resize("RESIZE_NEAREST_NEIGHBOR", False, False),
     "RESIZE_NEAREST_NEIGHBOR_align": resize("RESIZE_NEAREST_NEIGHBOR", True, False),
     "RESIZE_NEAREST_NEIGHBOR_half_pixel": resize("RESIZE_NEAREST_NEIGHBOR", False, True),

@@ -5,8 +5,8 @@ moves values (MAXIMUM, MINIMUM, SELECT_V2, REDUCE_MAX/MIN, ARG_MAX/MIN: the oper
 share one scale and zero point, as TFLM's kernels assume); comparisons compare TFLM's rescaled
 int32 operands (``_scaled_operand``); RSQRT is TFLM's table; otherwise as
 QDQ (DequantizeLinear, the float op, QuantizeLinear), which aotc.passes.qdq turns into a table
-for the one-input functions, and only where that is bit-exact with TFLM's kernel (see
-``INT8`` in builtins.py: the int8 forms not listed there are refused). int32/int64/bool run
+for the one-input functions, and only where that is bit-exact with TFLM's kernel (``TYPES`` in
+builtins.py: the int8 forms not listed there are refused before conversion). int32/int64/bool run
 on their values. Constant operands fold at compile time (``fold`` in builtins.py).
 """
 

@@ -348,11 +348,66 @@ def _resize(mode: str, options: str) -> Callable[[Builder, Any], None]:
             _check_q(b, x, [y])
             _emit(b, y, "Resize", [b.get(x, "nchw"), "", "", sizes], "nchw", **attrs)
             return
+        if b.quant(x) is not None and b.dtype(x) == np.int8:
+            _resize_bilinear_int8(b, x, y, size, align, half)
+            return
         ctm = "align_corners" if align else "half_pixel" if half else "asymmetric"
         out = b.add("Resize", [b.fin(x, "nchw"), "", "", sizes], "resize", mode="linear",
                     coordinate_transformation_mode=ctm)[0]
         b.fout(y, out, "nchw")
     return convert
+
+
+def _ctrunc(a: int, d: int) -> int:
+    """C integer division (toward zero)."""
+    q = abs(a) // abs(d)
+    return q if (a >= 0) == (d >= 0) else -q
+
+
+def _bilinear_taps(n_in: int, n_out: int, align: bool, half: bool
+                   ) -> tuple[list[int], list[int], list[int], list[int]]:
+    """TFLite's ResizeBilinearInteger along one axis: (lower, upper, lower weight, upper
+    weight) per output index, weights in units of 2^-10."""
+    scale = _ctrunc((1 << 10) * n_in + n_out // 2, n_out)
+    if align and n_out > 1:
+        scale = _ctrunc((1 << 10) * (n_in - 1) + (n_out - 1) // 2, n_out - 1)
+    lo, hi, wlo, whi = [], [], [], []
+    for v in range(n_out):
+        sv = v * scale + scale // 2 - (1 << 9) if half else v * scale
+        i0 = max(_ctrunc(sv, 1 << 10), 0)
+        i1 = min(_ctrunc(sv + (1 << 10) - 1, 1 << 10), n_in - 1)
+        lo.append(i0)
+        hi.append(i1)
+        wlo.append((1 << 10) - (sv - (1 << 10) * i0))
+        whi.append(sv - (1 << 10) * i0)
+    return lo, hi, wlo, whi
+
+
+def _resize_bilinear_int8(b: Builder, x: int, y: int, size: list[int], align: bool,
+                          half: bool) -> None:
+    """TFLM's int8 RESIZE_BILINEAR (ResizeBilinearInteger): the stored integers interpolated
+    with 10-bit weights per axis, the 2^20-scaled sum rounded half away from zero; the output
+    keeps the input's parameters. As int64 Gather / Mul / Add and the rounding."""
+    _check_q(b, x, [y])
+    _, h, w, _ = b.shape(x)
+    v = b.add("Cast", [b.get(x)], "as_int64", to=7)[0]
+    for axis, (n_in, n_out) in ((1, (h, size[0])), (2, (w, size[1]))):
+        lo, hi, wlo, whi = _bilinear_taps(n_in, n_out, align, half)
+        shape = [1, 1, 1, 1]
+        shape[axis] = n_out
+        parts = []
+        for idx, wt in ((lo, wlo), (hi, whi)):
+            g = b.add("Gather", [v, b.init(np.array(idx, np.int64), "taps")], "tap",
+                      axis=axis)[0]
+            parts.append(b.add("Mul", [g, b.init(np.array(wt, np.int64).reshape(shape),
+                                                  "weights")], "weighted")[0])
+        v = b.add("Add", parts, "interpolated")[0]
+    sign = b.add("Sign", [v], "sign")[0]
+    mag = b.add("Add", [b.add("Abs", [v], "abs")[0], b.init(np.int64(1 << 19), "half")],
+                "rounded")[0]
+    mag = b.add("Div", [mag, b.init(np.int64(1 << 20), "unit")], "scaled")[0]
+    out = b.add("Mul", [sign, mag], "signed")[0]
+    _emit(b, y, "Cast", [out], to=3)
 
 
 def densify(b: Builder, op: Any) -> None:
