@@ -534,7 +534,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             warnings.simplefilter("ignore")
             return COMMANDS[args.cmd](args, argv)
     except AotcError as e:
-        print(f"aotc: error: {e.one_line()}", file=sys.stderr)
+        for line in e.lines():
+            print(f"aotc: error: {line}", file=sys.stderr)
         return EXIT_USER
     except KeyboardInterrupt:
         return 130

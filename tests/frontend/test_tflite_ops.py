@@ -23,8 +23,12 @@ import numpy as np
 import pytest
 from opcheck import run_on_boards
 from tflite_builder import Net, float_and_int8, interpret, interpret_tflm, options
+from tflite_cases import CASES as MORE_CASES
+from tflite_cases import FLOAT_TOL, TYPED
 
 import aotc
+from aotc.errors import AotcError
+from aotc.frontend.tflite.builtins import CONVERTERS, TYPES
 
 # int8 LSB tolerance where aotc does not compute TFLite's integer arithmetic.
 LSB = {"MEAN": 1, "HARD_SWISH": 1, "LEAKY_RELU": 1, "TRANSPOSE_CONV": 1}
@@ -202,8 +206,17 @@ CASES: dict[str, Spec] = {
     "STRIDED_SLICE_shrink": _strided_slice(True),
     "SPLIT": _split,
     "TRANSPOSE_CONV": _transpose_conv,
+    **MORE_CASES,
 }
 SHAPE = (1, 6, 6, 4)
+# int8 cases refused although the builtin's int8 form converts: the error they must give.
+# (TFLM pads SPACE_TO_BATCH_ND with an uninitialised value, LiteRT with the zero point.)
+REFUSED_INT8 = {"SPACE_TO_BATCH_ND_padded": "TFLM pads with an uninitialised value"}
+# int8 cases LiteRT cannot run (no int8 kernel): TFLM only.
+TFLM_NOT_LITERT = {"ZEROS_LIKE"}
+# Builtins on bool / int32 tensors whatever the model's activations are.
+TYPED_OPS = {"LOGICAL_AND", "LOGICAL_OR", "LOGICAL_NOT", "REDUCE_ANY", "REDUCE_ALL", "SHAPE",
+             "BROADCAST_ARGS"}
 # After a conv these read its NCHW output flattened: the weights are permuted instead, so no
 # transpose kernel runs.
 NO_TRANSPOSE = {"FULLY_CONNECTED", "RESHAPE_relu_fc"}
@@ -232,35 +245,84 @@ def _run_aotc(model: bytes, xs: list[np.ndarray], tmp: Path) -> list[np.ndarray]
     return [got[t["name"]] for t in runner.meta["outputs"]], ops
 
 
+def builtin_of(case: str) -> str:
+    """The builtin a case tests: the longest converter name it is or starts with + "_"."""
+    return max((c for c in CONVERTERS if case == c or case.startswith(c + "_")), key=len)
+
+
+def reference(model: bytes, xs: list[np.ndarray], kind: str) -> tuple[list[np.ndarray], str]:
+    """TFLM for int8 where it has the kernel, else LiteRT's reference kernels."""
+    if kind == "int8":
+        try:
+            return interpret_tflm(model, xs), "TFLM"
+        except Exception:  # TFLM refuses the model (no kernel for the op or the type)
+            pass
+    return interpret(model, xs)[0], "LiteRT"
+
+
 @pytest.mark.parametrize("after_conv", [False, True], ids=["input", "after_conv"])
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_tflite_op(case, after_conv, tmp_path):
     models = float_and_int8(_spec(case, after_conv), [SHAPE])
     lsb = max((v for k, v in LSB.items() if case.startswith(k)), default=0)
+    builtin = builtin_of(case)
     for kind, (model, xs) in models.items():
-        want = interpret(model, xs)[0] if kind == "float" else interpret_tflm(model, xs)
+        if kind == "int8" and "int8" not in TYPES[builtin] and builtin not in TYPED_OPS:
+            # Refused, naming the operator and what is supported (never a silent difference).
+            with pytest.raises(AotcError, match=f"{builtin} .*int8 is not supported"):
+                _run_aotc(model, xs, tmp_path / kind)
+            continue
+        if kind == "int8" and case in REFUSED_INT8:
+            with pytest.raises(AotcError, match=REFUSED_INT8[case]):
+                _run_aotc(model, xs, tmp_path / kind)
+            continue
+        want, ref = reference(model, xs, kind)
         got, ops = _run_aotc(model, xs, tmp_path / kind)
         if case in NO_TRANSPOSE:
             assert "Transpose" not in ops, ops
-        if kind == "int8":
+        if case == "SHAPE_keras_flatten":  # the shape arithmetic folded away
+            assert not {"Shape", "Concat", "Unsqueeze", "Slice"} & set(ops), ops
+        if kind == "int8" and ref == "TFLM" and case not in TFLM_NOT_LITERT:
             for g, w in zip(got, interpret(model, xs)[0]):
                 diff = np.abs(g.astype(np.int32) - w.astype(np.int32)).max()
                 assert diff <= max(lsb, 1), f"{case} int8: {diff} LSB from LiteRT"
         for g, w in zip(got, want):
             assert g.dtype == w.dtype and g.shape == w.shape, (kind, g.shape, w.shape)
-            if kind == "float":
-                tol = 1e-4 if case in ("LOGISTIC", "TANH", "SOFTMAX_4D") else 1e-5
+            if kind == "float" and g.dtype == np.float32:
+                tol = 1e-4 if case in ("LOGISTIC", "TANH", "SOFTMAX_4D") else FLOAT_TOL.get(
+                    builtin, 1e-5)
                 np.testing.assert_allclose(g, w, rtol=tol, atol=tol, err_msg=kind)
-            else:
+            elif g.dtype == np.int8:
                 diff = np.abs(g.astype(np.int32) - w.astype(np.int32)).max()
-                assert diff <= lsb, f"{case} int8: {diff} LSB from TFLM"
+                assert diff <= lsb, f"{case} int8: {diff} LSB from {ref}"
+            else:
+                np.testing.assert_array_equal(g, w, err_msg=f"{case} {kind} vs {ref}")
+
+
+@pytest.mark.parametrize("case", sorted(TYPED))
+def test_tflite_typed_op(case, tmp_path):
+    """int32 / bool operands, exact, against TFLM (LiteRT where TFLM has no kernel)."""
+    net = Net(False)
+    model = net.build(TYPED[case](net))
+    rng = np.random.default_rng(3)
+    xs = []
+    for t in net.inputs:
+        ts = net.tensors[t]
+        shape = tuple(int(d) for d in ts.shape)
+        xs.append(rng.integers(0, 2, size=shape).astype(np.bool_) if ts.type == 6
+                  else rng.integers(-6, 7, size=shape).astype(np.int32))
+    want, ref = reference(model, xs, "int8")
+    got, _ = _run_aotc(model, xs, tmp_path)
+    for g, w in zip(got, want):
+        assert g.dtype == w.dtype and g.shape == w.shape, (g.dtype, w.dtype)
+        np.testing.assert_array_equal(g, w, err_msg=f"{case} vs {ref}")
 
 
 def test_every_builtin_has_a_test_and_an_ops_row():
-    from aotc.frontend.tflite.builtins import CONVERTERS, ONNX_OPS
+    from aotc.frontend.tflite.builtins import ONNX_OPS
 
-    assert set(ONNX_OPS) == set(CONVERTERS)
-    tested = {c for c in CONVERTERS if any(k == c or k.startswith(c + "_") for k in CASES)}
+    assert set(ONNX_OPS) == set(CONVERTERS) == set(TYPES)
+    tested = {builtin_of(k) for k in [*CASES, *TYPED]}
     # QUANTIZE/DEQUANTIZE: test_quantize_dequantize below; UNIDIRECTIONAL_SEQUENCE_LSTM:
     # test_tflite_lstm.py; the resource variables and SVDF: test_tflite_state.py.
     assert set(CONVERTERS) - tested == {"QUANTIZE", "DEQUANTIZE", "UNIDIRECTIONAL_SEQUENCE_LSTM",
@@ -284,3 +346,22 @@ def test_quantize_dequantize(tmp_path):
         np.testing.assert_array_equal(g, w)
     for g, w in zip(got, interpret_tflm(model, xs, 2)):
         np.testing.assert_array_equal(g, w)
+
+
+@pytest.mark.parametrize("code", ["ABS", "ELU", "RSQRT"])
+@pytest.mark.parametrize("ranges", [((-3.0, 2.0), (0.0, 3.0)), ((-0.7, 5.0), (-1.0, 4.0))],
+                         ids=["a", "b"])
+def test_int8_tables_every_code(code, ranges, tmp_path):
+    """The int8 builtins aotc computes as a 256-entry table, on every input code, for two
+    pairs of input/output parameters: exact with TFLM."""
+    net = Net(True, {"input0": ranges[0], f"{code.lower()}_0_0": ranges[1]})
+    shape = (1, 16, 16, 1)
+    y = net.op(code, [net.input(shape)], shape)
+    model = net.build([y])
+    codes = np.arange(-128, 128)
+    if code == "RSQRT":  # TFLM refuses the codes of negative values at run time
+        zp = int(net.tensors[net.inputs[0]].quantization.zeroPoint[0])
+        codes = np.resize(np.arange(zp + 1, 128), 256)
+    xs = [codes.astype(np.int8).reshape(shape)]
+    got = _run_aotc(model, xs, tmp_path)[0][0]
+    np.testing.assert_array_equal(got, interpret_tflm(model, xs)[0])

@@ -18,14 +18,25 @@ from ai_edge_litert import schema_py_generated as S
 from ai_edge_litert.interpreter import Interpreter, OpResolverType
 
 _TYPES = {np.dtype(np.float32): S.TensorType.FLOAT32, np.dtype(np.int8): S.TensorType.INT8,
-          np.dtype(np.int16): S.TensorType.INT16,
-          np.dtype(np.int32): S.TensorType.INT32, np.dtype(np.int64): S.TensorType.INT64}
+          np.dtype(np.int32): S.TensorType.INT32, np.dtype(np.int64): S.TensorType.INT64,
+          np.dtype(np.bool_): S.TensorType.BOOL, np.dtype(np.int16): S.TensorType.INT16}
 # Output parameters TFLite requires for int8 outputs of these ops.
 FIXED_OUT = {"LOGISTIC": (1 / 256, -128), "SOFTMAX": (1 / 256, -128), "TANH": (1 / 128, 0)}
 # Ops whose int8 output has the input's parameters.
 # (the int8 AVERAGE_POOL_2D, CONCATENATION and, in TFLM, RELU6 kernels assume it.)
 SAME_OUT = {"RESHAPE", "SQUEEZE", "MAX_POOL_2D", "PAD", "TRANSPOSE", "STRIDED_SLICE", "SPLIT",
-            "AVERAGE_POOL_2D", "CONCATENATION", "RELU6"}
+            "AVERAGE_POOL_2D", "CONCATENATION", "RELU6", "MAXIMUM", "MINIMUM", "REDUCE_MAX",
+            "REDUCE_MIN", "SELECT_V2", "PACK", "UNPACK", "EXPAND_DIMS", "TILE", "SLICE",
+            "SPLIT_V", "PADV2", "MIRROR_PAD", "REVERSE_V2", "GATHER", "GATHER_ND",
+            "DEPTH_TO_SPACE", "SPACE_TO_DEPTH", "SPACE_TO_BATCH_ND", "BATCH_TO_SPACE_ND",
+            "RESIZE_NEAREST_NEIGHBOR", "BROADCAST_TO", "EMBEDDING_LOOKUP", "FILL",
+            "RESIZE_BILINEAR"}
+# Where the int8 output's parameters come from, for SAME_OUT ops: which input.
+SAME_FROM = {"SPLIT": 1, "SELECT_V2": 1, "EMBEDDING_LOOKUP": 1, "FILL": 1}
+
+
+# Opcode versions LiteRT needs for the operators these tests write (1 for the others).
+VERSIONS = {S.BuiltinOperator.BROADCAST_TO: 2}
 
 
 class Net:
@@ -72,9 +83,11 @@ class Net:
     def scale(self, t: int) -> np.ndarray:
         return self.tensors[t].quantization.scale
 
-    def input(self, shape: Sequence[int]) -> int:
+    def input(self, shape: Sequence[int], dtype: Any = None) -> int:
         name = f"input{len(self.inputs)}"
-        if self.quant:
+        if dtype is not None:  # an int32/int64/bool input: the same in both models
+            t = self._tensor(shape, dtype, name)
+        elif self.quant:
             t = self._tensor(shape, np.int8, name, None, *self.qparams(name))
         else:
             t = self._tensor(shape, np.float32, name)
@@ -116,25 +129,85 @@ class Net:
         q = np.clip(np.round(arr / s) + z, -128, 127).astype(np.int8)
         return self._tensor(arr.shape, np.int8, name, q, s, z)
 
+    def const_like(self, arr: np.ndarray, like: int) -> int:
+        """A constant with tensor ``like``'s type and quantisation parameters."""
+        name = f"c{len(self.tensors)}"
+        if not self.quant:
+            return self._tensor(arr.shape, np.float32, name, arr.astype(np.float32))
+        q = self.tensors[like].quantization
+        s, z = float(q.scale[0]), int(q.zeroPoint[0])
+        data = np.clip(np.round(arr / s) + z, -128, 127).astype(np.int8)
+        return self._tensor(arr.shape, np.int8, name, data, s, z)
+
+    def sparse(self, arr: np.ndarray, block: int = 0) -> int:
+        """A 2-D constant stored sparse (TFLite's sparsity: rows DENSE, columns SPARSE_CSR, with
+        ``block`` columns per stored block when given), in the model's type (int8 with x's
+        kind of per-tensor parameters)."""
+        rows, cols = arr.shape
+        name = f"s{len(self.tensors)}"
+        scale = zp = None
+        data = arr.astype(np.float32)
+        dt: Any = np.float32
+        if self.quant:
+            self.ranges[name] = (float(arr.min()), float(arr.max()))
+            scale, zp = self.qparams(name)
+            data = np.clip(np.round(arr / scale) + zp, -128, 127).astype(np.int8)
+            dt = np.int8
+        zero = 0 if not self.quant else zp
+        bs = block or 1
+        nb = cols // bs
+        segs, idx, vals = [0], [], []
+        for r in range(rows):
+            for k in range(nb):
+                blk = data[r, k * bs:(k + 1) * bs]
+                if (blk != zero).any():
+                    idx.append(k)
+                    vals.extend(blk.tolist())
+            segs.append(len(idx))
+        t = self._tensor(arr.shape, dt, name, np.array(vals, dt), scale, zp)
+        sp = S.SparsityParametersT()
+        dims = []
+        for fmt, size in ((0, rows), (1, nb)) + (((0, bs),) if block else ()):
+            md = S.DimensionMetadataT()
+            md.format = fmt
+            md.denseSize = size
+            if fmt == 1:
+                seg, ind = S.Int32VectorT(), S.Int32VectorT()
+                seg.values, ind.values = list(segs), list(idx)
+                md.arraySegmentsType = md.arrayIndicesType = S.SparseIndexVector.Int32Vector
+                md.arraySegments, md.arrayIndices = seg, ind
+            dims.append(md)
+        sp.traversalOrder = list(range(len(dims)))
+        sp.blockMap = [1] if block else []
+        sp.dimMetadata = dims
+        self.tensors[t].sparsity = sp
+        return t
+
     def ints(self, values: Any, dtype: Any = np.int32) -> int:
         arr = np.array(values, dtype)
         return self._tensor(arr.shape, dtype, f"i{len(self.tensors)}", arr)
 
     # ------------------------------------------------------------------ operators
     def op(self, code: str, inputs: Sequence[int], out_shape: Sequence[int] | Sequence[
-            Sequence[int]], options: Any = None, n_out: int = 1) -> Any:
+            Sequence[int]], options: Any = None, n_out: int = 1, dtype: Any = None) -> Any:
         c = getattr(S.BuiltinOperator, code)
         if c not in self.codes:
             self.codes.append(c)
-        shapes = [out_shape] * n_out if n_out > 1 else [out_shape]
+        if n_out > 1 and len(out_shape) and not np.isscalar(out_shape[0]):
+            shapes = list(out_shape)  # one shape per output
+        else:
+            shapes = [out_shape] * n_out if n_out > 1 else [out_shape]
         outs = []
         for k, shape in enumerate(shapes):
             name = f"{code.lower()}_{len(self.ops)}_{k}"
+            if dtype is not None:  # a typed output (bool, int32, ...): no quantisation
+                outs.append(self._tensor(shape, dtype, name))
+                continue
             if not self.quant:
                 outs.append(self._tensor(shape, np.float32, name))
                 continue
             if code in SAME_OUT:
-                src = self.tensors[inputs[0] if code != "SPLIT" else inputs[1]].quantization
+                src = self.tensors[inputs[SAME_FROM.get(code, 0)]].quantization
                 s, z = float(src.scale[0]), int(src.zeroPoint[0])
             else:
                 s, z = FIXED_OUT.get(code) or self.qparams(name)
@@ -148,6 +221,20 @@ class Net:
             o.builtinOptions = options
         self.ops.append(o)
         return outs if n_out > 1 else outs[0]
+
+    def custom(self, name: str, inputs: Sequence[int], out_shape: Sequence[int]) -> int:
+        """A custom operator ``name`` (float or int8 output like ``op``)."""
+        if name not in self.codes:
+            self.codes.append(name)  # type: ignore[arg-type]
+        dt = np.int8 if self.quant else np.float32
+        q = self.qparams(name) if self.quant else (None, None)
+        y = self._tensor(out_shape, dt, f"custom_{len(self.ops)}", None, *q)
+        o = S.OperatorT()
+        o.opcodeIndex = self.codes.index(name)  # type: ignore[arg-type]
+        o.inputs = np.array(inputs, np.int32)
+        o.outputs = np.array([y], np.int32)
+        self.ops.append(o)
+        return y
 
     def op_into(self, code: str, inputs: Sequence[int], outputs: Sequence[int]) -> None:
         """An operator writing tensors the test made itself."""
@@ -172,9 +259,15 @@ class Net:
         m.operatorCodes = []
         for c in self.codes:
             oc = S.OperatorCodeT()
+            if isinstance(c, str):  # a custom operator, by name
+                oc.builtinCode = oc.deprecatedBuiltinCode = S.BuiltinOperator.CUSTOM
+                oc.customCode = c
+                oc.version = 1
+                m.operatorCodes.append(oc)
+                continue
             oc.builtinCode = c
             oc.deprecatedBuiltinCode = min(c, 127)
-            oc.version = 1
+            oc.version = VERSIONS.get(c, 1)
             m.operatorCodes.append(oc)
         b = flatbuffers.Builder(1024)
         b.Finish(m.Pack(b), file_identifier=b"TFL3")
@@ -194,8 +287,12 @@ def interpret(model: bytes, inputs: Sequence[np.ndarray], all_tensors: bool = Fa
               ) -> tuple[list[np.ndarray], dict[str, np.ndarray]]:
     """Outputs (and, with ``all_tensors``, every tensor by name) from LiteRT's reference
     kernels."""
-    it = Interpreter(model_content=model, experimental_preserve_all_tensors=all_tensors,
-                     experimental_op_resolver_type=OpResolverType.BUILTIN_REF)
+    try:
+        it = Interpreter(model_content=model, experimental_preserve_all_tensors=all_tensors,
+                         experimental_op_resolver_type=OpResolverType.BUILTIN_REF)
+    except ValueError:  # no reference kernel for an op (CEIL, BROADCAST_TO, ...): the builtin
+        it = Interpreter(model_content=model, experimental_preserve_all_tensors=all_tensors,
+                         experimental_op_resolver_type=OpResolverType.BUILTIN)
     it.allocate_tensors()
     for d, x in zip(it.get_input_details(), inputs):
         it.set_tensor(d["index"], x)
@@ -224,11 +321,20 @@ def interpret_tflm(model: bytes, inputs: Sequence[np.ndarray], n_outputs: int = 
     return [it.get_output(k).copy() for k in range(n_outputs)]
 
 
+def _typed(rng: np.random.Generator, s: tuple[Any, ...]) -> np.ndarray:
+    """An input of shape ``s[:-1]`` and type ``s[-1]`` (bool, int32, ...)."""
+    shape, dt = s[:-1], np.dtype(s[-1])
+    if dt == np.bool_:
+        return rng.integers(0, 2, size=shape).astype(np.bool_)
+    return rng.integers(-5, 6, size=shape).astype(dt)
+
+
 def float_and_int8(spec: Callable[[Net], Sequence[int]], shapes: Sequence[Sequence[int]],
                    seed: int = 0) -> dict[str, Any]:
     """Both models and their inputs: float inputs ~ N(0, 1); int8 inputs quantised from them."""
     rng = np.random.default_rng(seed)
-    xs = [rng.normal(size=s).astype(np.float32) for s in shapes]
+    xs = [rng.normal(size=s).astype(np.float32) if not isinstance(s, tuple) or len(s) == 0
+          or not isinstance(s[-1], type) else _typed(rng, s) for s in shapes]
     fnet = Net(False, seed=seed)
     fmodel = fnet.build(spec(fnet))
     _, named = interpret(fmodel, xs, all_tensors=True)
@@ -239,5 +345,8 @@ def float_and_int8(spec: Callable[[Net], Sequence[int]], shapes: Sequence[Sequen
     qxs = []
     for t, x in zip(qnet.inputs, xs):
         q = qnet.tensors[t].quantization
+        if q is None:
+            qxs.append(x)
+            continue
         qxs.append(np.clip(np.round(x / q.scale[0]) + q.zeroPoint[0], -128, 127).astype(np.int8))
     return {"float": (fmodel, xs), "int8": (qmodel, qxs)}

@@ -38,6 +38,9 @@ class Builder:
         self.names: dict[tuple[int, str], str] = {}
         self.flat_src: dict[int, tuple[int, int, int, int]] = {}
         self.taken: set[str] = set()
+        # Tensors computed at compile time (SHAPE, PACK of constants, FILL, ...): the
+        # converters of constant-only builtins put their values here, read back by const().
+        self.folded: dict[int, np.ndarray] = {}
         self.op_index, self.op_name = 0, ""
         self.inputs = [int(t) for t in sub.InputsAsNumpy()] if sub.InputsLength() else []
         self.outputs = [int(t) for t in sub.OutputsAsNumpy()] if sub.OutputsLength() else []
@@ -71,11 +74,25 @@ class Builder:
                             f"{_TYPE_NAMES.get(code, code)}, which aotc does not support")
         return np.dtype(_DTYPES[code])
 
+    def fold(self, t: int, value: np.ndarray) -> None:
+        """Tensor ``t`` is ``value``, computed at compile time (no node is emitted)."""
+        arr = np.asarray(value).astype(self.dtype(t))
+        if tuple(arr.shape) != self.shape(t):
+            if arr.size != int(np.prod(self.shape(t), dtype=np.int64)):
+                raise AotcError(f"tensor {self.tname(t)!r}: the folded value has shape "
+                                f"{list(arr.shape)}, the model says {list(self.shape(t))}")
+            arr = arr.reshape(self.shape(t))
+        self.names = {k: v for k, v in self.names.items() if k[0] != t}
+        self.folded[t] = arr
+
     def rank(self, t: int) -> int:
         return len(self.shape(t))
 
     def const(self, t: int) -> np.ndarray | None:
         """The constant data of tensor ``t`` (None for an activation)."""
+        if t in self.folded:
+            v = self.folded[t]
+            return v.astype(np.float32) if v.dtype == np.float16 else v
         ts = self.tensor(t)
         bi = ts.Buffer()
         if bi <= 0 or bi >= self.model.BuffersLength():
@@ -92,6 +109,13 @@ class Builder:
             return None
         dt = self.dtype(t)
         shape = self.shape(t)
+        if ts.Sparsity() is not None:  # pruned weights: densified now (sparse.py)
+            from aotc.frontend.tflite.sparse import densify
+
+            if len(raw) % dt.itemsize:
+                raise AotcError(f"tensor {self.tname(t)!r}: {len(raw)} bytes of {dt.name}")
+            arr = densify(ts.Sparsity(), np.frombuffer(raw, dt), shape, self.tname(t))
+            return arr.astype(np.float32) if dt == np.float16 else arr
         if len(raw) != int(np.prod(shape, dtype=np.int64)) * dt.itemsize:
             raise AotcError(f"tensor {self.tname(t)!r}: {len(raw)} bytes of data for shape "
                             f"{list(shape)} {dt.name}")
@@ -300,7 +324,7 @@ class Builder:
         for t in self.outputs:
             name = self.get(t, "nhwc")
             want = self.reserved.get(t, name)
-            if name in outs or name in in_names:
+            if name in outs or name in in_names or name in {i.name for i in self.inits}:
                 target = [want] if want not in outs and want != name else None
                 name = self.add("Identity", [name], "output", outputs=target)[0]
             elif name != want:

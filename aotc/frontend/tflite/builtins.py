@@ -14,67 +14,20 @@ import numpy as np
 
 from aotc.errors import AotcError
 from aotc.frontend.tflite.builder import TO_NCHW, TO_NHWC, Builder
+from aotc.frontend.tflite.helpers import (
+    _ins,
+    _layout_for,
+    _nchw_axis,
+    _need_const,
+    _operand,
+    _opts,
+    _outs,
+    _pads,
+    _same_q,
+    strided_slice_params,
+)
 from aotc.frontend.tflite.recurrent import unidirectional_sequence_lstm
 from aotc.frontend.tflite.variables import CONVERTERS as VARIABLE_CONVERTERS
-
-INT64_MAX = np.iinfo(np.int64).max
-INT64_MIN = np.iinfo(np.int64).min
-
-
-def _opts(op: Any, cls: str) -> Any:
-    import tflite
-
-    t = op.BuiltinOptions()
-    if t is None:
-        return None
-    o = getattr(tflite, cls)()
-    o.Init(t.Bytes, t.Pos)
-    return o
-
-
-def _ins(op: Any) -> list[int]:
-    return [int(op.Inputs(i)) for i in range(op.InputsLength())]
-
-
-def _outs(op: Any) -> list[int]:
-    return [int(op.Outputs(i)) for i in range(op.OutputsLength())]
-
-
-def _need_const(b: Builder, t: int, what: str) -> np.ndarray:
-    c = b.const(t)
-    if c is None:
-        raise AotcError(f"the {what} ({b.tname(t)!r}) must be a constant")
-    return c
-
-
-def _nchw_axis(axis: int) -> int:
-    return TO_NCHW.index(axis)
-
-
-def _same_q(b: Builder, x: int, y: int) -> bool:
-    """Both float, or both quantised with equal per-tensor parameters (shape ops run on the
-    integers)."""
-    qx, qy = b.quant(x), b.quant(y)
-    if b.dtype(x) != b.dtype(y):
-        return False
-    if qx is None or qy is None:
-        return qx is None and qy is None
-    return (len(qx[0]) == len(qy[0]) == 1 and np.float32(qx[0][0]) == np.float32(qy[0][0])
-            and int(qx[1][0]) == int(qy[1][0]))
-
-
-def _pads(in_hw: tuple[int, ...], k_hw: tuple[int, ...], strides: tuple[int, ...],
-          dil: tuple[int, ...], padding: int) -> list[int]:
-    """TFLite's padding (SAME: the extra pixel at the end; VALID: none) as ONNX pads."""
-    if padding == 1:  # VALID
-        return [0] * (2 * len(in_hw))
-    begin, end = [], []
-    for i, k, s, d in zip(in_hw, k_hw, strides, dil):
-        out = -(-i // s)
-        total = max((out - 1) * s + (k - 1) * d + 1 - i, 0)
-        begin.append(total // 2)
-        end.append(total - total // 2)
-    return begin + end
 
 
 # ---------------------------------------------------------------------- convolutions, pools
@@ -199,25 +152,6 @@ def fully_connected(b: Builder, op: Any) -> None:
 
 
 # ---------------------------------------------------------------------- elementwise
-def _operand(b: Builder, t: int, layout: str, rank: int) -> str:
-    """Float operand ``t`` of an elementwise op computed in ``layout`` on rank-``rank``
-    tensors; a lower-rank constant broadcasts in NHWC, so in NCHW it is re-laid out."""
-    c = b.const(t)
-    if layout == "nchw" and c is not None and c.ndim < 4:
-        arr = c.reshape((1,) * (4 - c.ndim) + c.shape).transpose(TO_NCHW)
-        return b.dq(b.init(arr, "constant"), t)
-    return b.fin(t, layout)
-
-
-def _layout_for(b: Builder, ts: list[int], y: int) -> str:
-    """NCHW when the output is 4-D, every activation operand is 4-D and the first one is
-    available in NCHW; otherwise NHWC."""
-    acts = [t for t in ts if b.const(t) is None]
-    if b.rank(y) != 4 or not acts or any(b.rank(t) != 4 for t in acts):
-        return "nhwc"
-    return b.layout_of(acts[0])
-
-
 def _binary(onnx_op: str, options: str) -> Callable[[Builder, Any], None]:
     def convert(b: Builder, op: Any) -> None:
         o = _opts(op, options)
@@ -365,34 +299,11 @@ def squeeze(b: Builder, op: Any) -> None:
 
 
 def strided_slice(b: Builder, op: Any) -> None:
-    o = _opts(op, "StridedSliceOptions")
-    (x, bt, et, st), (y,) = _ins(op)[:4], _outs(op)
-    if o is not None and (o.EllipsisMask() or o.NewAxisMask()):
-        raise AotcError("ellipsis_mask and new_axis_mask are not supported")
-    begin = [int(v) for v in _need_const(b, bt, "begin")]
-    end = [int(v) for v in _need_const(b, et, "end")]
-    step = [int(v) for v in _need_const(b, st, "strides")]
-    bm, em, sm = (o.BeginMask(), o.EndMask(), o.ShrinkAxisMask()) if o else (0, 0, 0)
-    rel = bool(o.Offset()) if o is not None else False
+    (x, *_), (y,) = _ins(op), _outs(op)
+    starts, ends, step, sm = strided_slice_params(b, op)
     if not _same_q(b, x, y):
         raise AotcError("input and output quantisation parameters differ")
-    if 0 in step:
-        raise AotcError("a stride is 0")
-    starts, ends = [], []
-    for i, (s0, e0, k) in enumerate(zip(begin, end, step)):
-        if rel:
-            e0 = s0 + e0
-        if bm >> i & 1:
-            s0 = 0 if k > 0 else INT64_MAX
-        if sm >> i & 1:
-            e0 = s0 + 1 if s0 != -1 else INT64_MAX
-            k = 1
-        elif em >> i & 1:
-            e0 = INT64_MAX if k > 0 else INT64_MIN
-        starts.append(s0)
-        ends.append(e0)
-        step[i] = k
-    n = len(begin)
+    n = len(starts)
     axes = list(range(n))
     layout = b.layout_of(x) if b.rank(x) == 4 and n == 4 and not sm else "nhwc"
     if layout == "nchw":
@@ -487,3 +398,82 @@ ONNX_OPS: dict[str, tuple[str, ...]] = {
     **{k: () for k in VARIABLE_CONVERTERS if k != "SVDF"},  # no op: the caller's state buffer
     "SVDF": ("aotc.Svdf",),
 }
+
+
+# The other families (their modules import the helpers above).
+from aotc.frontend.tflite import math_ops, tensor_ops  # noqa: E402
+from aotc.frontend.tflite.math_ops import elementwise as _elementwise  # noqa: E402
+from aotc.frontend.tflite.math_ops import op2 as _op2  # noqa: E402
+
+for _k in ("ADD", "SUB", "MUL"):
+    CONVERTERS[_k] = _elementwise(_op2(_k.title()), _k.title() + "Options")
+CONVERTERS.update(math_ops.CONVERTERS)
+CONVERTERS.update(tensor_ops.CONVERTERS)
+ONNX_OPS.update(math_ops.ONNX_OPS)
+ONNX_OPS.update(tensor_ops.ONNX_OPS)
+CONVERTERS = dict(sorted(CONVERTERS.items()))
+ONNX_OPS = dict(sorted(ONNX_OPS.items()))
+
+# The tensor types each builtin converts (the type of its data operand: ``kind_of`` in
+# importer.py; "int8" is int8 with quantisation parameters). The importer checks every
+# operator of a model against this before converting anything. int8 is listed only where the
+# result is bit-exact with TFLM's kernel (tests/frontend/test_tflite_ops.py).
+_FI = ("float32", "int8", "uint8")
+_VALUES = ("float32", "int8", "int32", "int64", "bool")  # ops that only move values
+TYPES: dict[str, tuple[str, ...]] = {
+    **{k: _FI for k in ("AVERAGE_POOL_2D", "CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED",
+                        "HARD_SWISH", "LEAKY_RELU", "LOGISTIC", "MAX_POOL_2D", "MEAN", "RELU",
+                        "RELU6", "SOFTMAX", "TANH", "TRANSPOSE_CONV")},
+    **{k: ("float32", "int8", "uint8", "int32") for k in ("ADD", "SUB", "MUL")},
+    **{k: _VALUES + ("uint8",) for k in ("CONCATENATION", "PAD", "RESHAPE", "SPLIT", "SQUEEZE",
+                                         "STRIDED_SLICE", "TRANSPOSE")},
+    "QUANTIZE": ("int8", "uint8"),
+    "DEQUANTIZE": ("int8", "uint8", "float16"),
+    **{k: ("float32",) for k in ("EXP", "LOG", "SQRT", "SQUARE", "SIN", "COS", "FLOOR", "CEIL",
+                                 "ROUND", "RELU_N1_TO_1", "RELU_0_TO_1", "SIGN", "GELU",
+                                 "FLOOR_DIV", "FLOOR_MOD", "POW", "REDUCE_PROD",
+                                 "L2_NORMALIZATION", "LOG_SOFTMAX", "ADD_N",
+                                 "PRELU", "SQUARED_DIFFERENCE", "SUM",
+                                 "CUMSUM")},
+    "RESIZE_BILINEAR": ("float32", "int8"),
+    "ABS": ("float32", "int8"),
+    "ELU": ("float32", "int8"),
+    "RSQRT": ("float32", "int8"),
+    "BATCH_MATMUL": ("float32", "int8"),
+    "NEG": ("float32",),
+    **{k: ("float32", "int8", "int32") for k in ("DIV",)},
+    **{k: ("float32", "int8", "int32", "int64") for k in ("MAXIMUM", "MINIMUM")},
+    **{k: ("float32", "int8", "int32", "int64") for k in (
+        "EQUAL", "NOT_EQUAL", "GREATER", "GREATER_EQUAL", "LESS", "LESS_EQUAL")},
+    **{k: ("bool",) for k in ("LOGICAL_AND", "LOGICAL_OR", "LOGICAL_NOT", "REDUCE_ANY",
+                              "REDUCE_ALL")},
+    **{k: ("float32", "int8", "int32") for k in ("SELECT_V2",)},
+    **{k: ("float32", "int8", "int32") for k in ("REDUCE_MAX", "REDUCE_MIN")},
+    **{k: ("float32", "int8") for k in ("ARG_MAX", "ARG_MIN")},
+    **{k: _VALUES for k in ("PACK", "UNPACK", "EXPAND_DIMS", "ZEROS_LIKE", "FILL",
+                            "BROADCAST_TO", "TILE", "SLICE", "SPLIT_V", "REVERSE_V2",
+                            "GATHER", "GATHER_ND", "EMBEDDING_LOOKUP", "SHAPE")},
+    **{k: ("float32", "int8") for k in ("PADV2", "MIRROR_PAD", "DEPTH_TO_SPACE",
+                                        "SPACE_TO_DEPTH", "SPACE_TO_BATCH_ND",
+                                        "BATCH_TO_SPACE_ND", "RESIZE_NEAREST_NEIGHBOR")},
+    "BROADCAST_ARGS": ("int32", "int64"),
+    "DENSIFY": ("float32", "int8", "float16"),
+    "L2_POOL_2D": ("float32",),
+    "DYNAMIC_UPDATE_SLICE": _VALUES,
+    "CAST": ("float32", "int32", "int64", "bool"),
+    # Recurrent and state (recurrent.py, variables.py): the LSTM in float32 only (its integer
+    # forms are refused by name); a variable's value in any type the state buffer holds.
+    "UNIDIRECTIONAL_SEQUENCE_LSTM": ("float32",),
+    "SVDF": ("float32", "int8"),
+    "VAR_HANDLE": ("resource",),
+    **{k: ("float32", "int8", "int16", "int32", "int64", "bool")
+       for k in ("READ_VARIABLE", "ASSIGN_VARIABLE")},
+    "CALL_ONCE": ("none",),
+}
+# int16x8 (int16 activations, int8 weights, int64 bias): the builtins whose 16x8 form is
+# bit-exact with TFLM (tests/frontend/test_tflite_int16.py, test_tflm_integration.py). The
+# others (MEAN, RELU, LOGISTIC, SOFTMAX, ...) would run through float and are refused.
+for _k in ("ADD", "SUB", "MUL", "CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "LEAKY_RELU",
+           "QUANTIZE", "DEQUANTIZE", "TRANSPOSE_CONV", "PAD", "STRIDED_SLICE", "RESHAPE",
+           "TRANSPOSE", "AVERAGE_POOL_2D", "MAX_POOL_2D", "CONCATENATION", "SPLIT"):
+    TYPES[_k] = (*TYPES[_k], "int16")

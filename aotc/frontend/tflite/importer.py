@@ -18,8 +18,11 @@ the float op, the fused activation, QuantizeLinear with the output's parameters)
 tflite`` mode bit-exact with TFLite Micro. Shape-only ops (Reshape, Squeeze, Transpose, Pad,
 MaxPool, StridedSlice, Split, Concatenation with equal parameters) run on the integers.
 
-Only the first subgraph is imported; every operator outside ``CONVERTERS`` is named
-in one error before anything is converted.
+Only the first subgraph is imported. Before anything is converted every operator is checked
+(its builtin has a converter, the type of its data operand is one ``TYPES`` lists for it): all
+that fail are listed in one error, one line each (operator index, builtin, tensor types, what
+is supported). Operators whose inputs are all constants are computed at compile time
+(fold.py).
 """
 
 from __future__ import annotations
@@ -32,7 +35,32 @@ import onnx
 
 from aotc.errors import AotcError
 from aotc.frontend.tflite.builder import Builder
-from aotc.frontend.tflite.builtins import CONVERTERS
+from aotc.frontend.tflite.builtins import CONVERTERS, TYPES
+from aotc.frontend.tflite.fold import try_fold
+
+# TFLite TensorType codes -> names.
+TYPE_NAMES = {0: "float32", 1: "float16", 2: "int32", 3: "uint8", 4: "int64", 5: "string",
+              6: "bool", 7: "int16", 8: "complex64", 9: "int8", 10: "float64",
+              11: "complex128", 12: "uint64", 13: "resource", 14: "variant", 15: "uint32",
+              16: "uint16", 17: "int4", 18: "bfloat16"}
+# Where a builtin's type is read: (inputs or outputs, index). Default: input 0.
+KIND_FROM = {"QUANTIZE": ("out", 0), "FILL": ("out", 0), "ZEROS_LIKE": ("out", 0),
+             "EMBEDDING_LOOKUP": ("in", 1), "SELECT_V2": ("in", 1),
+             "SPLIT": ("in", 1), "TRANSPOSE_CONV": ("in", 2), "SHAPE": ("out", 0),
+             "READ_VARIABLE": ("out", 0), "ASSIGN_VARIABLE": ("in", 1)}
+# Why builtins and custom operators that aotc does not convert are not converted.
+WHY_NOT = {
+    "CUSTOM:ethos-u": "an Ethos-U NPU command stream (Vela output); compile the model as it "
+                      "was before Vela",
+    "CUSTOM:TFLM_DECODE": "TFLM's compressed-tensor DECODE is not supported",
+    "DECODE": "TFLM's compressed-tensor DECODE is not supported",
+    "DELEGATE": "a delegate's subgraph cannot be compiled",
+    "CUSTOM:TFLite_Detection_PostProcess": "TFLM's SSD detection post-processing custom "
+                                           "operator is not supported; compile the model "
+                                           "without it (its inputs as the outputs)",
+}
+CONTROL_FLOW = {"WHILE", "IF", "CALL_ONCE", "CALL"}
+RESOURCES = {"VAR_HANDLE", "READ_VARIABLE", "ASSIGN_VARIABLE"}
 
 
 def is_tflite(path: str | os.PathLike[str]) -> bool:
@@ -76,10 +104,11 @@ def convert(data: bytes, fname: str = "model.tflite") -> onnx.ModelProto:
         if idx >= len(codes):
             raise AotcError(f"{fname}: operator {i} has opcode index {idx} beyond the table")
         used.append(codes[idx])
-    unsupported = sorted({c for c in used if c not in CONVERTERS})
-    if unsupported:
-        raise AotcError(f"unsupported TFLite operator(s): {', '.join(unsupported)} "
-                        f"(see `aotc ops`)")
+    problems = [line for i in range(sub.OperatorsLength())
+                if (line := _check(sub, i, used[i])) is not None]
+    if problems:
+        raise AotcError(f"{fname}: {len(problems)} operator(s) cannot be converted "
+                        f"(see `aotc ops` and docs/frontends.md)", details=problems)
     try:
         b = Builder(model, sub, data, fname)
     except AotcError:
@@ -90,7 +119,8 @@ def convert(data: bytes, fname: str = "model.tflite") -> onnx.ModelProto:
         op = sub.Operators(i)
         b.op_index, b.op_name = i, used[i]
         try:
-            CONVERTERS[used[i]](b, op)
+            if not try_fold(b, used[i], op):
+                CONVERTERS[used[i]](b, op)
         except AotcError as e:
             if e.node is None:
                 raise AotcError(e.reason, _safe(b.node_name, op), used[i]) from None
@@ -123,3 +153,56 @@ def _op_name(code: Any) -> str:
     return BUILTIN_OPCODE2NAME.get(c, f"BUILTIN_{c}")
 
 
+
+
+def _types(sub: Any, ts: Any) -> list[str]:
+    out = []
+    for t in ts:
+        t = int(t)
+        if t < 0:
+            continue
+        if not 0 <= t < sub.TensorsLength():
+            out.append("?")
+            continue
+        code = sub.Tensors(t).Type()
+        out.append(TYPE_NAMES.get(code, f"type {code}"))
+    return out
+
+
+def kind_of(sub: Any, op: Any, name: str) -> str:
+    """The type an operator computes in: its data operand's (``KIND_FROM``)."""
+    side, k = KIND_FROM.get(name, ("in", 0))
+    ins = _types(sub, op.InputsAsNumpy()) if op.InputsLength() else []
+    outs = _types(sub, op.OutputsAsNumpy()) if op.OutputsLength() else []
+    seq = outs if side == "out" else ins
+    return seq[k] if k < len(seq) else (ins or outs or ["none"])[0]
+
+
+def _check(sub: Any, i: int, name: str) -> str | None:
+    """None when operator ``i`` (builtin ``name``) converts, else its line of the error."""
+    op = sub.Operators(i)
+    try:
+        ins = _types(sub, op.InputsAsNumpy()) if op.InputsLength() else []
+        outs = _types(sub, op.OutputsAsNumpy()) if op.OutputsLength() else []
+        kind = kind_of(sub, op, name)
+    except Exception:  # a malformed operator is reported when it is converted
+        return None
+    where = f"operator {i} {name} ({', '.join(ins) or '-'} -> {', '.join(outs) or '-'})"
+    if name in CONVERTERS:
+        if kind in TYPES[name]:
+            return None
+        return f"{where}: {kind} is not supported; aotc converts {name} for " \
+               f"{', '.join(TYPES[name])}"
+    if name in WHY_NOT:
+        why = WHY_NOT[name]
+    elif name.startswith("CUSTOM:Signal"):
+        why = "TFLM's Signal library custom operators are not supported yet"
+    elif name.startswith("CUSTOM:"):
+        why = "custom operators are not supported (only TFLM's builtins)"
+    elif name in CONTROL_FLOW:
+        why = "control flow (other subgraphs) is not supported"
+    elif name in RESOURCES:
+        why = "resource variables are not supported"
+    else:
+        why = "aotc has no converter for this builtin"
+    return f"{where}: {why}"

@@ -144,7 +144,8 @@ def lut_table(fn: Callable[[np.ndarray], np.ndarray], dt: np.dtype, sx: float, z
 def tflm_table(op: str, mode: str, dt: np.dtype, sx: float, zx: int, sy: float, zy: int
                ) -> np.ndarray | None:
     """TFLM's int8 LOGISTIC (output 1/256, -128) / TANH (output 1/128, 0) as a table, when the
-    mode is tflite and the output parameters are TFLite's; else None (use the float formula)."""
+    mode is tflite and the output parameters are TFLite's, and its int8 ABS / ELU for any
+    parameters (in tflite mode); else None (use the float formula)."""
     if mode != "tflite" or np.dtype(dt) != np.int8:
         return None
     if op in ("Sigmoid", "QLinearSigmoid") and zy == -128 and np.float32(sy) == np.float32(
@@ -152,7 +153,84 @@ def tflm_table(op: str, mode: str, dt: np.dtype, sx: float, zx: int, sy: float, 
         return qmath.int8_activation_table("sigmoid", sx, zx)
     if op == "Tanh" and zy == 0 and np.float32(sy) == np.float32(1 / 128):
         return qmath.int8_activation_table("tanh", sx, zx)
+    if op == "Abs":
+        return _tflm_abs(sx, zx, sy, zy)
+    if op == "Elu":
+        return _tflm_elu(sx, zx, sy, zy)
+    if op == "Rsqrt":
+        return _tflm_rsqrt(sx, zx, sy, zy)
     return None
+
+
+def _inv_sqrt_multiplier(value: int) -> tuple[int, int]:
+    """TFLite GetInvSqrtQuantizedMultiplierExp(value, reverse_shift=-1) (common.h): a
+    Newton-Raphson 1/sqrt in gemmlowp fixed point. Returns (multiplier, left shift)."""
+    if value <= 1:
+        return qmath.INT32_MAX, 0
+    shift = 11
+    while value >= 1 << 29:
+        value //= 4
+        shift += 1
+    clz = 32 - value.bit_length()
+    pairs = (clz - 1) // 2 - 1
+    shift -= pairs
+    value <<= 2 * pairs
+    f_in = value >> 1                                   # F3
+    half_in = qmath.rdbpot(f_in, 1)                     # SaturatingRoundingMultiplyByPOT<-1>
+    half_three = (1 << 28) + (1 << 27)                  # 1.5 in F3
+    x = 1 << 28                                         # F3::One()
+    for _ in range(5):
+        x3 = qmath.sat_shl(qmath.srdhm(qmath.srdhm(x, x), x), 6)       # F9 -> F3
+        d = qmath._wrap32(qmath.srdhm(half_three, x) - qmath.srdhm(half_in, x3))  # F6
+        x = qmath.sat_shl(d, 3)                                         # F6 -> F3
+    x = qmath.srdhm(x, 1518500250)                      # * sqrt(2) / 2 (F0)
+    if shift < 0:
+        x = qmath._wrap32(x << -shift)
+        shift = 0
+    return x, -shift
+
+
+def _tflm_rsqrt(sx: float, zx: int, sy: float, zy: int) -> np.ndarray:
+    """TFLM's int8 RSQRT (elementwise.cc RsqrtEvalQuantized) for every code. TFLM refuses a
+    negative input at run time; the table gives those codes the output's maximum, as it does
+    the zero input."""
+    mult, shift = qmath.quantize_multiplier(
+        1.0 / float(np.float32(np.sqrt(np.float32(sx))) * np.float32(sy)))
+    out = []
+    for q in range(-128, 128):
+        value = q - zx
+        if value <= 0:
+            out.append(127)
+            continue
+        m, s = _inv_sqrt_multiplier(value)
+        data = qmath.mbqm(1, m, s + 20)
+        out.append(min(max(qmath.mbqm(data, mult, shift - 20) + zy, -128), 127))
+    return np.array(out, np.int8)
+
+
+def _tflm_abs(sx: float, zx: int, sy: float, zy: int) -> np.ndarray:
+    """TFLM's int8 ABS (elementwise.cc AbsEvalQuantized): |q - zx|, rescaled by
+    QuantizeMultiplier(float(sx / sy)) when the scales differ, + zy."""
+    q = np.arange(-128, 128, dtype=np.int64)
+    value = np.abs(q - zx)
+    if np.float32(sx) == np.float32(sy):
+        out = value + zy
+    else:
+        mult, shift = qmath.quantize_multiplier(float(np.float32(sx) / np.float32(sy)))
+        out = np.array([qmath.mbqm(int(v), mult, shift) for v in value], np.int64) + zy
+    return np.clip(out, -128, 127).astype(np.int8)
+
+
+def _tflm_elu(sx: float, zx: int, sy: float, zy: int) -> np.ndarray:
+    """TFLM's int8 ELU table (elu.cc PopulateLookupTable): float32 exp(x) - 1 for x < 0,
+    times 1 / sy in float32, rounded half away from zero, + zy."""
+    q = np.arange(-128, 128, dtype=np.int64)
+    x = np.float32(sx) * (q - zx).astype(np.float32)
+    e = np.exp(x.astype(np.float64)).astype(np.float32) - np.float32(1)
+    t = np.where(x < 0, e, x).astype(np.float32)
+    r = t * (np.float32(1) / np.float32(sy))
+    rounded = np.sign(r) * np.floor(np.abs(r.astype(np.float64)) + 0.5)
+    return np.clip(rounded + zy, -128, 127).astype(np.int8)
 
 
 @register

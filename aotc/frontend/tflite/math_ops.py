@@ -1,0 +1,462 @@
+"""TFLite elementwise math, comparison, logic and reduction builtins -> ONNX nodes.
+
+float32 runs as the float ONNX op. int8 runs on the integers where the op only orders or
+moves values (MAXIMUM, MINIMUM, SELECT_V2, REDUCE_MAX/MIN, ARG_MAX/MIN: the operands must then
+share one scale and zero point, as TFLM's kernels assume); comparisons compare TFLM's rescaled
+int32 operands (``_scaled_operand``); RSQRT is TFLM's table; otherwise as
+QDQ (DequantizeLinear, the float op, QuantizeLinear), which aotc.passes.qdq turns into a table
+for the one-input functions, and only where that is bit-exact with TFLM's kernel (``TYPES`` in
+builtins.py: the int8 forms not listed there are refused before conversion). int32/int64/bool run
+on their values. Constant operands fold at compile time (``fold`` in builtins.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from aotc.errors import AotcError
+from aotc.frontend.tflite.builder import Builder
+from aotc.frontend.tflite.helpers import (
+    _ins,
+    _layout_for,
+    _need_const,
+    _operand,
+    _opts,
+    _outs,
+    _pads,
+    _same_q,
+)
+
+Emit = Callable[[Builder, list[str]], str]
+
+
+def plain(b: Builder, ts: list[int]) -> bool:
+    """No tensor of ``ts`` is quantised (float32, or int32/int64/bool values)."""
+    return all(b.quant(t) is None or b.dtype(t) == np.int32 for t in ts)
+
+
+def _raw_operand(b: Builder, t: int, layout: str, rank: int) -> str:
+    """Operand ``t`` as stored (no DequantizeLinear), re-laid out like ``_operand``."""
+    from aotc.frontend.tflite.builder import TO_NCHW
+
+    c = b.const(t)
+    if layout == "nchw" and c is not None and c.ndim < 4:
+        return b.init(c.reshape((1,) * (4 - c.ndim) + c.shape).transpose(TO_NCHW), "constant")
+    return b.get(t, layout)
+
+
+COMPARISONS = {"EQUAL", "NOT_EQUAL", "GREATER", "GREATER_EQUAL", "LESS", "LESS_EQUAL"}
+
+
+def _comparison_scale(b: Builder, t: int) -> np.ndarray:
+    """TFLM's int8 comparison operand for each code q (comparisons.cc, ComparisonWithScaling):
+    MultiplyByQuantizedMultiplierSmallerThanOneExp((q - zp) << 8, QuantizeMultiplier(scale))."""
+    from aotc.ops.quant import arith as qmath
+
+    scale, zp, _ = b.quant(t)  # type: ignore[misc]
+    if len(scale) != 1:
+        raise AotcError(f"per-channel parameters on {b.tname(t)!r}")
+    mult, shift = qmath.quantize_multiplier(float(np.float32(scale[0])))
+    if shift > 0:
+        raise AotcError(f"int8 {b.op_name}: scale {float(scale[0])} >= 1 (TFLM requires a "
+                        f"scale below 1)")
+    return np.array([qmath.rdbpot(qmath.srdhm((q - int(zp[0])) * 256, mult), -shift)
+                     for q in range(-128, 128)], np.int32)
+
+
+def _scaled_operand(b: Builder, t: int, layout: str, rank: int) -> str:
+    """Operand ``t`` of an int8 comparison as the int32 TFLM compares: a constant mapped at
+    compile time, an activation through a 256-entry table (Gather)."""
+    from aotc.frontend.tflite.builder import TO_NCHW
+
+    table = _comparison_scale(b, t)
+    c = b.const(t)
+    if c is not None:
+        v = table[np.asarray(c).astype(np.int64) + 128]
+        if layout == "nchw" and v.ndim < 4:
+            v = v.reshape((1,) * (4 - v.ndim) + v.shape).transpose(TO_NCHW)
+        elif layout == "nchw":
+            v = v.transpose(TO_NCHW)
+        return b.init(np.ascontiguousarray(v), "scaled")
+    idx = b.add("Cast", [b.get(t, layout)], "as_int", to=6)[0]
+    idx = b.add("Add", [idx, b.init(np.int32(128), "offset")], "code")[0]
+    return b.add("Gather", [b.init(table, "scale_table"), idx], "scaled", axis=0)[0]
+
+
+def _same_all(b: Builder, ts: list[int]) -> bool:
+    return all(_same_q(b, ts[0], t) for t in ts[1:])
+
+
+def elementwise(emit: Emit, options: str | None = None, raw_int8: bool = False,
+                logic: bool = False) -> Callable[[Builder, Any], None]:
+    """A converter for an elementwise builtin whose float form ``emit`` writes. ``raw_int8``:
+    int8 runs on the stored integers (an order-only op, every tensor with equal parameters);
+    ``logic``: the output is bool (a comparison) computed on the operands as stored when
+    they share parameters."""
+    def convert(b: Builder, op: Any) -> None:
+        ins, (y,) = [t for t in _ins(op) if t >= 0], _outs(op)
+        layout = _layout_for(b, ins, y)
+        if layout == "flat":
+            layout = "nhwc"
+        rank = b.rank(y)
+        o = _opts(op, options) if options else None
+        fused = o.FusedActivationFunction() if o is not None else 0
+        q = [t for t in ins if b.quant(t) is not None and b.dtype(t) != np.int32]
+        if plain(b, ins + ([] if logic else [y])) and (b.dtype(y) != np.float32 or logic):
+            args = [_raw_operand(b, t, layout, rank) for t in ins]
+            out = emit(b, args)
+            if fused:
+                raise AotcError("a fused activation on a non-float output is not supported")
+            b.define(y, b.add("Identity", [out], "out", outputs=[b.out_name(y)])[0], layout)
+            return
+        if q and logic and b.op_name in COMPARISONS:
+            if any(b.dtype(t) != np.int8 or t not in q for t in ins):
+                raise AotcError(f"int8 {b.op_name} needs both operands int8 with "
+                                f"quantisation parameters")
+            out = emit(b, [_scaled_operand(b, t, layout, rank) for t in ins])
+            b.define(y, b.add("Identity", [out], "out", outputs=[b.out_name(y)])[0], layout)
+            return
+        if q and (logic or raw_int8):
+            group = [t for t in (ins if logic else ins + [y]) if b.dtype(t) != np.bool_]
+            if not _same_all(b, group) or fused:
+                raise AotcError(f"int8 {b.op_name} needs one scale and zero point on "
+                                f"{'its inputs' if logic else 'its inputs and output'} "
+                                f"(TFLM's kernel compares the stored integers)")
+            out = emit(b, [_raw_operand(b, t, layout, rank) for t in ins])
+            b.define(y, b.add("Identity", [out], "out", outputs=[b.out_name(y)])[0], layout)
+            return
+        args = [_operand(b, t, layout, rank) if b.dtype(t) in (np.float32, np.int8, np.int16)
+                or b.quant(t) is not None else _raw_operand(b, t, layout, rank) for t in ins]
+        b.fout(y, emit(b, args), layout, fused)
+    return convert
+
+
+def op1(onnx_op: str, **attrs: Any) -> Emit:
+    return lambda b, a: b.add(onnx_op, a[:1], onnx_op.lower(), **attrs)[0]
+
+
+def op2(onnx_op: str, **attrs: Any) -> Emit:
+    return lambda b, a: b.add(onnx_op, a[:2], onnx_op.lower(), **attrs)[0]
+
+
+def opn(onnx_op: str) -> Emit:
+    return lambda b, a: b.add(onnx_op, a, onnx_op.lower())[0]
+
+
+def _clip(lo: float, hi: float) -> Emit:
+    return lambda b, a: b.add("Clip", [a[0], b.init(np.float32(lo), "min"),
+                                       b.init(np.float32(hi), "max")], "clip")[0]
+
+
+def _rsqrt(b: Builder, a: list[str]) -> str:
+    return b.add("Reciprocal", [b.add("Sqrt", a[:1], "sqrt")[0]], "rsqrt")[0]
+
+
+def rsqrt(b: Builder, op: Any) -> None:
+    """float: 1 / sqrt(x). int8: TFLM's fixed-point RSQRT for each of the 256 codes
+    (aotc.ops.quant.tables), looked up with Gather."""
+    from aotc.ops.quant.tables import tflm_table
+
+    (x, *_), (y,) = _ins(op), _outs(op)
+    if b.quant(x) is None or b.dtype(x) != np.int8:
+        elementwise(_rsqrt)(b, op)
+        return
+    qx, qy = b.quant(x), b.quant(y)
+    if qy is None or b.dtype(y) != np.int8 or len(qx[0]) != 1 or len(qy[0]) != 1:
+        raise AotcError("int8 RSQRT needs per-tensor int8 input and output")
+    table = tflm_table("Rsqrt", "tflite", np.dtype(np.int8), float(qx[0][0]), int(qx[1][0]),
+                       float(qy[0][0]), int(qy[1][0]))
+    idx = b.add("Cast", [b.get(x)], "as_int", to=6)[0]
+    idx = b.add("Add", [idx, b.init(np.int32(128), "offset")], "code")[0]
+    b.define(y, b.add("Gather", [b.init(table, "rsqrt_table"), idx], "rsqrt",
+                      outputs=[b.out_name(y)], axis=0)[0])
+
+
+def _square(b: Builder, a: list[str]) -> str:
+    return b.add("Mul", [a[0], a[0]], "square")[0]
+
+
+def _squared_difference(b: Builder, a: list[str]) -> str:
+    d = b.add("Sub", a[:2], "difference")[0]
+    return b.add("Mul", [d, d], "square")[0]
+
+
+def _floor_div(b: Builder, a: list[str]) -> str:
+    return b.add("Floor", [b.add("Div", a[:2], "div")[0]], "floor")[0]
+
+
+def _floor_mod(b: Builder, a: list[str]) -> str:
+    """TFLite's FLOOR_MOD: fmod, then + y where the remainder's sign differs from y's."""
+    x, y = a[:2]
+    m = b.add("Mod", [x, y], "fmod", fmod=1)[0]
+    zero = b.init(np.float32(0), "zero")
+    nonzero = b.add("Not", [b.add("Equal", [m, zero], "is_zero")[0]], "nonzero")[0]
+    differ = b.add("Xor", [b.add("Less", [m, zero], "m_neg")[0],
+                           b.add("Less", [y, zero], "y_neg")[0]], "differ")[0]
+    fix = b.add("And", [nonzero, differ], "fix")[0]
+    return b.add("Where", [fix, b.add("Add", [m, y], "shift")[0], m], "floor_mod")[0]
+
+
+def _select(b: Builder, a: list[str]) -> str:
+    return b.add("Where", a[:3], "select")[0]
+
+
+def _prelu(b: Builder, a: list[str]) -> str:
+    return b.add("PRelu", a[:2], "prelu")[0]
+
+
+FLOAT_UNARY: dict[str, Emit] = {
+    "ABS": op1("Abs"), "NEG": op1("Neg"), "EXP": op1("Exp"), "LOG": op1("Log"),
+    "SQRT": op1("Sqrt"), "RSQRT": _rsqrt, "SQUARE": _square, "SIN": op1("Sin"),
+    "COS": op1("Cos"), "FLOOR": op1("Floor"), "CEIL": op1("Ceil"), "ROUND": op1("Round"),
+    "ELU": op1("Elu", alpha=1.0), "RELU_N1_TO_1": _clip(-1.0, 1.0),
+    "RELU_0_TO_1": _clip(0.0, 1.0), "SIGN": op1("Sign"),
+}
+
+
+def _gelu(approximate: bool) -> Emit:
+    """0.5 x (1 + erf(x / sqrt 2)), or with tanh(sqrt(2 / pi) (x + 0.044715 x^3)) (ONNX's
+    Gelu is opset 20; aotc imports opset 17)."""
+    def emit(b: Builder, a: list[str]) -> str:
+        x = a[0]
+        if approximate:
+            x3 = b.add("Mul", [b.add("Mul", [x, x], "x2")[0], x], "x3")[0]
+            inner = b.add("Add", [x, b.add("Mul", [x3, b.init(np.float32(0.044715), "c")],
+                                           "cx3")[0]], "inner")[0]
+            t = b.add("Tanh", [b.add("Mul", [inner, b.init(np.float32(np.sqrt(2 / np.pi)),
+                                                           "k")], "scaled")[0]], "tanh")[0]
+        else:
+            t = b.add("Erf", [b.add("Mul", [x, b.init(np.float32(1 / np.sqrt(2)), "k")],
+                                    "scaled")[0]], "erf")[0]
+        one = b.add("Add", [t, b.init(np.float32(1), "one")], "one_plus")[0]
+        half = b.add("Mul", [x, b.init(np.float32(0.5), "half")], "half_x")[0]
+        return b.add("Mul", [half, one], "gelu")[0]
+    return emit
+
+
+def gelu(b: Builder, op: Any) -> None:
+    o = _opts(op, "GeluOptions")
+    elementwise(_gelu(bool(o is not None and o.Approximate())))(b, op)
+
+
+def l2_normalization(b: Builder, op: Any) -> None:
+    """x / max(sqrt(sum(x^2, last axis)), 1e-6), TFLite's reference."""
+    def emit(bb: Builder, a: list[str]) -> str:
+        sq = bb.add("Mul", [a[0], a[0]], "square")[0]
+        axis = 1 if layout == "nchw" else -1
+        s = bb.add("ReduceSum", [sq, bb.init(np.array([axis], np.int64), "axes")], "sum",
+                   keepdims=1)[0]
+        n = bb.add("Max", [bb.add("Sqrt", [s], "norm")[0], bb.init(np.float32(1e-6), "eps")],
+                   "norm_eps")[0]
+        return bb.add("Div", [a[0], n], "l2_normalization")[0]
+    (x, *_), (y,) = _ins(op), _outs(op)
+    layout = b.layout_of(x) if b.rank(x) == 4 else "nhwc"
+    if layout == "flat":
+        layout = "nhwc"
+    o = _opts(op, "L2NormOptions")
+    b.fout(y, emit(b, [b.fin(x, layout)]), layout, o.FusedActivationFunction() if o else 0)
+
+
+def log_softmax(b: Builder, op: Any) -> None:
+    (x, *_), (y,) = _ins(op), _outs(op)
+    layout = b.layout_of(x) if b.rank(x) == 4 else "nhwc"
+    if layout == "flat":
+        layout = "nhwc"
+    axis = 1 if layout == "nchw" else -1
+    b.fout(y, b.add("LogSoftmax", [b.fin(x, layout)], "log_softmax", axis=axis)[0], layout)
+
+
+def add_n(b: Builder, op: Any) -> None:
+    elementwise(opn("Sum"))(b, op)
+
+
+# ---------------------------------------------------------------------- reductions
+def _axes(b: Builder, a: int, rank: int) -> list[int]:
+    vals = np.atleast_1d(_need_const(b, a, "axes")).reshape(-1)
+    if any(not -rank <= int(v) < rank for v in vals):
+        raise AotcError(f"an axis of {[int(v) for v in vals]} is outside rank {rank}")
+    return sorted({int(v) % rank for v in vals})
+
+
+def reducer(onnx_op: str, raw_int8: bool) -> Callable[[Builder, Any], None]:
+    def convert(b: Builder, op: Any) -> None:
+        o = _opts(op, "ReducerOptions")
+        (x, a), (y,) = _ins(op)[:2], _outs(op)
+        rank = b.rank(x)
+        axes = _axes(b, a, rank)
+        keep = bool(o.KeepDims()) if o is not None else False
+        # ONNX opset 17: ReduceSum takes its axes as an input, the others as an attribute.
+        ax_in = [b.init(np.array(axes, np.int64), "axes")] if onnx_op == "ReduceSum" else []
+        ax_at = {} if onnx_op == "ReduceSum" else {"axes": axes}
+        if not axes:  # nothing reduced: the values, as the output's shape
+            src = b.get(x) if plain(b, [x, y]) or _same_q(b, x, y) else b.fin(x)
+            shape = b.init(np.array(b.shape(y), np.int64), "shape")
+            out = b.add("Reshape", [src, shape], "reshape")[0]
+            if plain(b, [x, y]) or _same_q(b, x, y):
+                b.define(y, b.add("Identity", [out], "out", outputs=[b.out_name(y)])[0])
+            else:
+                b.fout(y, out)
+            return
+        if plain(b, [x, y]) and b.dtype(x) == np.bool_:
+            xi = b.add("Cast", [b.get(x)], "as_int", to=6)[0]
+            r = b.add(onnx_op, [xi, *ax_in], "reduce", keepdims=int(keep), **ax_at)[0]
+            b.define(y, b.add("Cast", [r], "as_bool", outputs=[b.out_name(y)], to=9)[0])
+            return
+        if plain(b, [x, y]) and b.dtype(x) != np.float32:
+            b.define(y, b.add(onnx_op, [b.get(x), *ax_in], "reduce", outputs=[b.out_name(y)],
+                              keepdims=int(keep), **ax_at)[0])
+            return
+        if raw_int8 and b.quant(x) is not None:
+            if not _same_q(b, x, y):
+                raise AotcError(f"int8 {b.op_name} needs the input's scale and zero point on "
+                                f"its output (TFLM's kernel keeps the stored integers)")
+            b.define(y, b.add(onnx_op, [b.get(x), *ax_in], "reduce", outputs=[b.out_name(y)],
+                              keepdims=int(keep), **ax_at)[0])
+            return
+        b.fout(y, b.add(onnx_op, [b.fin(x), *ax_in], "reduce", keepdims=int(keep), **ax_at)[0])
+    return convert
+
+
+def arg_min_max(onnx_op: str, options: str) -> Callable[[Builder, Any], None]:
+    def convert(b: Builder, op: Any) -> None:
+        (x, a), (y,) = _ins(op)[:2], _outs(op)
+        rank = b.rank(x)
+        axis = int(np.asarray(_need_const(b, a, "axis")).reshape(-1)[0])
+        if not -rank <= axis < rank:
+            raise AotcError(f"axis {axis} is outside rank {rank}")
+        if b.dtype(y) not in (np.int32, np.int64):
+            raise AotcError(f"output type {b.dtype(y).name}: int32 or int64 expected")
+        # int8: the dequantised values, in the same order as the stored integers (exact).
+        src = b.fin(x)
+        out = b.add(onnx_op, [src], "arg", axis=axis % rank, keepdims=0)[0]
+        if b.dtype(y) == np.int32:
+            out = b.add("Cast", [out], "cast", outputs=[b.out_name(y)], to=6)[0]
+        else:
+            out = b.add("Identity", [out], "out", outputs=[b.out_name(y)])[0]
+        b.define(y, out)
+    return convert
+
+
+def cumsum(b: Builder, op: Any) -> None:
+    o = _opts(op, "CumsumOptions")
+    (x, a), (y,) = _ins(op)[:2], _outs(op)
+    rank = b.rank(x)
+    axis = int(np.asarray(_need_const(b, a, "axis")).reshape(-1)[0])
+    if not -rank <= axis < rank:
+        raise AotcError(f"axis {axis} is outside rank {rank}")
+    attrs = dict(exclusive=int(bool(o and o.Exclusive())), reverse=int(bool(o and o.Reverse())))
+    ax = b.init(np.array(axis % rank, np.int64), "axis")
+    if plain(b, [x, y]) and b.dtype(x) != np.float32:
+        b.define(y, b.add("CumSum", [b.get(x), ax], "cumsum", outputs=[b.out_name(y)],
+                          **attrs)[0])
+        return
+    b.fout(y, b.add("CumSum", [b.fin(x), ax], "cumsum", **attrs)[0])
+
+
+def batch_matmul(b: Builder, op: Any) -> None:
+    o = _opts(op, "BatchMatMulOptions")
+    (x, w), (y,) = _ins(op)[:2], _outs(op)
+    adj = (bool(o and o.AdjX()), bool(o and o.AdjY()))
+    if b.quant(x) is not None and (
+            b.const(w) is None or any(d != 1 for d in b.shape(w)[:-2])
+            or b.quant(w) is None or len(b.quant(w)[0]) != 1):  # type: ignore[index]
+        raise AotcError("int8 BATCH_MATMUL is supported with a constant, per-tensor "
+                        "quantised right-hand side of one matrix (TFLM's integer matmul); "
+                        "not of two activations or a batch of matrices")
+    args = []
+    for t, flip in zip((x, w), adj):
+        r = b.rank(t)
+        if flip and r < 2:
+            raise AotcError(f"adj on a rank-{r} operand")
+        perm = tuple(range(r - 2)) + (r - 1, r - 2)
+        c = b.const(t)
+        if flip and c is not None:  # transposed at compile time (the integer matmul reads it)
+            v = b.fin(t, arr=np.ascontiguousarray(c.transpose(perm)), perm=perm)
+        else:
+            v = b.fin(t)
+            if flip:
+                v = b.add("Transpose", [v], "adjoint", perm=list(perm))[0]
+        args.append(v)
+    b.fout(y, b.add("MatMul", args, "batch_matmul")[0])
+
+
+def prelu(b: Builder, op: Any) -> None:
+    elementwise(_prelu)(b, op)
+
+
+def l2_pool_2d(b: Builder, op: Any) -> None:
+    """sqrt(mean of x^2 over the window's valid pixels): AveragePool of x^2 not counting the
+    padding, then Sqrt."""
+    o = _opts(op, "Pool2DOptions")
+    (x, *_), (y,) = _ins(op), _outs(op)
+    k, s = (o.FilterHeight(), o.FilterWidth()), (o.StrideH(), o.StrideW())
+    xf = b.fin(x, "nchw")
+    sq = b.add("Mul", [xf, xf], "square")[0]
+    avg = b.add("AveragePool", [sq], "mean_square", kernel_shape=list(k), strides=list(s),
+                pads=_pads(b.shape(x)[1:3], k, s, (1, 1), o.Padding()), count_include_pad=0)[0]
+    b.fout(y, b.add("Sqrt", [avg], "l2_pool")[0], "nchw", o.FusedActivationFunction())
+
+
+# The converters of this family and the ONNX ops each becomes (the `aotc ops` column).
+CONVERTERS: dict[str, Callable[[Builder, Any], None]] = {
+    **{k: elementwise(v) for k, v in FLOAT_UNARY.items()},
+    "RSQRT": rsqrt,
+    "GELU": gelu,
+    "L2_NORMALIZATION": l2_normalization,
+    "LOG_SOFTMAX": log_softmax,
+    "PRELU": prelu,
+    "ADD_N": add_n,
+    "DIV": elementwise(op2("Div"), "DivOptions"),
+    "MAXIMUM": elementwise(op2("Max"), raw_int8=True),
+    "MINIMUM": elementwise(op2("Min"), raw_int8=True),
+    "SQUARED_DIFFERENCE": elementwise(_squared_difference),
+    "FLOOR_DIV": elementwise(_floor_div),
+    "FLOOR_MOD": elementwise(_floor_mod),
+    "POW": elementwise(op2("Pow")),
+    "EQUAL": elementwise(op2("Equal"), logic=True),
+    "NOT_EQUAL": elementwise(lambda b, a: b.add("Not", [b.add("Equal", a[:2], "eq")[0]],
+                                                "not_equal")[0], logic=True),
+    "GREATER": elementwise(op2("Greater"), logic=True),
+    "GREATER_EQUAL": elementwise(op2("GreaterOrEqual"), logic=True),
+    "LESS": elementwise(op2("Less"), logic=True),
+    "LESS_EQUAL": elementwise(op2("LessOrEqual"), logic=True),
+    "LOGICAL_AND": elementwise(op2("And"), logic=True),
+    "LOGICAL_OR": elementwise(op2("Or"), logic=True),
+    "LOGICAL_NOT": elementwise(op1("Not"), logic=True),
+    "SELECT_V2": elementwise(_select, raw_int8=True),
+    "REDUCE_MAX": reducer("ReduceMax", True),
+    "REDUCE_MIN": reducer("ReduceMin", True),
+    "REDUCE_PROD": reducer("ReduceProd", False),
+    "REDUCE_ANY": reducer("ReduceMax", True),
+    "REDUCE_ALL": reducer("ReduceMin", True),
+    "SUM": reducer("ReduceSum", False),
+    "ARG_MAX": arg_min_max("ArgMax", "ArgMaxOptions"),
+    "ARG_MIN": arg_min_max("ArgMin", "ArgMinOptions"),
+    "CUMSUM": cumsum,
+    "BATCH_MATMUL": batch_matmul,
+    "L2_POOL_2D": l2_pool_2d,
+}
+
+ONNX_OPS: dict[str, tuple[str, ...]] = {
+    "ABS": ("Abs", "aotc.QLut"), "NEG": ("Neg",), "EXP": ("Exp",),
+    "LOG": ("Log",), "SQRT": ("Sqrt",), "RSQRT": ("Sqrt", "Reciprocal", "Gather"),
+    "SQUARE": ("Mul",),
+    "SIN": ("Sin",), "COS": ("Cos",), "FLOOR": ("Floor",), "CEIL": ("Ceil",),
+    "ROUND": ("Round",), "ELU": ("Elu", "aotc.QLut"), "RELU_N1_TO_1": ("Clip",),
+    "RELU_0_TO_1": ("Clip",), "SIGN": ("Sign",), "GELU": ("Erf", "Tanh", "Mul"),
+    "L2_NORMALIZATION": ("ReduceSum", "Sqrt", "Div"), "LOG_SOFTMAX": ("LogSoftmax",),
+    "PRELU": ("PRelu",), "ADD_N": ("Sum",), "DIV": ("Div",), "MAXIMUM": ("Max",),
+    "MINIMUM": ("Min",), "SQUARED_DIFFERENCE": ("Sub", "Mul"), "FLOOR_DIV": ("Div", "Floor"),
+    "FLOOR_MOD": ("Mod", "Where"), "POW": ("Pow",), "EQUAL": ("Equal",),
+    "NOT_EQUAL": ("Equal", "Not"), "GREATER": ("Greater",),
+    "GREATER_EQUAL": ("GreaterOrEqual",), "LESS": ("Less",), "LESS_EQUAL": ("LessOrEqual",),
+    "LOGICAL_AND": ("And",), "LOGICAL_OR": ("Or",), "LOGICAL_NOT": ("Not",),
+    "SELECT_V2": ("Where",), "REDUCE_MAX": ("ReduceMax",),
+    "REDUCE_MIN": ("ReduceMin",), "REDUCE_PROD": ("ReduceProd",), "REDUCE_ANY": ("ReduceMax",),
+    "REDUCE_ALL": ("ReduceMin",), "SUM": ("ReduceSum",), "ARG_MAX": ("ArgMax",),
+    "ARG_MIN": ("ArgMin",), "CUMSUM": ("CumSum",), "BATCH_MATMUL": ("MatMul",),
+    "L2_POOL_2D": ("Mul", "AveragePool", "Sqrt"),
+}
