@@ -427,7 +427,7 @@ TYPES: dict[str, tuple[str, ...]] = {
     **{k: ("float32", "int8", "uint8", "int32") for k in ("ADD", "SUB", "MUL")},
     **{k: _VALUES + ("uint8",) for k in ("CONCATENATION", "PAD", "RESHAPE", "SPLIT", "SQUEEZE",
                                          "STRIDED_SLICE", "TRANSPOSE")},
-    "QUANTIZE": ("int8", "uint8"),
+    "QUANTIZE": ("int8", "uint8", "int32"),  # int32: the requantisation of an int16 tensor
     "DEQUANTIZE": ("int8", "uint8", "float16"),
     **{k: ("float32",) for k in ("EXP", "LOG", "SQRT", "SQUARE", "SIN", "COS", "FLOOR", "CEIL",
                                  "ROUND", "RELU_N1_TO_1", "RELU_0_TO_1", "SIGN", "GELU",
