@@ -39,9 +39,15 @@ def load(x: Expr, active: int = LANES) -> Expr:
     return call("vldrbq_z_s8", x, call("vctp8q", Const(active), dtype=I32), dtype=INT8X16)
 
 
-def dot(acc: Expr, a: Expr, b: Expr) -> Expr:
-    """acc + the dot product of the vectors a and b (16 int8 products, int32, wrapping)."""
-    return call("vmladavaq_s8", acc, a, b, dtype=I32)
+def dot(acc: Expr, a: Expr, b: Expr, ordered: bool = False) -> Expr:
+    """acc + the dot product of the vectors a and b (16 int8 products, int32, wrapping).
+    ``ordered``: followed by an empty volatile asm (the C helper aotc_vmladavaq_s8_ordered,
+    GCC-compatible compilers on Helium only), across which GCC's instruction scheduler moves
+    nothing: the vector loads of the next dot product stay after this one, so the loads and
+    the multiply-accumulates alternate as the C source orders them (a Helium core overlaps a
+    VLDRB's beats with a VMLADAVA's, not with another VLDRB's; GCC's scheduler would hoist
+    the loads into a run)."""
+    return call("vmladavaq_s8_ordered" if ordered else "vmladavaq_s8", acc, a, b, dtype=I32)
 
 
 def padded(n: int) -> int:
@@ -65,12 +71,19 @@ def usable(kb: Any, x_dtype: Any, w: np.ndarray | None, arith: Any) -> bool:
 
 
 def dot_tile(kb: Any, accs: list[Any], x_at: Callable[[int, Expr], Expr],
-             w_at: Callable[[int, Expr], Expr], length: int, width: int) -> None:
+             w_at: Callable[[int, Expr], Expr], length: int, width: int,
+             ordered: bool = False) -> None:
     """accs[p][j] += sum over i < length of x_at(p, i) * w_at(j, i), for each pixel p and
     channel j < width. x_at and w_at give the Load of element i; elements i + 1 .. i + 15
     follow it in memory (a weight row is padded to whole vectors; an activation row need not
     be: its last partial vector is a predicated load). A vector load is printed once per use
-    (the loop IR has no vector locals); the C compiler keeps each in a register."""
+    (the loop IR has no vector locals); the C compiler keeps each in a register.
+
+    ``ordered`` (knob conv.mve_order / gemm.mve_order): each dot product a scheduling barrier
+    (``dot``), so that each issues after at most one new vector load (channel j's weights
+    with pixel 0, pixel p's activations with channel 0): on the Cortex-M55 the load unit and
+    the multiply unit then overlap instead of the loads running first. A chunk loop of up to
+    two iterations is unrolled (the barriers keep GCC -Os from unrolling it)."""
     full, rest = divmod(length, LANES)
 
     def chunk(i: Expr, n: int) -> None:
@@ -78,10 +91,10 @@ def dot_tile(kb: Any, accs: list[Any], x_at: Callable[[int, Expr], Expr],
         for j in range(width):
             wv = load(w_at(j, i))
             for acc, xv in zip(accs, xvs):
-                kb.store(acc, [j], dot(acc[[j]], xv, wv))
+                kb.store(acc, [j], dot(acc[[j]], xv, wv, ordered))
 
     if full:
-        with kb.loop(full, "q") as q:
+        with kb.loop(full, "q", unroll=ordered and full <= 2) as q:
             chunk(q * LANES, LANES)
     if rest:
         chunk(Const(full * LANES), rest)

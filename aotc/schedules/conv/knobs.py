@@ -75,6 +75,11 @@ MVE_DEPTHWISE = knob("conv.mve_depthwise", ("pixels", "rows"), "pixels",
                      "int32x4_t, one VMLA of 4 widened inputs by each tap's weight (pixels; "
                      "with conv.requant=vector), or one VMLADAV per kernel row and output "
                      "(rows)")
+MVE_ORDER = knob("conv.mve_order", ("ordered", "compiler"), "ordered",
+                 "Helium: each VMLADAVA of the column tiles a scheduling barrier, so that "
+                 "vector loads and multiply-accumulates alternate as the C source orders them "
+                 "(the Cortex-M55 overlaps a load's beats with a MAC's), or the C compiler's "
+                 "own order (GCC hoists the loads into a run)")
 GATHER = knob("conv.gather", (True, False), True,
               "Helium: an output pixel's im2col column gathered 8 bytes per VLDRB at "
               "compile-time 16-bit offsets (pixels whose taps all fall inside the input) or "
