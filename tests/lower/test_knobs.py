@@ -55,7 +55,8 @@ INT_CASES = [
     *[(("conv.requant", "scalar"), k, "cortex-m55", {}) for k in (None, "depthwise")],
     *[(("conv.gather", False), k, "cortex-m55", {}) for k in (None, "pointwise")],
     (("conv.mve_depthwise", "rows"), "depthwise", "cortex-m55", {}),
-    *[(("conv.mve_order", "compiler"), k, "cortex-m55", {}) for k in (None, "pointwise")],
+    *[(("conv.mve_order", v), k, "cortex-m55", {}) for v in ("ordered", "compiler")
+      for k in (None, "pointwise")],
     (("conv.depthwise", "bytes"), "depthwise", "cortex-m4f", {}),
     (("conv.split_requant", True), "depthwise", "cortex-m4f", {}),
     (("conv.column", "pairs"), None, "cortex-m4f", {}),  # 5 input channels: flat by default
@@ -76,7 +77,7 @@ INT_CASES = [
     *[(("gemm.simd_tile", v), "matmul", t, {}) for v in (2, 8)
       for t in ("cortex-m4f", "cortex-m55")],
     *[(("gemm.tile", v), "matmul", None, {}) for v in (4, 16)],
-    (("gemm.mve_order", "compiler"), "matmul", "cortex-m55", {}),
+    *[(("gemm.mve_order", v), "matmul", "cortex-m55", {}) for v in ("ordered", "compiler")],
     (("gemm.unroll", False), "matmul", None, {}),
     *[(("gemm.unroll_k", v), "matmul", None, {}) for v in (2, 4)],  # K = 21: a rest of 1
     (("gemm.unroll_k", 4), "matmul", "cortex-m4f", {"gemm.path": "scalar"}),

@@ -75,11 +75,17 @@ MVE_DEPTHWISE = knob("conv.mve_depthwise", ("pixels", "rows"), "pixels",
                      "int32x4_t, one VMLA of 4 widened inputs by each tap's weight (pixels; "
                      "with conv.requant=vector), or one VMLADAV per kernel row and output "
                      "(rows)")
-MVE_ORDER = knob("conv.mve_order", ("ordered", "compiler"), "ordered",
+# Measured on cortex-m55 (estimated cycles per inference, bench/boards.py --int8): compiler /
+# ordered / pipelined, KWS 1,691,188 / 1,619,796 / 1,549,152, VWW 5,012,870 / 4,810,886 /
+# 4,569,965, ResNet-8 5,010,556 / 4,634,748 / 4,190,620, streaming wakeword 379,498 /
+# 356,455 / 337,327 (gemm.mve_order alike for AD: 99,799 / 99,767 / 89,183).
+MVE_ORDER = knob("conv.mve_order", ("pipelined", "ordered", "compiler"), "pipelined",
                  "Helium: each VMLADAVA of the column tiles a scheduling barrier, so that "
                  "vector loads and multiply-accumulates alternate as the C source orders them "
-                 "(the Cortex-M55 overlaps a load's beats with a MAC's), or the C compiler's "
-                 "own order (GCC hoists the loads into a run)")
+                 "(the Cortex-M55 overlaps a load's beats with a MAC's): per 16-byte chunk "
+                 "(ordered), or across chunks too, a column of up to 40 vectors unrolled with "
+                 "the next chunk's first load before the last MAC (pipelined; longer columns "
+                 "ordered); or the C compiler's own order (GCC hoists the loads into a run)")
 GATHER = knob("conv.gather", (True, False), True,
               "Helium: an output pixel's im2col column gathered 8 bytes per VLDRB at "
               "compile-time 16-bit offsets (pixels whose taps all fall inside the input) or "

@@ -69,7 +69,8 @@ def lower_conv_mve(conv: Any, node: Node, kb: Any, X: Any, B: Any, arith: Any,
     kstrides = strides(k_sp)
     padded = any(pb) or any(pe)
     vq = vector_requant(kb, arith, B, mg)
-    ordered = kb.knob(CONV.MVE_ORDER) == "ordered"
+    order = kb.knob(CONV.MVE_ORDER)
+    ordered = False if order == "compiler" else order
 
     def column(n: Expr, gi: Expr, pix: Expr, slot: int) -> list[Expr]:
         """Fill column ``slot`` for output pixel ``pix`` (flat); returns its coordinates."""

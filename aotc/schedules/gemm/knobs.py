@@ -30,10 +30,11 @@ PATH = knob("gemm.path", ("simd", "scalar"), "simd",
 SIMD_TILE = knob("gemm.simd_tile", (2, 4, 8), 4,
                  "output columns per tile of the SIMD schedules")
 
-MVE_ORDER = knob("gemm.mve_order", ("ordered", "compiler"), "ordered",
+MVE_ORDER = knob("gemm.mve_order", ("pipelined", "ordered", "compiler"), "pipelined",
                  "Helium: each VMLADAVA of the SIMD tiles a scheduling barrier (vector loads "
-                 "and multiply-accumulates alternate as the C source orders them), or the C "
-                 "compiler's own order")
+                 "and multiply-accumulates alternate as the C source orders them; pipelined: "
+                 "rows of up to 40 vectors unrolled, loads one ahead across chunks), or the C "
+                 "compiler's own order; see conv.mve_order")
 
 def _unroll_k(ctx: Context) -> int:
     # Measured on cortex-m4f (-Os), float AD (all Gemm with one row, tile 8): 1 step 2.75

@@ -171,7 +171,8 @@ def tiled_dot_mve(kb: Any, n_total: int, K: int, a_at: Callable[[Expr], Expr], w
     ``init``): columns in tiles of ``tile``, k 16 at a time; ``words`` holds column n's weights
     as row n of loops/mve.py's pack_rows. Same int32 sums."""
     row = mve.padded(K)
-    ordered = kb.knob(GEMM.MVE_ORDER) == "ordered"
+    order = kb.knob(GEMM.MVE_ORDER)
+    ordered = False if order == "compiler" else order
 
     def block(n0: Expr, width: int) -> None:
         acc = kb.local_array(width, "acc", dtypes.int32)
