@@ -74,7 +74,7 @@ INT_CASES = [
     (("conv.unroll", False), None, None, {}),
     *[(("conv.tile", v), None, "cortex-m4f", {"conv.path": "scalar"}) for v in (2, 8)],
     *[(("gemm.path", "scalar"), "matmul", t, {}) for t in ("cortex-m4f", "cortex-m55")],
-    *[(("gemm.simd_tile", v), "matmul", t, {}) for v in (2, 8)
+    *[(("gemm.simd_tile", v), "matmul", t, {}) for v in (2, 8)  # 11 columns: default 4
       for t in ("cortex-m4f", "cortex-m55")],
     *[(("gemm.tile", v), "matmul", None, {}) for v in (4, 16)],
     *[(("gemm.mve_order", v), "matmul", "cortex-m55", {}) for v in ("ordered", "compiler")],
