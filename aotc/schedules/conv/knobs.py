@@ -113,12 +113,25 @@ def column_default(channels: int) -> str:
 OUTLINE = knob("conv.outline", (True, False), True,
                "the DSP schedule's output-channel tiles each in a function of their own (its "
                "accumulators alone in the registers) or inline (no call per tile); default "
-               "inline for columns of fewer than 8 words; also the generic schedule's float "
+               "inline for columns of up to 32 words; also the generic schedule's float "
                "tiles with conv.vldm (default: outlined from 32 taps a tile)")
 
 
 def outline_default(column_words: int) -> bool:
+    """The generic schedule's float tiles with conv.vldm (column_words: taps / 4)."""
     return column_words >= 8
+
+
+def dsp_outline_default(column_words: int) -> bool:
+    # Measured (estimated cycles per inference, bench/boards.py --int8), outlined from 8 words
+    # -> from 33: cortex-m4f KWS 5,413,578 -> 5,303,725, VWW 17,327,862 -> 16,765,151,
+    # ResNet-8 25,247,750 -> 25,041,222, streaming wakeword 1,512,128 -> 1,493,345; cortex-m7
+    # 3,520,589 -> 3,364,428, 11,100,720 -> 10,817,396, 14,610,777 -> 14,524,721, 963,412 ->
+    # 954,724; cortex-m33 4,666,777 -> 4,512,544, 14,780,378 -> 14,271,770, 21,147,622 ->
+    # 20,973,125, 1,261,554 -> 1,246,954 (a call, PUSH and POP per tile cost more than the
+    # inline tiles' register pressure up to 32 words). Inline for all: streaming wakeword's
+    # 64-word pointwise convs lose (m33 1,312,638), ResNet-8's 3x3 convs too (21,253,760).
+    return column_words > 32
 
 
 DSP_UNROLL = knob("conv.dsp_unroll", (1, 2, 4, 8, 16, 32, 64), 8,
