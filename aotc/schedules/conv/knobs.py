@@ -138,7 +138,7 @@ DSP_UNROLL = knob("conv.dsp_unroll", (1, 2, 4, 8, 16, 32, 64), 8,
                   "column words per iteration of the DSP schedule's reduction loop (its "
                   "counter, compare and branch shared by that many steps, the rest after it; "
                   "at least the column's length: no loop); default 32 for columns of up to 32 "
-                  "words, else 8")
+                  "words, else 16")
 
 
 def dsp_unroll_default(column_words: int) -> int:
@@ -146,8 +146,14 @@ def dsp_unroll_default(column_words: int) -> int:
     # pointwise columns, the first conv's 20): 1 step 5.49 M, 2 5.35 M, 4 5.23 M, 8 5.09 M,
     # 32 (no loop) 4.94 M. VWW (pointwise columns of 4-128 words): 1 16.41 M, 4 15.56 M,
     # 8 15.13 M, no loop 15.18 M and 24 KB more flash. Without a loop the tile's pointers
-    # take no counter and gcc -Os keeps all eight accumulators in registers.
-    return 32 if column_words <= 32 else 8
+    # take no counter and gcc -Os keeps all eight accumulators in registers. Longer columns,
+    # 8 -> 16 words a step (estimated cycles, bench/boards.py --int8, after conv.outline's
+    # inline tiles up to 32 words): cortex-m4f VWW 16,765,151 -> 16,587,727, ResNet-8
+    # 25,041,222 -> 24,563,143, streaming wakeword 1,493,345 -> 1,468,689; cortex-m7
+    # 10,817,396 -> 10,719,940, 14,524,721 -> 14,481,521, 954,724 -> 933,746; cortex-m33
+    # 14,271,770 -> 14,130,257, 20,973,125 -> 20,617,823, 1,246,954 -> 1,221,850. 16 words a
+    # step for 17-32-word columns too loses on KWS on cortex-m7 (3,364,428 -> 3,488,052).
+    return 32 if column_words <= 32 else 16
 
 
 def _float_depthwise(ctx: Context) -> str:
