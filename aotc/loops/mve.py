@@ -39,9 +39,15 @@ def load(x: Expr, active: int = LANES) -> Expr:
     return call("vldrbq_z_s8", x, call("vctp8q", Const(active), dtype=I32), dtype=INT8X16)
 
 
-def dot(acc: Expr, a: Expr, b: Expr) -> Expr:
-    """acc + the dot product of the vectors a and b (16 int8 products, int32, wrapping)."""
-    return call("vmladavaq_s8", acc, a, b, dtype=I32)
+def dot(acc: Expr, a: Expr, b: Expr, ordered: bool = False) -> Expr:
+    """acc + the dot product of the vectors a and b (16 int8 products, int32, wrapping).
+    ``ordered``: followed by an empty volatile asm (the C helper aotc_vmladavaq_s8_ordered,
+    GCC-compatible compilers on Helium only), across which GCC's instruction scheduler moves
+    nothing: the vector loads of the next dot product stay after this one, so the loads and
+    the multiply-accumulates alternate as the C source orders them (a Helium core overlaps a
+    VLDRB's beats with a VMLADAVA's, not with another VLDRB's; GCC's scheduler would hoist
+    the loads into a run)."""
+    return call("vmladavaq_s8_ordered" if ordered else "vmladavaq_s8", acc, a, b, dtype=I32)
 
 
 def padded(n: int) -> int:
@@ -65,26 +71,83 @@ def usable(kb: Any, x_dtype: Any, w: np.ndarray | None, arith: Any) -> bool:
 
 
 def dot_tile(kb: Any, accs: list[Any], x_at: Callable[[int, Expr], Expr],
-             w_at: Callable[[int, Expr], Expr], length: int, width: int) -> None:
+             w_at: Callable[[int, Expr], Expr], length: int, width: int,
+             ordered: bool | str = False) -> None:
     """accs[p][j] += sum over i < length of x_at(p, i) * w_at(j, i), for each pixel p and
     channel j < width. x_at and w_at give the Load of element i; elements i + 1 .. i + 15
     follow it in memory (a weight row is padded to whole vectors; an activation row need not
     be: its last partial vector is a predicated load). A vector load is printed once per use
-    (the loop IR has no vector locals); the C compiler keeps each in a register."""
+    (the loop IR has no vector locals); the C compiler keeps each in a register.
+
+    ``ordered`` (knob conv.mve_order / gemm.mve_order): True or "ordered", each dot product a
+    scheduling barrier (``dot``), so that each issues after at most one new vector load
+    (channel j's weights with pixel 0, pixel p's activations with channel 0): on the
+    Cortex-M55 the load unit and the multiply unit then overlap instead of the loads running
+    first; a chunk loop of up to two iterations is unrolled (the barriers keep GCC -Os from
+    unrolling it). "pipelined": columns of up to PIPELINE_CHUNKS vectors unrolled, loads one
+    ahead across chunk boundaries too (``_pipelined``); longer ones as "ordered"."""
     full, rest = divmod(length, LANES)
+    if ordered == "pipelined" and full + (rest > 0) <= PIPELINE_CHUNKS:
+        _pipelined(kb, accs, x_at, w_at, full, rest, width)
+        return
 
     def chunk(i: Expr, n: int) -> None:
         xvs = [load(x_at(p, i), n) for p in range(len(accs))]
         for j in range(width):
             wv = load(w_at(j, i))
             for acc, xv in zip(accs, xvs):
-                kb.store(acc, [j], dot(acc[[j]], xv, wv))
+                kb.store(acc, [j], dot(acc[[j]], xv, wv, bool(ordered)))
 
     if full:
-        with kb.loop(full, "q") as q:
+        with kb.loop(full, "q", unroll=bool(ordered) and full <= 2) as q:
             chunk(q * LANES, LANES)
     if rest:
         chunk(Const(full * LANES), rest)
+
+
+# Columns of up to this many vectors are unrolled by the pipelined order (dot_tile).
+PIPELINE_CHUNKS = 40
+
+
+def _pipelined(kb: Any, accs: list[Any], x_at: Callable[[int, Expr], Expr],
+               w_at: Callable[[int, Expr], Expr], full: int, rest: int, width: int) -> None:
+    """dot_tile's chunks unrolled into one straight run, each dot product a scheduling barrier
+    with one vector load before it: the loads it needs, or, when it needs none, the next
+    chunk's first (at most one vector loaded ahead), so that loads and multiply-accumulates
+    alternate across chunk boundaries too (software pipelining: the Cortex-M55's load unit
+    and multiply unit both busy)."""
+    chunks = [(Const(c * LANES), LANES) for c in range(full)]
+    if rest:
+        chunks.append((Const(full * LANES), rest))
+    # The loads in the order of first use: per chunk, pixel 0's activations and channel 0's
+    # weights, the other pixels', then the other channels' weights.
+    order: list[tuple[int, str, int]] = []
+    for c in range(len(chunks)):
+        order += [(c, "x", 0), (c, "w", 0)] + [(c, "x", p) for p in range(1, len(accs))] \
+            + [(c, "w", j) for j in range(1, width)]
+    held: dict[tuple[int, str, int], Expr] = {}
+    nxt = 0
+
+    def issue() -> None:
+        nonlocal nxt
+        c, kind, k = order[nxt]
+        i, n = chunks[c]
+        e = load(x_at(k, i), n) if kind == "x" else load(w_at(k, i))
+        held[order[nxt]] = kb.local(e, "xv" if kind == "x" else "wv", INT8X16)
+        nxt += 1
+
+    for c in range(len(chunks)):
+        for j in range(width):
+            for p, acc in enumerate(accs):
+                need = [key for key in ((c, "x", p), (c, "w", j)) if key not in held]
+                for key in need:
+                    while key not in held:
+                        issue()
+                if not need and nxt < len(order) and not any(k[0] > c for k in held):
+                    issue()
+                kb.store(acc, [j], dot(acc[[j]], held[(c, "x", p)], held[(c, "w", j)], True))
+        for key in [k for k in held if k[0] == c]:
+            del held[key]
 
 
 # ----------------------------------------------------------------------------- requantisation

@@ -55,12 +55,14 @@ INT_CASES = [
     *[(("conv.requant", "scalar"), k, "cortex-m55", {}) for k in (None, "depthwise")],
     *[(("conv.gather", False), k, "cortex-m55", {}) for k in (None, "pointwise")],
     (("conv.mve_depthwise", "rows"), "depthwise", "cortex-m55", {}),
+    *[(("conv.mve_order", v), k, "cortex-m55", {}) for v in ("ordered", "compiler")
+      for k in (None, "pointwise")],
     (("conv.depthwise", "bytes"), "depthwise", "cortex-m4f", {}),
     (("conv.split_requant", True), "depthwise", "cortex-m4f", {}),
     (("conv.column", "pairs"), None, "cortex-m4f", {}),  # 5 input channels: flat by default
     (("conv.column", "flat"), "even", "cortex-m4f", {}),
-    (("conv.outline", False), None, "cortex-m4f", {}),  # 45-word columns: outlined by default
-    (("conv.outline", True), "pointwise", "cortex-m4f", {}),
+    (("conv.outline", False), "long", "cortex-m4f", {}),  # 36-word columns: outlined by default
+    *[(("conv.outline", True), k, "cortex-m4f", {}) for k in (None, "pointwise")],  # 23, 2
     # 23-word flat columns (no loop by default): 1 and 8 words a step (a rest of 7); a
     # 2-word pointwise column a step at a time.
     *[(("conv.dsp_unroll", v), None, "cortex-m4f", {}) for v in (1, 8)],
@@ -72,9 +74,10 @@ INT_CASES = [
     (("conv.unroll", False), None, None, {}),
     *[(("conv.tile", v), None, "cortex-m4f", {"conv.path": "scalar"}) for v in (2, 8)],
     *[(("gemm.path", "scalar"), "matmul", t, {}) for t in ("cortex-m4f", "cortex-m55")],
-    *[(("gemm.simd_tile", v), "matmul", t, {}) for v in (2, 8)
+    *[(("gemm.simd_tile", v), "matmul", t, {}) for v in (2, 8)  # 11 columns: default 4
       for t in ("cortex-m4f", "cortex-m55")],
     *[(("gemm.tile", v), "matmul", None, {}) for v in (4, 16)],
+    *[(("gemm.mve_order", v), "matmul", "cortex-m55", {}) for v in ("ordered", "compiler")],
     (("gemm.unroll", False), "matmul", None, {}),
     *[(("gemm.unroll_k", v), "matmul", None, {}) for v in (2, 4)],  # K = 21: a rest of 1
     (("gemm.unroll_k", 4), "matmul", "cortex-m4f", {"gemm.path": "scalar"}),
@@ -107,6 +110,8 @@ def _int_model(kind):
         return qconv(cin=4, m=6, hw=(5, 5), pads=(0, 1, 1, 0))
     if kind == "pointwise":
         return qconv(cin=5, m=6, kernel=(1, 1), pads=(0, 0, 0, 0), hw=(5, 7))
+    if kind == "long":  # 4 channel pairs x 9 taps: a 36-word column
+        return qconv(cin=8, m=6, hw=(5, 5))
     if kind == "wide":
         return qconv(cin=3, m=5, kernel=(1, 10), pads=(0, 0, 0, 0), hw=(3, 12))
     return qconv(cin=5, m=7, hw=(6, 5))

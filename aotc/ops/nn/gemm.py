@@ -168,7 +168,7 @@ class MatMul(OpDef):
         elif ("dsp" in kb.features and kb.unroll_tiles and len(b_shape) == 2
               and arith.dsp_ok(w) and kb.knob(GEMM.PATH) == "simd"):
             # Cores with the DSP extension: K two at a time, one SMLAD per column (loops/dsp.py).
-            simd_tile = kb.knob(GEMM.SIMD_TILE)
+            simd_tile = kb.knob(GEMM.SIMD_TILE, default=GEMM.dsp_simd_tile_default(N))
             w2 = np.asarray(w).reshape(b_shape)
             dsp_words = kb.const("wq", np.concatenate(
                 [dsp.pack_words(w2[:, n0:n0 + simd_tile][:, None, :]).reshape(-1)

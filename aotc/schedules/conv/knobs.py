@@ -75,6 +75,17 @@ MVE_DEPTHWISE = knob("conv.mve_depthwise", ("pixels", "rows"), "pixels",
                      "int32x4_t, one VMLA of 4 widened inputs by each tap's weight (pixels; "
                      "with conv.requant=vector), or one VMLADAV per kernel row and output "
                      "(rows)")
+# Measured on cortex-m55 (estimated cycles per inference, bench/boards.py --int8): compiler /
+# ordered / pipelined, KWS 1,691,188 / 1,619,796 / 1,549,152, VWW 5,012,870 / 4,810,886 /
+# 4,569,965, ResNet-8 5,010,556 / 4,634,748 / 4,190,620, streaming wakeword 379,498 /
+# 356,455 / 337,327 (gemm.mve_order alike for AD: 99,799 / 99,767 / 89,183).
+MVE_ORDER = knob("conv.mve_order", ("pipelined", "ordered", "compiler"), "pipelined",
+                 "Helium: each VMLADAVA of the column tiles a scheduling barrier, so that "
+                 "vector loads and multiply-accumulates alternate as the C source orders them "
+                 "(the Cortex-M55 overlaps a load's beats with a MAC's): per 16-byte chunk "
+                 "(ordered), or across chunks too, a column of up to 40 vectors unrolled with "
+                 "the next chunk's first load before the last MAC (pipelined; longer columns "
+                 "ordered); or the C compiler's own order (GCC hoists the loads into a run)")
 GATHER = knob("conv.gather", (True, False), True,
               "Helium: an output pixel's im2col column gathered 8 bytes per VLDRB at "
               "compile-time 16-bit offsets (pixels whose taps all fall inside the input) or "
@@ -102,19 +113,32 @@ def column_default(channels: int) -> str:
 OUTLINE = knob("conv.outline", (True, False), True,
                "the DSP schedule's output-channel tiles each in a function of their own (its "
                "accumulators alone in the registers) or inline (no call per tile); default "
-               "inline for columns of fewer than 8 words; also the generic schedule's float "
+               "inline for columns of up to 32 words; also the generic schedule's float "
                "tiles with conv.vldm (default: outlined from 32 taps a tile)")
 
 
 def outline_default(column_words: int) -> bool:
+    """The generic schedule's float tiles with conv.vldm (column_words: taps / 4)."""
     return column_words >= 8
+
+
+def dsp_outline_default(column_words: int) -> bool:
+    # Measured (estimated cycles per inference, bench/boards.py --int8), outlined from 8 words
+    # -> from 33: cortex-m4f KWS 5,413,578 -> 5,303,725, VWW 17,327,862 -> 16,765,151,
+    # ResNet-8 25,247,750 -> 25,041,222, streaming wakeword 1,512,128 -> 1,493,345; cortex-m7
+    # 3,520,589 -> 3,364,428, 11,100,720 -> 10,817,396, 14,610,777 -> 14,524,721, 963,412 ->
+    # 954,724; cortex-m33 4,666,777 -> 4,512,544, 14,780,378 -> 14,271,770, 21,147,622 ->
+    # 20,973,125, 1,261,554 -> 1,246,954 (a call, PUSH and POP per tile cost more than the
+    # inline tiles' register pressure up to 32 words). Inline for all: streaming wakeword's
+    # 64-word pointwise convs lose (m33 1,312,638), ResNet-8's 3x3 convs too (21,253,760).
+    return column_words > 32
 
 
 DSP_UNROLL = knob("conv.dsp_unroll", (1, 2, 4, 8, 16, 32, 64), 8,
                   "column words per iteration of the DSP schedule's reduction loop (its "
                   "counter, compare and branch shared by that many steps, the rest after it; "
                   "at least the column's length: no loop); default 32 for columns of up to 32 "
-                  "words, else 8")
+                  "words, else 16")
 
 
 def dsp_unroll_default(column_words: int) -> int:
@@ -122,8 +146,14 @@ def dsp_unroll_default(column_words: int) -> int:
     # pointwise columns, the first conv's 20): 1 step 5.49 M, 2 5.35 M, 4 5.23 M, 8 5.09 M,
     # 32 (no loop) 4.94 M. VWW (pointwise columns of 4-128 words): 1 16.41 M, 4 15.56 M,
     # 8 15.13 M, no loop 15.18 M and 24 KB more flash. Without a loop the tile's pointers
-    # take no counter and gcc -Os keeps all eight accumulators in registers.
-    return 32 if column_words <= 32 else 8
+    # take no counter and gcc -Os keeps all eight accumulators in registers. Longer columns,
+    # 8 -> 16 words a step (estimated cycles, bench/boards.py --int8, after conv.outline's
+    # inline tiles up to 32 words): cortex-m4f VWW 16,765,151 -> 16,587,727, ResNet-8
+    # 25,041,222 -> 24,563,143, streaming wakeword 1,493,345 -> 1,468,689; cortex-m7
+    # 10,817,396 -> 10,719,940, 14,524,721 -> 14,481,521, 954,724 -> 933,746; cortex-m33
+    # 14,271,770 -> 14,130,257, 20,973,125 -> 20,617,823, 1,246,954 -> 1,221,850. 16 words a
+    # step for 17-32-word columns too loses on KWS on cortex-m7 (3,364,428 -> 3,488,052).
+    return 32 if column_words <= 32 else 16
 
 
 def _float_depthwise(ctx: Context) -> str:

@@ -69,6 +69,8 @@ def lower_conv_mve(conv: Any, node: Node, kb: Any, X: Any, B: Any, arith: Any,
     kstrides = strides(k_sp)
     padded = any(pb) or any(pe)
     vq = vector_requant(kb, arith, B, mg)
+    order = kb.knob(CONV.MVE_ORDER)
+    ordered = False if order == "compiler" else order
 
     def column(n: Expr, gi: Expr, pix: Expr, slot: int) -> list[Expr]:
         """Fill column ``slot`` for output pixel ``pix`` (flat); returns its coordinates."""
@@ -116,7 +118,8 @@ def lower_conv_mve(conv: Any, node: Node, kb: Any, X: Any, B: Any, arith: Any,
         """Channels ml .. ml + width of group gi for the pixels' columns: sums to ``sums``."""
         accs = zero_accumulators(kb, pixels, width)
         mve.dot_tile(kb, accs, lambda p, i: col.flat(p * length + i),
-                     lambda j, i: words.flat((gi * mg + ml + j) * row + i), length, width)
+                     lambda j, i: words.flat((gi * mg + ml + j) * row + i), length, width,
+                     ordered)
         store_sums(kb, sums, accs, mg, ml, width)
 
     def pixels(n: Expr, gi: Expr, pix0: Expr, count: int) -> None:

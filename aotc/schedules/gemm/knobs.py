@@ -28,8 +28,25 @@ PATH = knob("gemm.path", ("simd", "scalar"), "simd",
             "the target's SIMD schedule (DSP dual MAC or Helium) where it applies, or the "
             "generic scalar one")
 SIMD_TILE = knob("gemm.simd_tile", (2, 4, 8), 4,
-                 "output columns per tile of the SIMD schedules")
+                 "output columns per tile of the SIMD schedules; default 8 on the DSP "
+                 "extension for column counts that are multiples of 8, else 4")
 
+
+def dsp_simd_tile_default(columns: int) -> int:
+    # Measured on the DSP extension (estimated cycles per inference, bench/boards.py --int8),
+    # AD (all MatMul of one row, 128, 640 or 8 columns: each activation pair shared by the
+    # tile's columns), 4 -> 8 columns: cortex-m4f 828,034 -> 678,728, cortex-m7 550,872 ->
+    # 486,320, cortex-m33 662,064 -> 578,742 (2 columns: m4f 1,219,356). The other models'
+    # final matmuls: KWS (12 columns) 102-341 cycles fewer, ResNet-8 (10) 280 / 11,335 fewer
+    # on m4f / m7 but 896 more on m33, VWW and streaming wakeword unchanged. Helium
+    # (cortex-m55, AD) loses with 8: 89,183 -> 96,470.
+    return 8 if columns % 8 == 0 else 4
+
+MVE_ORDER = knob("gemm.mve_order", ("pipelined", "ordered", "compiler"), "pipelined",
+                 "Helium: each VMLADAVA of the SIMD tiles a scheduling barrier (vector loads "
+                 "and multiply-accumulates alternate as the C source orders them; pipelined: "
+                 "rows of up to 40 vectors unrolled, loads one ahead across chunks), or the C "
+                 "compiler's own order; see conv.mve_order")
 
 def _unroll_k(ctx: Context) -> int:
     # Measured on cortex-m4f (-Os), float AD (all Gemm with one row, tile 8): 1 step 2.75

@@ -171,13 +171,15 @@ def tiled_dot_mve(kb: Any, n_total: int, K: int, a_at: Callable[[Expr], Expr], w
     ``init``): columns in tiles of ``tile``, k 16 at a time; ``words`` holds column n's weights
     as row n of loops/mve.py's pack_rows. Same int32 sums."""
     row = mve.padded(K)
+    order = kb.knob(GEMM.MVE_ORDER)
+    ordered = False if order == "compiler" else order
 
     def block(n0: Expr, width: int) -> None:
         acc = kb.local_array(width, "acc", dtypes.int32)
         for j in range(width):
             kb.store(acc, [j], init(n0 + j))
         mve.dot_tile(kb, [acc], lambda p, k: a_at(k),
-                     lambda j, k: words.flat((n0 + j) * row + k), K, width)
+                     lambda j, k: words.flat((n0 + j) * row + k), K, width, ordered)
         store_tile(kb, acc, n0, width, store, dtypes.int32)
 
     over_tiles(kb, n_total, tile, lambda n0, width, t: block(n0, width))
