@@ -23,10 +23,10 @@ from aotc.ops.quant.tables import lut_table, tflm_table
 
 QUANT_OPS = {"QLinearConv", "QLinearMatMul", "ConvInteger", "MatMulInteger", "QLinearAdd",
              "QLinearMul", "QLinearAveragePool", "QLinearGlobalAveragePool", "QLinearSoftmax",
-             "QLinearSigmoid", "QLinearLeakyRelu", "QLinearConcat", "QLut"}
+             "QLinearSigmoid", "QLinearLeakyRelu", "QLinearConcat", "QLut", "QReduce"}
 TRANSPARENT = {"Reshape", "Transpose", "Flatten", "Squeeze", "Unsqueeze", "Identity",
                "MaxPool", "GlobalMaxPool", "Slice", "Gather", "Split", "DepthToSpace",
-               "SpaceToDepth", "Pad"}
+               "SpaceToDepth", "Pad", "ReduceMax", "ReduceMin"}
 # Shape-only ops a DequantizeLinear is moved below (hoist).
 MOVES = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose"}
 # Float ops computed as a 256-entry table on int8: the float formula quantised (onnx mode), or,
@@ -308,6 +308,31 @@ class _Rewriter:
             return None
         ins = [x.inputs[0], x.inputs[1], self.zp_in(x), q.inputs[1], q.inputs[2]]
         return self.node(p, "QLinearGlobalAveragePool", ins, q, "com.microsoft", {})
+
+    def r_ReduceMean(self, p: Node, q: Node) -> Node | None:
+        return self._reduce(p, q, "mean")
+
+    def r_ReduceSum(self, p: Node, q: Node) -> Node | None:
+        return self._reduce(p, q, "sum")
+
+    def _reduce(self, p: Node, q: Node, kind: str) -> Node | None:
+        """TFLite's MEAN/SUM arithmetic (QReduce) in tflite mode; onnx mode keeps the float
+        reduction. Axes must be given (a constant input or the attribute)."""
+        x = self.act_dq(p.inputs[0])
+        if self.mode != "tflite" or x is None or not self.same_type(x, q):
+            return None
+        raw = self.const(p.inputs[1]) if len(p.inputs) > 1 and p.inputs[1] else \
+            p.attrs.get("axes")
+        if raw is None or np.asarray(raw).size == 0:
+            return None
+        ins = [x.inputs[0], x.inputs[1], self.zp_in(x), q.inputs[1], q.inputs[2]]
+        return self.node(p, "QReduce", ins, q, "aotc", {
+            "axes": [int(a) for a in np.asarray(raw).reshape(-1)],
+            "keepdims": int(p.attrs.get("keepdims", 1)), "kind": kind})
+
+    def same_type(self, x: Node, q: Node) -> bool:
+        xv, yv = self.value(x.inputs[0]), self.value(q.inputs[2])
+        return xv is not None and yv is not None and xv.type.dtype == yv.type.dtype
 
     def r_Softmax(self, p: Node, q: Node) -> Node | None:
         x = self.act_dq(p.inputs[0])

@@ -24,7 +24,7 @@ FIXED_OUT = {"LOGISTIC": (1 / 256, -128), "SOFTMAX": (1 / 256, -128), "TANH": (1
 # Ops whose int8 output has the input's parameters.
 # (the int8 AVERAGE_POOL_2D, CONCATENATION and, in TFLM, RELU6 kernels assume it.)
 SAME_OUT = {"RESHAPE", "SQUEEZE", "MAX_POOL_2D", "PAD", "TRANSPOSE", "STRIDED_SLICE", "SPLIT",
-            "AVERAGE_POOL_2D", "CONCATENATION", "RELU6"}
+            "AVERAGE_POOL_2D", "CONCATENATION", "RELU6", "REDUCE_MAX", "REDUCE_MIN"}
 
 
 class Net:

@@ -337,6 +337,17 @@ def pad(b: Builder, op: Any) -> None:
 
 
 def mean(b: Builder, op: Any) -> None:
+    _reduce(b, op, "ReduceMean")
+
+
+def _reducer(onnx_op: str) -> Callable[[Builder, Any], None]:
+    return lambda b, op: _reduce(b, op, onnx_op)
+
+
+def _reduce(b: Builder, op: Any, onnx_op: str) -> None:
+    """MEAN, SUM, REDUCE_MAX/MIN. Quantised MEAN/SUM stay ReduceMean/ReduceSum between DQ and
+    Q, which the QDQ pass computes with TFLM's integer arithmetic (aotc.ops.quant.reduce);
+    REDUCE_MAX/MIN run on the integers (TFLM requires equal input and output parameters)."""
     o = _opts(op, "ReducerOptions")
     (x, a), (y,) = _ins(op)[:2], _outs(op)
     rank = b.rank(x)
@@ -348,11 +359,22 @@ def mean(b: Builder, op: Any) -> None:
         kept = [TO_NCHW[v] for v in range(4) if v not in axes]
         if not keep and kept != sorted(kept):
             layout, axes = "nhwc", sorted({int(v) % rank for v in np.atleast_1d(b.const(a))})
+    if onnx_op in ("ReduceMax", "ReduceMin") and b.quant(x) is not None:
+        if not _same_q(b, x, y):
+            raise AotcError("input and output quantisation parameters differ (TFLM requires "
+                            "them equal)")
+        b.define(y, b.add(onnx_op, [b.get(x, layout)], "reduce", outputs=[b.out_name(y)],
+                          axes=axes, keepdims=int(keep))[0], layout if keep else "nhwc")
+        return
     xf = b.fin(x, layout)
-    if layout == "nchw" and axes == [2, 3] and keep:
+    if onnx_op == "ReduceMean" and layout == "nchw" and axes == [2, 3] and keep \
+            and b.quant(x) is None:
         out = b.add("GlobalAveragePool", [xf], "mean")[0]
+    elif onnx_op == "ReduceSum":  # axes are an input from opset 13
+        out = b.add(onnx_op, [xf, b.init(np.array(axes, np.int64), "axes")], "sum",
+                    keepdims=int(keep))[0]
     else:
-        out = b.add("ReduceMean", [xf], "mean", axes=axes, keepdims=int(keep))[0]
+        out = b.add(onnx_op, [xf], "reduce", axes=axes, keepdims=int(keep))[0]
     b.fout(y, out, layout if keep else "nhwc")
 
 
@@ -432,6 +454,9 @@ CONVERTERS: dict[str, Callable[[Builder, Any], None]] = {
     "LOGISTIC": _unary("Sigmoid"),
     "MAX_POOL_2D": _pool("MaxPool"),
     "MEAN": mean,
+    "REDUCE_MAX": _reducer("ReduceMax"),
+    "REDUCE_MIN": _reducer("ReduceMin"),
+    "SUM": _reducer("ReduceSum"),
     "MUL": _binary("Mul", "MulOptions"),
     "PAD": pad,
     "QUANTIZE": quantize,
@@ -462,7 +487,10 @@ ONNX_OPS: dict[str, tuple[str, ...]] = {
     "LEAKY_RELU": ("LeakyRelu",),
     "LOGISTIC": ("Sigmoid",),
     "MAX_POOL_2D": ("MaxPool",),
-    "MEAN": ("ReduceMean", "GlobalAveragePool", "com.microsoft.QLinearGlobalAveragePool"),
+    "MEAN": ("ReduceMean", "GlobalAveragePool", "aotc.QReduce"),
+    "REDUCE_MAX": ("ReduceMax",),
+    "REDUCE_MIN": ("ReduceMin",),
+    "SUM": ("ReduceSum", "aotc.QReduce"),
     "MUL": ("Mul", "com.microsoft.QLinearMul"),
     "PAD": ("Pad",),
     "QUANTIZE": ("QuantizeLinear",),
