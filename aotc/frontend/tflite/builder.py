@@ -43,9 +43,13 @@ class Builder:
         self.outputs = [int(t) for t in sub.OutputsAsNumpy()] if sub.OutputsLength() else []
         if not self.outputs:
             raise AotcError(f"{fname}: the subgraph has no outputs")
+        self.input_names: dict[int, str] = {}
         for t in self.inputs:
             if self.const(t) is None:
-                self.names[(t, "nhwc")] = self._claim(self.tname(t))
+                self.names[(t, "nhwc")] = self.input_names[t] = self._claim(self.tname(t))
+                if self.uint8(t):  # the bundle takes uint8; the graph computes on int8
+                    self.names[(t, "nhwc")] = self._shift(self.names[(t, "nhwc")], np.uint8,
+                                                          np.int8, f"{self.tname(t)}/int8")
         # The graph outputs keep their TFLite names (the bundle's API names them).
         self.reserved = {t: self._claim(self.tname(t)) for t in self.outputs
                          if (t, "nhwc") not in self.names}
@@ -64,12 +68,25 @@ class Builder:
         ts = self.tensor(t)
         return tuple(int(d) for d in ts.ShapeAsNumpy()) if ts.ShapeLength() else ()
 
-    def dtype(self, t: int) -> np.dtype:
+    def declared(self, t: int) -> np.dtype:
+        """The tensor's type as the model declares it."""
         code = self.tensor(t).Type()
         if code not in _DTYPES:
             raise AotcError(f"tensor {self.tname(t)!r} has type "
                             f"{_TYPE_NAMES.get(code, code)}, which aotc does not support")
         return np.dtype(_DTYPES[code])
+
+    def uint8(self, t: int) -> bool:
+        """A quantised uint8 tensor: the graph holds it as int8, value - 128 with zero point
+        - 128 (the same real numbers, exactly), so uint8 models run on the int8 kernels with
+        one-byte weights; graph inputs and outputs are converted at the boundary."""
+        if self.declared(t) != np.uint8:
+            return False
+        q = self.tensor(t).Quantization()
+        return q is not None and q.ScaleLength() > 0
+
+    def dtype(self, t: int) -> np.dtype:
+        return np.dtype(np.int8) if self.uint8(t) else self.declared(t)
 
     def rank(self, t: int) -> int:
         return len(self.shape(t))
@@ -90,12 +107,14 @@ class Builder:
             raw = self.data[off:off + size]
         else:
             return None
-        dt = self.dtype(t)
+        dt = self.declared(t)
         shape = self.shape(t)
         if len(raw) != int(np.prod(shape, dtype=np.int64)) * dt.itemsize:
             raise AotcError(f"tensor {self.tname(t)!r}: {len(raw)} bytes of data for shape "
                             f"{list(shape)} {dt.name}")
         arr = np.frombuffer(raw, dt).reshape(shape)
+        if self.uint8(t):
+            return (arr.astype(np.int16) - 128).astype(np.int8)
         return arr.astype(np.float32) if dt == np.float16 else arr
 
     def quant(self, t: int) -> tuple[np.ndarray, np.ndarray, int] | None:
@@ -109,6 +128,8 @@ class Builder:
             len(scale), np.int64)
         if len(zp) == 1 and len(scale) > 1:
             zp = np.repeat(zp, len(scale))
+        if self.uint8(t):
+            zp = zp - 128
         return scale, zp, int(q.QuantizedDimension())
 
     def quantized(self, t: int) -> bool:
@@ -275,6 +296,30 @@ class Builder:
             return self.add("Tanh", [y], "tanh")[0]
         raise AotcError(f"fused activation {fused} (SIGN_BIT) is not supported")
 
+    def _shift(self, src: str, frm: type, to: type, out: str | None = None) -> str:
+        """uint8 <-> int8 of the same real values: x -+ 128, exact (integer ops only)."""
+        wide = self.add("Cast", [src], "widen", to=int(onnx.TensorProto.INT16))[0]
+        k = self.init(np.array(128 if frm == np.uint8 else -128, np.int16), "offset")
+        moved = self.add("Sub", [wide, k], "shift")[0]
+        to_code = onnx.TensorProto.INT8 if to == np.int8 else onnx.TensorProto.UINT8
+        return self.add("Cast", [moved], "narrow", to=int(to_code),
+                        outputs=[self._claim(out)] if out else None)[0]
+
+    def as_uint8(self, t: int, y: int, layout: str, onnx_op: str, **attrs: Any) -> None:
+        """``onnx_op`` between DequantizeLinear and QuantizeLinear computed on uint8, for an
+        op whose rounding is not the same on value - 128 (TFLite's uint8 AVERAGE_POOL_2D
+        rounds the non-negative sum's half up; on int8 a negative sum's half rounds down)."""
+        def params(v: int) -> list[str]:
+            scale, zp, _ = self.quant(v)  # type: ignore[misc]
+            return [self.init(np.float32(scale[0]), "scale"),
+                    self.init(np.array(zp[0] + 128, np.uint8), "zero_point")]
+
+        u = self._shift(self.get(t, layout), np.int8, np.uint8)
+        f = self.add("DequantizeLinear", [u, *params(t)], "dequant")[0]
+        out = self.add(onnx_op, [f], onnx_op.lower(), **attrs)[0]
+        q = self.add("QuantizeLinear", [out, *params(y)], "quant")[0]
+        self.define(y, self._shift(q, np.uint8, np.int8), layout)
+
     # ------------------------------------------------------------------ the model
     def _rename(self, old: str, new: str) -> None:
         for n in self.nodes:
@@ -287,10 +332,12 @@ class Builder:
 
     def finish(self) -> onnx.ModelProto:
         outs: list[str] = []
-        in_names = {self.names[(t, "nhwc")] for t in self.inputs if (t, "nhwc") in self.names}
+        in_names = set(self.input_names.values())
         for t in self.outputs:
             name = self.get(t, "nhwc")
             want = self.reserved.get(t, name)
+            if self.uint8(t):  # back to the uint8 the model declares
+                name = self._shift(name, np.int8, np.uint8)
             if name in outs or name in in_names:
                 target = [want] if want not in outs and want != name else None
                 name = self.add("Identity", [name], "output", outputs=target)[0]
@@ -300,10 +347,10 @@ class Builder:
             outs.append(name)
 
         def vi(name: str, t: int) -> onnx.ValueInfoProto:
-            dt = helper.np_dtype_to_tensor_dtype(self.dtype(t))
+            dt = helper.np_dtype_to_tensor_dtype(self.declared(t))
             return helper.make_tensor_value_info(name, dt, list(self.shape(t)))
 
-        inputs = [vi(self.names[(t, "nhwc")], t) for t in self.inputs if self.const(t) is None]
+        inputs = [vi(self.input_names[t], t) for t in self.inputs if self.const(t) is None]
         graph = helper.make_graph(self.nodes, Path(self.fname).stem, inputs,
                                   [vi(n, t) for n, t in zip(outs, self.outputs)], self.inits)
         m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],

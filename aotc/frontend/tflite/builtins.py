@@ -151,6 +151,9 @@ def _pool(onnx_op: str) -> Callable[[Builder, Any], None]:
             b.define(y, b.add("MaxPool", [b.get(x, "nchw")], "max_pool",
                               outputs=[b.out_name(y)], **attrs)[0], "nchw")
             return
+        if onnx_op == "AveragePool" and fused == 0 and b.uint8(x) and b.uint8(y):
+            b.as_uint8(x, y, "nchw", onnx_op, **attrs)  # uint8's rounding
+            return
         out = b.add(onnx_op, [b.fin(x, "nchw")], "pool", **attrs)[0]
         b.fout(y, out, "nchw", fused)
     return convert
