@@ -297,13 +297,13 @@ class Builder:
         raise AotcError(f"fused activation {fused} (SIGN_BIT) is not supported")
 
     def _shift(self, src: str, frm: type, to: type, out: str | None = None) -> str:
-        """uint8 <-> int8 of the same real values: x -+ 128, exact (integer ops only)."""
-        wide = self.add("Cast", [src], "widen", to=int(onnx.TensorProto.INT16))[0]
-        k = self.init(np.array(128 if frm == np.uint8 else -128, np.int16), "offset")
-        moved = self.add("Sub", [wide, k], "shift")[0]
-        to_code = onnx.TensorProto.INT8 if to == np.int8 else onnx.TensorProto.UINT8
-        return self.add("Cast", [moved], "narrow", to=int(to_code),
-                        outputs=[self._claim(out)] if out else None)[0]
+        """uint8 <-> int8 of the same real values, x -+ 128: one kernel, aotc's QLut (a
+        256-byte table; no wider temporary in the arena)."""
+        first = np.arange(256) + int(np.iinfo(frm).min)
+        table = (first + (-128 if frm == np.uint8 else 128)).astype(to)
+        self.uses_aotc_domain = True
+        return self.add("QLut", [src], "shift", outputs=[self._claim(out)] if out else None,
+                        domain="aotc", table=numpy_helper.from_array(table))[0]
 
     def as_uint8(self, t: int, y: int, layout: str, onnx_op: str, **attrs: Any) -> None:
         """``onnx_op`` between DequantizeLinear and QuantizeLinear computed on uint8, for an
@@ -353,7 +353,10 @@ class Builder:
         inputs = [vi(self.input_names[t], t) for t in self.inputs if self.const(t) is None]
         graph = helper.make_graph(self.nodes, Path(self.fname).stem, inputs,
                                   [vi(n, t) for n, t in zip(outs, self.outputs)], self.inits)
-        m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
+        opsets = [helper.make_opsetid("", OPSET)]
+        if getattr(self, "uses_aotc_domain", False):
+            opsets.append(helper.make_opsetid("aotc", 1))
+        m = helper.make_model(graph, opset_imports=opsets,
                               producer_name="aotc.frontend.tflite")
         m.ir_version = min(m.ir_version, onnx.IR_VERSION)
         return m
