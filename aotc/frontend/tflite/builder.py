@@ -130,7 +130,19 @@ class Builder:
             zp = np.repeat(zp, len(scale))
         if self.uint8(t):
             zp = zp - 128
-        return scale, zp, int(q.QuantizedDimension())
+        axis, shape = int(q.QuantizedDimension()), self.shape(t)
+        if len(scale) > 1:
+            if len(shape) == 1:
+                # TFLM reads a 1-D tensor's per-channel parameters (a bias's) along its only
+                # axis whatever quantized_dimension says (converters have written 3 there).
+                axis = 0
+            elif not 0 <= axis < len(shape):
+                raise AotcError(f"tensor {self.tname(t)!r}: quantized_dimension {axis} is not "
+                                f"an axis of its shape {list(shape)}")
+            if shape[axis] != len(scale):
+                raise AotcError(f"tensor {self.tname(t)!r}: {len(scale)} per-channel scales "
+                                f"for {shape[axis]} channels along axis {axis}")
+        return scale, zp, axis
 
     def quantized(self, t: int) -> bool:
         return self.quant(t) is not None and self.dtype(t) != np.int32
