@@ -43,6 +43,17 @@ class Builder:
         self.outputs = [int(t) for t in sub.OutputsAsNumpy()] if sub.OutputsLength() else []
         if not self.outputs:
             raise AotcError(f"{fname}: the subgraph has no outputs")
+        # DEQUANTIZE of a float16 constant (float16 weights): its output is that constant,
+        # folded to float32 (output tensor -> the float16 tensor).
+        self.folded_f16: dict[int, int] = {}
+        for i in range(sub.OperatorsLength()):
+            op = sub.Operators(i)
+            code = model.OperatorCodes(op.OpcodeIndex())
+            if max(code.BuiltinCode(), code.DeprecatedBuiltinCode()) == 6 \
+                    and op.InputsLength() == 1 and op.OutputsLength() == 1:
+                src = int(op.Inputs(0))
+                if self.tensor(src).Type() == 1 and self.const(src) is not None:
+                    self.folded_f16[int(op.Outputs(0))] = src
         self.input_names: dict[int, str] = {}
         for t in self.inputs:
             if self.const(t) is None:
@@ -93,6 +104,8 @@ class Builder:
 
     def const(self, t: int) -> np.ndarray | None:
         """The constant data of tensor ``t`` (None for an activation)."""
+        if t in self.folded_f16:
+            return self.const(self.folded_f16[t])
         ts = self.tensor(t)
         bi = ts.Buffer()
         if bi <= 0 or bi >= self.model.BuffersLength():
@@ -267,6 +280,8 @@ class Builder:
     def dq(self, src: str, t: int, perm: tuple[int, ...] | None = None) -> str:
         """``src`` (holding tensor ``t``'s data) as float."""
         q = self.quant(t)
+        if q is None and self.dtype(t) == np.float16 and self.const(t) is not None:
+            return src  # float16 weights (behind DEQUANTIZE): folded to float32 by const()
         if q is None:
             if self.dtype(t) != np.float32:
                 raise AotcError(f"tensor {self.tname(t)!r} is {self.dtype(t).name} without "
