@@ -318,8 +318,11 @@ class _Rewriter:
     def _reduce(self, p: Node, q: Node, kind: str) -> Node | None:
         """TFLite's MEAN/SUM arithmetic (QReduce) in tflite mode; onnx mode keeps the float
         reduction. Axes must be given (a constant input or the attribute)."""
-        x = self.act_dq(p.inputs[0])
-        if self.mode != "tflite" or x is None or not self.same_type(x, q):
+        x = self.dq(p.inputs[0], const_data=False)
+        xv = self.value(x.inputs[0]) if x is not None else None
+        if self.mode != "tflite" or x is None or not self.per_tensor(x) or xv is None \
+                or xv.type.dtype.name not in ("int8", "uint8", "int16") \
+                or not self.same_type(x, q):
             return None
         raw = self.const(p.inputs[1]) if len(p.inputs) > 1 and p.inputs[1] else \
             p.attrs.get("axes")

@@ -115,23 +115,27 @@ def test_float_reductions_match_litert(code, tmp_path):
     np.testing.assert_allclose(got[0], interpret(model, xs)[0][0], rtol=1e-5, atol=1e-5)
 
 
-def _qdq_mean(shape, axes, keep, qin, qout) -> onnx.ModelProto:
+def _qdq_mean(shape, axes, keep, qin, qout, dt=np.int8) -> onnx.ModelProto:
     inits = [numpy_helper.from_array(np.float32(qin[0]), "sx"),
-             numpy_helper.from_array(np.int8(qin[1]), "zx"),
+             numpy_helper.from_array(np.array(qin[1], dt), "zx"),
              numpy_helper.from_array(np.float32(qout[0]), "sy"),
-             numpy_helper.from_array(np.int8(qout[1]), "zy")]
-    nodes = [helper.make_node("DequantizeLinear", ["x", "sx", "zx"], ["xf"]),
-             helper.make_node("ReduceMean", ["xf"], ["m"], axes=axes, keepdims=int(keep)),
+             numpy_helper.from_array(np.array(qout[1], dt), "zy")]
+    opset = 17 if dt == np.int8 else 21  # int16 DequantizeLinear from opset 21
+    if opset >= 18:  # axes an input
+        inits.append(numpy_helper.from_array(np.array(axes, np.int64), "axes"))
+        mean = helper.make_node("ReduceMean", ["xf", "axes"], ["m"], keepdims=int(keep))
+    else:
+        mean = helper.make_node("ReduceMean", ["xf"], ["m"], axes=axes, keepdims=int(keep))
+    nodes = [helper.make_node("DequantizeLinear", ["x", "sx", "zx"], ["xf"]), mean,
              helper.make_node("QuantizeLinear", ["m", "sy", "zy"], ["y"])]
     rank = len(shape)
     red = {a % rank for a in axes}
     out_shape = [1 if d in red else s for d, s in enumerate(shape) if keep or d not in red]
-    g = helper.make_graph(nodes, "qdq_mean",
-                          [helper.make_tensor_value_info("x", onnx.TensorProto.INT8, shape)],
-                          [helper.make_tensor_value_info("y", onnx.TensorProto.INT8,
-                                                         out_shape)], inits)
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
-    m.ir_version = 8
+    et = helper.np_dtype_to_tensor_dtype(np.dtype(dt))
+    g = helper.make_graph(nodes, "qdq_mean", [helper.make_tensor_value_info("x", et, shape)],
+                          [helper.make_tensor_value_info("y", et, out_shape)], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+    m.ir_version = 8 if opset == 17 else 10
     return m
 
 
@@ -159,3 +163,38 @@ def test_onnx_qdq_reduce_mean_follows_tflm_under_requant_tflite(case, tmp_path):
             else:
                 want = sess.run(None, {"x": x})[0]
                 assert np.abs(got.astype(np.int32) - want).max() <= 1
+
+
+
+def _int16_tflite(model: bytes) -> bytes:
+    import flatbuffers
+    from ai_edge_litert import schema_py_generated as S
+
+    m = S.ModelT.InitFromObj(S.Model.GetRootAs(model, 0))
+    for t in m.subgraphs[0].tensors:
+        if t.type == S.TensorType.INT8:
+            t.type = S.TensorType.INT16
+    b = flatbuffers.Builder(1024)
+    b.Finish(m.Pack(b), file_identifier=b"TFL3")
+    return bytes(b.Output())
+
+
+@pytest.mark.parametrize("case", [0, 2, 3, 8])
+def test_int16_qdq_mean_bit_exact_with_tflm(case, tmp_path):
+    """int16 (zero point 0, as the 16x8 converter writes it): the ONNX QDQ form at opset 21
+    (the TFLite importer's opset 17 has no int16 DequantizeLinear) against TFLM running the
+    int16 MEAN."""
+    shape, axes, keep, qin, qout = CASES[case]
+    qin, qout = (qin[0] / 256, 0), (qout[0] / 256, 0)
+    tfl = _int16_tflite(_reduce_model("MEAN", shape, axes, keep, qin, qout))
+    m = _qdq_mean(shape, axes, keep, qin, qout, np.int16)
+    path = tmp_path / "m.onnx"
+    onnx.save(m, path)
+    bundle = aotc.compile(path, tmp_path / "out", name="m")
+    assert "QReduce" in {n.op for n in bundle.compilation.graph.nodes}
+    runner = bundle.load()
+    rng = np.random.default_rng(case)
+    xs = [rng.integers(-32768, 32768, size=shape, dtype=np.int16) for _ in range(4)]
+    xs += [np.full(shape, -32768, np.int16), np.full(shape, 32767, np.int16)]
+    for x in xs:
+        np.testing.assert_array_equal(runner.run({"x": x})["y"], interpret_tflm(tfl, [x])[0])

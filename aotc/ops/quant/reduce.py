@@ -1,4 +1,4 @@
-"""QReduce: int8/uint8 MEAN and SUM over any axes as TFLM computes them (reduce_common.cc,
+"""QReduce: int8/uint8/int16 MEAN and SUM over any axes as TFLM computes them (reduce_common.cc,
 reference_ops::QuantizedMeanOrSum): an int32 sum of the raw integers, minus the input zero
 point times the element count, requantised by one fixed-point multiplier to the output's scale
 (for MEAN the multiplier of in_scale / out_scale with 1/count folded into it, the shift clamped
@@ -47,12 +47,12 @@ def _wrap32(v: int) -> int:
 @register
 class QReduce(QuantOp):
     """(X, x_scale, x_zero_point, y_scale, y_zero_point) -> Y: ``kind`` "mean" or "sum" over
-    ``axes`` (TFLite's MEAN/SUM on int8 or uint8, bit-exact with TFLM)."""
+    ``axes`` (TFLite's MEAN/SUM on int8, uint8 or int16, bit-exact with TFLM)."""
 
     name = "QReduce"
     since = 1
     domain = "aotc"
-    dtypes = QT
+    dtypes = (*QT, "int16")
     attr_choices = {"kind": ("mean", "sum")}
 
     def reference(self, X: np.ndarray, x_scale: np.ndarray, x_zero_point: np.ndarray,
@@ -65,8 +65,8 @@ class QReduce(QuantOp):
 
     def check(self, node: Node, ins: Sequence[Value | None]) -> None:
         x = ins[0]
-        if x is None or x.type.dtype.name not in QT:
-            raise AotcError("X must be int8 or uint8", node.name, node.op)
+        if x is None or x.type.dtype.name not in self.dtypes:
+            raise AotcError("X must be int8, uint8 or int16", node.name, node.op)
         for i in (1, 2, 3, 4):
             if i < len(ins):
                 _scalar(node, ins[i], "scales and zero points")
