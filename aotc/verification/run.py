@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Mapping, Sequence
+import sys
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -131,10 +133,36 @@ def tflite_outputs(path: str | os.PathLike[str], feeds: Mapping[str, np.ndarray]
                     "(pip install tflite-micro); or pass expected outputs")
 
 
+@contextlib.contextmanager
+def _captured_stderr(lines: list[str]) -> Iterator[None]:
+    """The process's stderr (fd 2) into ``lines``: TFLM's C++ logs why it refuses a model
+    there ("Hybrid models are not supported on TFLite Micro."), which tflite_outputs reports
+    in its one line instead."""
+    import tempfile
+
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as tmp:
+        try:
+            os.dup2(tmp.fileno(), 2)
+            yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            tmp.seek(0)
+            lines.extend(tmp.read().decode("utf-8", "replace").splitlines())
+
+
 def _tflm(data: bytes, xs: Sequence[np.ndarray], n: int) -> list[np.ndarray]:
     from tflite_micro.python.tflite_micro import runtime
 
-    it = runtime.Interpreter.from_bytes(data, arena_size=16 << 20)
+    log: list[str] = []
+    try:
+        with _captured_stderr(log):
+            it = runtime.Interpreter.from_bytes(data, arena_size=16 << 20)
+    except Exception as e:
+        said = [ln.split(".cc ", 1)[-1].strip() for ln in log if ln.strip()]
+        raise RuntimeError(f"{said[0]} ({e})" if said else str(e)) from None
     for k, x in enumerate(xs):
         it.set_input(x, k)
     it.invoke()
