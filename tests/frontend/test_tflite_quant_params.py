@@ -56,3 +56,10 @@ def test_bad_per_channel_parameters_are_one_line_errors(what, match, tmp_path):
     with pytest.raises(aotc.AotcError, match=match) as e:
         _compile(_conv_model(edit), tmp_path)
     assert "\n" not in str(e.value)
+
+
+def test_zero_point_outside_the_type_is_an_error(tmp_path):
+    def edit(net, w, b):
+        net.tensors[net.inputs[0]].quantization.zeroPoint = np.array([-129], np.int64)
+    with pytest.raises(aotc.AotcError, match="zero point -129 is outside int8's range"):
+        _compile(_conv_model(edit), tmp_path)

@@ -169,3 +169,51 @@ def test_uint8_model_bit_exact_with_litert(case, tmp_path):
         for t, w in zip(outs, want):
             assert got[t["name"]].dtype == w.dtype == np.uint8
             np.testing.assert_array_equal(got[t["name"]], w, err_msg=f"{case} {t['name']}")
+
+
+def test_uint8_io_around_an_int8_model_bit_exact_with_tflm(tmp_path):
+    """The converter's inference_input_type/output_type=uint8: QUANTIZE uint8 -> int8 at the
+    input and int8 -> uint8 at the output of an int8 model, which TFLM runs: bit-exact with
+    TFLM (the uint8 tensors become int8 with the same parameters, so each QUANTIZE is exact)."""
+    from tflite_builder import interpret_tflm
+
+    model8 = float_and_int8(conv, [(1, 8, 8, 3)])["int8"][0]
+    m = S.ModelT.InitFromObj(S.Model.GetRootAs(model8, 0))
+    sg = m.subgraphs[0]
+    x8, y8 = int(sg.inputs[0]), int(sg.outputs[0])
+
+    def u8_twin(t: int, name: str, zp_shift: int = 128) -> int:
+        src = sg.tensors[t]
+        u = S.TensorT()
+        u.shape, u.type, u.name, u.buffer = src.shape, S.TensorType.UINT8, name, 0
+        q = S.QuantizationParametersT()
+        q.scale = np.asarray(src.quantization.scale, np.float32)
+        q.zeroPoint = np.asarray(src.quantization.zeroPoint, np.int64) + zp_shift
+        u.quantization = q
+        sg.tensors.append(u)
+        return len(sg.tensors) - 1
+
+    xu, yu = u8_twin(x8, "image_u8"), u8_twin(y8, "out_u8", 150)  # output: other zero point
+    code = S.OperatorCodeT()
+    code.builtinCode = code.deprecatedBuiltinCode = S.BuiltinOperator.QUANTIZE
+    code.version = 1
+    m.operatorCodes.append(code)
+    ops = []
+    for i, o in ((xu, x8), (y8, yu)):
+        op = S.OperatorT()
+        op.opcodeIndex = len(m.operatorCodes) - 1
+        op.inputs, op.outputs = np.array([i], np.int32), np.array([o], np.int32)
+        ops.append(op)
+    sg.operators = [ops[0], *sg.operators, ops[1]]
+    sg.inputs, sg.outputs = np.array([xu], np.int32), np.array([yu], np.int32)
+    import flatbuffers
+
+    b = flatbuffers.Builder(1024)
+    b.Finish(m.Pack(b), file_identifier=b"TFL3")
+    model = bytes(b.Output())
+    path = tmp_path / "m.tflite"
+    path.write_bytes(model)
+    runner = aotc.compile(path, tmp_path / "out", name="m").load()
+    for (x,) in _vectors([(1, 8, 8, 3)], 1):
+        got = runner.run({"image_u8": x})["out_u8"]
+        np.testing.assert_array_equal(got, interpret_tflm(model, [x])[0])

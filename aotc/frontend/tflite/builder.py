@@ -141,6 +141,12 @@ class Builder:
             len(scale), np.int64)
         if len(zp) == 1 and len(scale) > 1:
             zp = np.repeat(zp, len(scale))
+        declared = self.declared(t)
+        if declared != np.int32 and len(zp) and (zp.min() < np.iinfo(declared).min
+                                                 or zp.max() > np.iinfo(declared).max):
+            bad = int(zp.min() if zp.min() < np.iinfo(declared).min else zp.max())
+            raise AotcError(f"tensor {self.tname(t)!r}: zero point {bad} is outside "
+                            f"{declared.name}'s range")
         if self.uint8(t):
             zp = zp - 128
         axis, shape = int(q.QuantizedDimension()), self.shape(t)
