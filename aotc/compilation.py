@@ -63,6 +63,10 @@ class CompileOptions:
     # A model exported from PyTorch (aotc/frontend/torch.py) may carry more weight bytes than
     # the module's parameters and buffers (> 1.05x + 1 KB) only when this is set.
     allow_weight_growth: bool = False
+    # Keep a .tflite model's float16 weights (behind DEQUANTIZE) float16 in flash, converted in
+    # the kernels: not implemented; float16 weights are folded to float32 at compile time, and
+    # asking for this is an error (aotc.compiler).
+    keep_float16_weights: bool = False
     # Memory pools, fastest first: Pool objects or "NAME:BYTES[:SECTION]" strings (--pool).
     # None: the --target board's pools (board.toml [[pools]]) if it lists any, else one arena;
     # (): one arena.

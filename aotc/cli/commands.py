@@ -146,7 +146,8 @@ def cmd_verify(args: argparse.Namespace, argv: Sequence[str]) -> int:
     from aotc.frontend.tflite import is_tflite
 
     ref = ("expected vectors" if expected is not None else
-           "the TFLite interpreter" if is_tflite(reference) else "onnxruntime")
+           (rep.get("reference") or "the TFLite interpreter") if is_tflite(reference)
+           else "onnxruntime")
     if vs_torch:
         ref = "torch"
     if args.reference and expected is None:

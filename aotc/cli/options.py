@@ -81,6 +81,9 @@ def add_compile_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--allow-weight-growth", action="store_true",
                    help="a .pt2 model: allow the bundle more weight bytes than 1.05x + 1 KB of "
                         "the module's parameters and buffers (docs/pytorch.md)")
+    p.add_argument("--keep-float16-weights", action="store_true",
+                   help="keep float16 weights float16 in flash (not implemented: refused; "
+                        "float16 weights are folded to float32 at compile time)")
     p.add_argument("--cmsis-nn-path", default=None, metavar="DIR",
                    help="the CMSIS-NN tree for --byoc cmsis-nn (default: $CMSIS_NN_PATH)")
     p.add_argument("--tuning-log", default=None, metavar="LOG.jsonl",
@@ -124,6 +127,7 @@ def compile_options(args: argparse.Namespace, argv: Sequence[str]) -> dict[str, 
                 cmsis_nn_path=args.cmsis_nn_path,
                 allow_weight_growth=args.allow_weight_growth,
                 state=tuple(args.state),
+                keep_float16_weights=args.keep_float16_weights,
                 schedules=tuning_schedules(args.tuning_log, target, args.requant))
 
 

@@ -163,20 +163,39 @@ def _clamped(e: Bin) -> bool:
 
 
 def float_range(e: Expr) -> tuple[float, float] | None:
-    """Bounds of a float expression proven NaN-free, or None. Only what a clamp guarantees:
-    aotc_minf(x, k)/aotc_maxf(x, k) give k for a NaN x, and rint/floor/ceil keep integer
-    bounds."""
+    """Bounds of a float expression proven NaN-free, or None. What is proven: constants, an
+    integer converted to float, +, -, * and / by a constant, rint/floor/ceil, and a clamp
+    (aotc_minf/aotc_maxf and their constant-bound forms keep a NaN, so a clamp bounds only a
+    NaN-free operand: a value loaded from a float tensor may be NaN, and its conversion to an
+    integer goes through aotc_sat_*, which gives 0 for NaN)."""
     if isinstance(e, Const):
         v = float(e.value)
         return None if math.isnan(v) else (v, v)
+    if isinstance(e, Cast) and _is_int(e.a.dtype) and e.dtype.is_float:
+        info = np.iinfo(e.a.dtype.np)
+        return float(info.min), float(info.max)
+    if isinstance(e, Bin) and e.op in ("add", "sub", "mul", "div") and e.dtype.is_float:
+        a, b = float_range(e.a), float_range(e.b)
+        if a is None or b is None or (e.op == "div" and b[0] <= 0.0 <= b[1]):
+            return None
+        with np.errstate(all="ignore"):
+            if e.op == "add":
+                c = [a[0] + b[0], a[1] + b[1]]
+            elif e.op == "sub":
+                c = [a[0] - b[1], a[1] - b[0]]
+            else:
+                c = [x * y if e.op == "mul" else x / y for x in a for y in b]
+        if any(math.isnan(v) for v in c):
+            return None
+        return min(c), max(c)
     if isinstance(e, Bin) and e.op in ("min", "max") and isinstance(e.b, Const):
         k = float(e.b.value)
-        if math.isnan(k):
+        inner = float_range(e.a)
+        if math.isnan(k) or inner is None:
             return None
-        inner = float_range(e.a) or (-math.inf, math.inf)
         if e.op == "min":
-            return min(inner[0], k), k
-        return k, max(inner[1], k)
+            return min(inner[0], k), min(inner[1], k)
+        return max(inner[0], k), max(inner[1], k)
     if isinstance(e, Call) and e.fn in ("rint", "floor", "ceil"):
         inner = float_range(e.args[0])
         return None if inner is None else (math.floor(inner[0]), math.ceil(inner[1]))

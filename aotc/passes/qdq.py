@@ -25,10 +25,10 @@ QDQ_DOMAINS = ("", "aotc")  # aotc: the TFLite frontend's int16 / int64 Q and DQ
 QUANT_OPS = {"QLinearConv", "QLinearMatMul", "ConvInteger", "MatMulInteger", "QLinearAdd",
              "QLinearSub", "QRequantize", "QLeakyRelu", "QConvTranspose", "QLinearMul",
              "QLinearAveragePool", "QLinearGlobalAveragePool", "QLinearSoftmax", "QLinearSigmoid",
-             "QLinearLeakyRelu", "QLinearConcat", "QLut"}
+             "QLinearLeakyRelu", "QLinearConcat", "QLut", "QReduce"}
 TRANSPARENT = {"Reshape", "Transpose", "Flatten", "Squeeze", "Unsqueeze", "Identity",
                "MaxPool", "GlobalMaxPool", "Slice", "Gather", "Split", "DepthToSpace",
-               "SpaceToDepth", "Pad"}
+               "SpaceToDepth", "Pad", "ReduceMax", "ReduceMin"}
 # Shape-only ops a DequantizeLinear is moved below (hoist).
 MOVES = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose"}
 # Float ops computed as a 256-entry table on int8: the float formula quantised (onnx mode), or,
@@ -341,6 +341,34 @@ class _Rewriter:
             return None
         ins = [x.inputs[0], x.inputs[1], self.zp_in(x), q.inputs[1], q.inputs[2]]
         return self.node(p, "QLinearGlobalAveragePool", ins, q, "com.microsoft", {})
+
+    def r_ReduceMean(self, p: Node, q: Node) -> Node | None:
+        return self._reduce(p, q, "mean")
+
+    def r_ReduceSum(self, p: Node, q: Node) -> Node | None:
+        return self._reduce(p, q, "sum")
+
+    def _reduce(self, p: Node, q: Node, kind: str) -> Node | None:
+        """TFLite's MEAN/SUM arithmetic (QReduce) in tflite mode; onnx mode keeps the float
+        reduction. Axes must be given (a constant input or the attribute)."""
+        x = self.dq(p.inputs[0], const_data=False)
+        xv = self.value(x.inputs[0]) if x is not None else None
+        if self.mode != "tflite" or x is None or not self.per_tensor(x) or xv is None \
+                or xv.type.dtype.name not in ("int8", "uint8", "int16") \
+                or not self.same_type(x, q):
+            return None
+        raw = self.const(p.inputs[1]) if len(p.inputs) > 1 and p.inputs[1] else \
+            p.attrs.get("axes")
+        if raw is None or np.asarray(raw).size == 0:
+            return None
+        ins = [x.inputs[0], x.inputs[1], self.zp_in(x), q.inputs[1], q.inputs[2]]
+        return self.node(p, "QReduce", ins, q, "aotc", {
+            "axes": [int(a) for a in np.asarray(raw).reshape(-1)],
+            "keepdims": int(p.attrs.get("keepdims", 1)), "kind": kind})
+
+    def same_type(self, x: Node, q: Node) -> bool:
+        xv, yv = self.value(x.inputs[0]), self.value(q.inputs[2])
+        return xv is not None and yv is not None and xv.type.dtype == yv.type.dtype
 
     def r_Softmax(self, p: Node, q: Node) -> Node | None:
         x = self.act_dq(p.inputs[0])

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Mapping, Sequence
+import sys
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -32,9 +34,44 @@ def random_inputs(meta_inputs: list[dict[str, Any]], seed: int) -> dict[str, np.
 
 def default_vectors(specs: list[dict[str, Any]],
                     inputs: Sequence[Mapping[str, np.ndarray]] | None,
-                    seed: int) -> Sequence[Mapping[str, np.ndarray]]:
-    """``inputs``, or two random vectors (seeds ``seed`` and ``seed + 1``)."""
-    return inputs if inputs is not None else [random_inputs(specs, seed + k) for k in range(2)]
+                    seed: int, tflite: bool = False) -> Sequence[Mapping[str, np.ndarray]]:
+    """``inputs``, or two random vectors (seeds ``seed`` and ``seed + 1``); for a .tflite
+    model (``tflite``) the range vectors of range_vectors()."""
+    if inputs is not None:
+        return inputs
+    if tflite:
+        return range_vectors(specs, seed)
+    return [random_inputs(specs, seed + k) for k in range(2)]
+
+
+RANGE_VECTORS = 8
+
+
+def range_vectors(specs: list[dict[str, Any]], seed: int) -> list[dict[str, np.ndarray]]:
+    """RANGE_VECTORS vectors spanning each input type's range: every element at the type's
+    minimum, at its maximum, at zero, then random ones over the whole range (integers; the
+    extremes and one-off errors of a requantisation show there). Float inputs: all -1, all
+    +1, zero, then standard normal and, every other one, normal x 4."""
+    out: list[dict[str, np.ndarray]] = []
+    for k in range(RANGE_VECTORS):
+        rng = np.random.default_rng(seed + k)
+        vec = {}
+        for s in specs:
+            dt, shape = np.dtype(s["dtype"]), s["shape"]
+            if dt.kind == "b":
+                v = np.full(shape, k % 2 == 1, dt) if k < 3 else rng.integers(0, 2, shape)
+            elif dt.kind == "f":
+                fixed = {0: -1.0, 1: 1.0, 2: 0.0}
+                v = np.full(shape, fixed[k], dt) if k in fixed else \
+                    rng.standard_normal(shape) * (4.0 if k % 2 else 1.0)
+            else:
+                info = np.iinfo(dt)
+                fixed = {0: info.min, 1: info.max, 2: 0}
+                v = np.full(shape, fixed[k], dt) if k in fixed else \
+                    rng.integers(info.min, int(info.max) + 1, shape, dtype=dt)
+            vec[s["name"]] = np.asarray(v).astype(dt)
+        out.append(vec)
+    return out
 
 
 def onnxruntime_outputs(model: str | os.PathLike[str] | onnx.ModelProto,
@@ -62,33 +99,70 @@ def onnxruntime_outputs(model: str | os.PathLike[str] | onnx.ModelProto,
 
 
 def tflite_outputs(path: str | os.PathLike[str], feeds: Mapping[str, np.ndarray],
-                   names: Sequence[str]) -> dict[str, np.ndarray]:
+                   names: Sequence[str], used: list[str] | None = None
+                   ) -> dict[str, np.ndarray]:
     """A .tflite model's outputs (``names``, in the model's order): a quantised model's from
     TensorFlow Lite Micro, whose int8 arithmetic ``--requant tflite`` follows, a float one's
-    from the LiteRT interpreter (which also runs hybrid models); the other when one is not
-    installed."""
+    from the LiteRT interpreter (which also runs hybrid models). When the first refuses the
+    model (TFLM: uint8, an op it lacks) or is not installed, the other; ``used`` receives
+    which ran and why ("TFLM", "LiteRT (TFLM refused the model: ...)")."""
     data = Path(path).read_bytes()
     xs = list(feeds.values())
     float_io = all(np.asarray(x).dtype == np.float32 for x in xs)
-    runners = (_litert, _tflm) if float_io else (_tflm, _litert)
-    for run in runners:
+    runners = [("LiteRT", _litert), ("TFLM", _tflm)]
+    if not float_io:
+        runners.reverse()
+    why = ""
+    for label, run in runners:
         try:
             outs = run(data, xs, len(names))
         except ImportError:
+            why = why or f" ({runners[0][0]} is not installed)"
             continue
         except Exception as e:
-            raise AotcError(f"the TFLite interpreter cannot run the model: "
-                            f"{str(e).splitlines()[0] if str(e) else type(e).__name__}"
-                            ) from None
+            text = str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__
+            if label == runners[0][0]:
+                why = f" ({label} refused the model: {text[:160]})"
+                continue
+            raise AotcError(f"no TFLite interpreter can run the model: {why.strip(' ()')}; "
+                            f"{label}: {text[:160]}") from None
+        if used is not None:
+            used.append(label + (why if label != runners[0][0] else ""))
         return dict(zip(names, outs))
     raise AotcError("verifying a .tflite model needs tflite-micro or ai-edge-litert "
                     "(pip install tflite-micro); or pass expected outputs")
 
 
+@contextlib.contextmanager
+def _captured_stderr(lines: list[str]) -> Iterator[None]:
+    """The process's stderr (fd 2) into ``lines``: TFLM's C++ logs why it refuses a model
+    there ("Hybrid models are not supported on TFLite Micro."), which tflite_outputs reports
+    in its one line instead."""
+    import tempfile
+
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as tmp:
+        try:
+            os.dup2(tmp.fileno(), 2)
+            yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            tmp.seek(0)
+            lines.extend(tmp.read().decode("utf-8", "replace").splitlines())
+
+
 def _tflm(data: bytes, xs: Sequence[np.ndarray], n: int) -> list[np.ndarray]:
     from tflite_micro.python.tflite_micro import runtime
 
-    it = runtime.Interpreter.from_bytes(data, arena_size=16 << 20)
+    log: list[str] = []
+    try:
+        with _captured_stderr(log):
+            it = runtime.Interpreter.from_bytes(data, arena_size=16 << 20)
+    except Exception as e:
+        said = [ln.split(".cc ", 1)[-1].strip() for ln in log if ln.strip()]
+        raise RuntimeError(f"{said[0]} ({e})" if said else str(e)) from None
     for k, x in enumerate(xs):
         it.set_input(x, k)
     it.invoke()
@@ -107,14 +181,21 @@ def _litert(data: bytes, xs: Sequence[np.ndarray], n: int) -> list[np.ndarray]:
     return [lit.get_tensor(d["index"]).copy() for d in lit.get_output_details()]
 
 
-def reference_outputs(model: Any, feeds: Mapping[str, np.ndarray], names: Sequence[str]
-                      ) -> dict[str, np.ndarray]:
-    """The reference's outputs for one input set: TFLM (or LiteRT) for a .tflite model,
-    onnxruntime for ONNX; what `aotc verify` and `aotc validate` compare with."""
+def _is_tflite(model: Any) -> bool:
     from aotc.frontend.tflite import is_tflite
 
-    if not isinstance(model, onnx.ModelProto) and is_tflite(model):
-        return tflite_outputs(model, feeds, names)
+    return isinstance(model, (str, os.PathLike)) and is_tflite(model)
+
+
+def reference_outputs(model: Any, feeds: Mapping[str, np.ndarray], names: Sequence[str],
+                      used: list[str] | None = None) -> dict[str, np.ndarray]:
+    """The reference's outputs for one input set: TFLM (or LiteRT) for a .tflite model,
+    onnxruntime for ONNX; what `aotc verify` and `aotc validate` compare with. ``used``
+    receives which reference ran (and why the other did not)."""
+    if _is_tflite(model):
+        return tflite_outputs(model, feeds, names, used)
+    if used is not None:
+        used.append("onnxruntime")
     return onnxruntime_outputs(model, feeds)
 
 
@@ -158,6 +239,21 @@ class _StatefulReference:
         return res
 
 
+def first_mismatch(name: str, got: np.ndarray, ref: np.ndarray, bad: np.ndarray) -> str:
+    """The first differing element of output ``name`` (``bad``: where they differ): flat and
+    multi-index, both values and, for integers, the distance in LSB."""
+    flat = np.flatnonzero(bad)
+    i = int(flat[0])
+    idx = tuple(int(v) for v in np.unravel_index(i, got.shape)) if got.ndim else ()
+    g, r = got.reshape(-1)[i].item(), ref.reshape(-1)[i].item()
+    if got.dtype.kind in "iub" and ref.dtype.kind in "iub":
+        dist = f"{abs(int(g) - int(r))} LSB"
+    else:
+        dist = f"abs error {abs(float(g) - float(r)):.3g}"
+    return (f"{flat.size} of {got.size} elements differ; the first is {name}[{i}] (index "
+            f"{idx}): {g!r} vs {r!r} from the reference, {dist}")
+
+
 def run_verification(model: Any, bundle: Any, inputs: Sequence[Mapping[str, np.ndarray]] | None,
                      expected: Sequence[Mapping[str, np.ndarray]] | None, atol: float,
                      rtol: float, seed: int, board: str | None,
@@ -165,17 +261,21 @@ def run_verification(model: Any, bundle: Any, inputs: Sequence[Mapping[str, np.n
     """Stages for ``progress``: one build, then one per vector (two random ones by default)."""
     with progress.stage(f"build for {board or 'the host'}"):
         runner = bundle.load(board)
-    inputs = default_vectors(runner.meta["inputs"], inputs, seed)
+    tflite = expected is None and _is_tflite(model)
+    if tflite and inputs is None:
+        progress.set_total(2 + RANGE_VECTORS)
+    inputs = default_vectors(runner.meta["inputs"], inputs, seed, tflite)
     # A streaming model (bundle.json "state"): the vectors are consecutive frames.
     stateful = _StatefulReference(model, bundle) if "state" in runner.meta else None
     worst: dict[str, float] = {}
+    used: list[str] = []
     for k, feeds in enumerate(inputs):
         with progress.stage(f"vector {k + 1}/{len(inputs)}"):
             got = runner.run(feeds)
             names = [o["name"] for o in runner.meta["outputs"]]
             ref = (expected[k] if expected is not None else
                    stateful(feeds, names) if stateful is not None else
-                   reference_outputs(model, feeds, names))
+                   reference_outputs(model, feeds, names, used))
         for name, g in got.items():
             if name not in ref:
                 raise AotcError(f"no reference value for output {name!r}")
@@ -184,13 +284,16 @@ def run_verification(model: Any, bundle: Any, inputs: Sequence[Mapping[str, np.n
                 r = r.reshape(g.shape)
             if g.dtype.kind == "f":
                 err = float(np.max(np.abs(g.astype(np.float64) - r), initial=0.0))
-                ok = np.allclose(g, r, atol=atol, rtol=rtol, equal_nan=True)
+                bad = ~np.isclose(g, r, atol=atol, rtol=rtol, equal_nan=True)
             else:
-                err = float(np.max(np.abs(g.astype(np.int64) - r.astype(np.int64)), initial=0))
-                ok = err <= atol
+                diff = np.abs(g.astype(np.int64) - r.astype(np.int64))
+                err = float(np.max(diff, initial=0))
+                bad = diff > atol
             worst[name] = max(worst.get(name, 0.0), err)
-            if not ok:
-                raise AotcError(f"verification failed on output {name!r} (vector {k}): max abs "
-                                f"error {err:.3g} > atol {atol:g} + rtol {rtol:g}")
+            if bad.any():
+                against = f", reference {used[-1]}" if used else ""
+                raise AotcError(f"verification failed on output {name!r} (vector {k + 1} of "
+                                f"{len(inputs)}{against}): max abs error {err:.3g} > atol "
+                                f"{atol:g} + rtol {rtol:g}; {first_mismatch(name, g, r, bad)}")
     return {"vectors": len(inputs), "max_abs_error": worst, "arena_bytes": bundle.arena_bytes,
-            "board": board or "host"}
+            "board": board or "host", "reference": used[-1] if used else None}

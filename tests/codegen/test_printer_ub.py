@@ -69,15 +69,25 @@ def test_division_guarded_unless_the_divisor_is_a_safe_constant():
     assert "(a[i] / 3)" in c, c
 
 
-def test_float_to_int_cast_saturates_unless_clamped():
+def test_float_to_int_cast_saturates_unless_clamped_and_nan_free():
+    """A clamp keeps a NaN (aotc_minfk/aotc_maxfk pass it through), so a clamped float read
+    from memory still converts through aotc_sat_* (NaN -> 0; a C cast of NaN is undefined,
+    UBSan's float-cast-overflow); a clamped value that cannot be NaN (an integer converted to
+    float, scaled by a constant) is a plain cast."""
     x = Buffer("x", F32, 4, "in")
+    a = Buffer("a", I32, 4, "in")
     y = Buffer("y", dtypes.int8, 4, "out")
     z = Buffer("z", dtypes.int8, 4, "out")
+    w = Buffer("w", dtypes.int8, 4, "out")
     i = Var("i")
     clamped = bmin(bmax(call("rint", Load(x, i)), Const(-128.0, F32)), Const(127.0, F32))
+    scaled = call("rint", Cast(Load(a, i), F32) * Const(0.25, F32) + Const(3.0, F32))
+    nan_free = bmin(bmax(scaled, Const(-128.0, F32)), Const(127.0, F32))
     body = (Loop("i", Const(0), Const(4), (
         Store(y, i, Cast(Load(x, i), dtypes.int8)),
-        Store(z, i, Cast(clamped, dtypes.int8)))),)
-    c = _print(body, x, y, z)
+        Store(z, i, Cast(clamped, dtypes.int8)),
+        Store(w, i, Cast(nan_free, dtypes.int8)))),)
+    c = _print(body, x, a, y, z, w)
     assert "y[i] = aotc_sat_i8(x[i]);" in c, c
-    assert "z[i] = (int8_t)aotc_minfk(" in c, c
+    assert "z[i] = aotc_sat_i8(aotc_minfk(" in c, c
+    assert "w[i] = (int8_t)aotc_minfk(" in c, c

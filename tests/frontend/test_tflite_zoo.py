@@ -14,8 +14,9 @@ against the host build, as every op test does; the person detector runs all 8 ve
 cortex-m4f in QEMU against TFLM.
 
 A fixture that does not compile on main is asserted to fail with one line
-``aotc: error: ...`` on stderr (or the converter table's list: a heading and a line per operator), exit status 2 and no traceback: when support for it lands,
-flip its entry in ``EXPECTED_TO_COMPILE`` (the test then fails until it is flipped).
+``aotc: error: ...`` on stderr (or the converter table's list: a heading and a line per
+operator), exit status 2 and no traceback: when support for it lands, flip its entry in
+``EXPECTED_TO_COMPILE`` (the test then fails until it is flipped).
 """
 
 from __future__ import annotations

@@ -196,6 +196,60 @@ def test_pow_integer_base_float_exponent_saturates():
                  {"z": np.int32}), {"x": x[ok], "y": y[ok]})
 
 
+# ------------------------------------------------------------------ NaN into a quantise
+@pytest.mark.parametrize("dt, zp", [(np.int8, 5), (np.uint8, 128), (np.int16, -7)])
+def test_quantize_linear_nan_gives_integer_zero(dt, zp):
+    """A NaN reaching QuantizeLinear gives the integer 0 (the saturating conversion; it was a
+    C cast of NaN, which UBSan's float-cast-overflow reports), +-inf the type's ends, the rest
+    the ONNX formula. onnxruntime is the oracle on the finite values."""
+    scale = np.float32(0.5)
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["y"])]
+    inits = {"s": np.array(scale), "z": np.array(zp, dt)}
+    m = _model(nodes, {"x": EDGES}, {"y": dt}, opset=21, initializers=inits)
+    info_ = info(dt)
+    with np.errstate(invalid="ignore"):
+        q = np.clip(np.rint(EDGES / scale) + zp, info_.min, info_.max)
+    want = np.where(np.isnan(EDGES), 0, q).astype(dt)
+    check_defined(m, {"x": EDGES}, {"y": want})
+    x = EDGES[np.isfinite(EDGES)]
+    check(_model(nodes, {"x": x}, {"y": dt}, opset=21, initializers=inits), {"x": x})
+
+
+@pytest.mark.parametrize("mode", ["linear", "nearest", "cubic"])
+def test_grid_sample_nan_coordinate_is_defined(mode):
+    """A NaN grid coordinate's float index is converted without UB (NaN -> index 0 before the
+    in-range test); the other samples are onnxruntime's (1e-5)."""
+    X = np.arange(2 * 4 * 5, dtype=np.float32).reshape(1, 2, 4, 5) / 7
+    grid = np.random.default_rng(0).uniform(-1.2, 1.2, (1, 3, 3, 2)).astype(np.float32)
+    bad = grid.copy()
+    bad[0, 1, 1, 0] = np.nan
+    bad[0, 2, 0, 1] = np.nan
+    node = helper.make_node("GridSample", ["X", "grid"], ["Y"], mode=mode)
+    m = _model([node], {"X": X, "grid": bad}, {"Y": np.float32}, opset=20)
+    got, _ = compile_and_run(m, {"X": X, "grid": bad})
+    want = ort_run(m, {"X": X, "grid": grid})["Y"]
+    ok = ~np.isnan(bad).any(axis=-1)
+    np.testing.assert_allclose(got["Y"][:, :, ok[0]], want[:, :, ok[0]], atol=1e-5, rtol=1e-5)
+
+
+def test_deform_conv_nan_offset_is_defined():
+    """A NaN sampling offset: no UB in the index conversion; the outputs it does not touch are
+    onnxruntime's (1e-5)."""
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(1, 2, 5, 5)).astype(np.float32)
+    W = rng.normal(size=(3, 2, 3, 3)).astype(np.float32)
+    off = rng.uniform(-1, 1, (1, 18, 3, 3)).astype(np.float32)
+    bad = off.copy()
+    bad[0, 4, 1, 2] = np.nan
+    node = helper.make_node("DeformConv", ["X", "W", "off"], ["Y"], kernel_shape=[3, 3])
+    m = _model([node], {"X": X, "W": W, "off": bad}, {"Y": np.float32}, opset=19)
+    got, _ = compile_and_run(m, {"X": X, "W": W, "off": bad})
+    want = ort_run(m, {"X": X, "W": W, "off": off})["Y"]
+    mask = np.ones(want.shape, bool)
+    mask[:, :, 1, 2] = False
+    np.testing.assert_allclose(got["Y"][mask], want[mask], atol=1e-5, rtol=1e-5)
+
+
 # ------------------------------------------------------------------ RoiAlign at run time
 def _roialign(ratio: int):
     X = np.arange(2 * 3 * 5 * 6, dtype=np.float32).reshape(2, 3, 5, 6) / 10

@@ -46,9 +46,24 @@ class Builder:
         self.outputs = [int(t) for t in sub.OutputsAsNumpy()] if sub.OutputsLength() else []
         if not self.outputs:
             raise AotcError(f"{fname}: the subgraph has no outputs")
+        # DEQUANTIZE of a float16 constant (float16 weights): its output is that constant,
+        # folded to float32 (output tensor -> the float16 tensor).
+        self.folded_f16: dict[int, int] = {}
+        for i in range(sub.OperatorsLength()):
+            op = sub.Operators(i)
+            code = model.OperatorCodes(op.OpcodeIndex())
+            if max(code.BuiltinCode(), code.DeprecatedBuiltinCode()) == 6 \
+                    and op.InputsLength() == 1 and op.OutputsLength() == 1:
+                src = int(op.Inputs(0))
+                if self.tensor(src).Type() == 1 and self.const(src) is not None:
+                    self.folded_f16[int(op.Outputs(0))] = src
+        self.input_names: dict[int, str] = {}
         for t in self.inputs:
             if self.const(t) is None:
-                self.names[(t, "nhwc")] = self._claim(self.tname(t))
+                self.names[(t, "nhwc")] = self.input_names[t] = self._claim(self.tname(t))
+                if self.uint8(t):  # the bundle takes uint8; the graph computes on int8
+                    self.names[(t, "nhwc")] = self._shift(self.names[(t, "nhwc")], np.uint8,
+                                                          np.int8, f"{self.tname(t)}/int8")
         # The graph outputs keep their TFLite names (the bundle's API names them).
         self.reserved = {t: self._claim(self.tname(t)) for t in self.outputs
                          if (t, "nhwc") not in self.names}
@@ -67,12 +82,25 @@ class Builder:
         ts = self.tensor(t)
         return tuple(int(d) for d in ts.ShapeAsNumpy()) if ts.ShapeLength() else ()
 
-    def dtype(self, t: int) -> np.dtype:
+    def declared(self, t: int) -> np.dtype:
+        """The tensor's type as the model declares it."""
         code = self.tensor(t).Type()
         if code not in _DTYPES:
             raise AotcError(f"tensor {self.tname(t)!r} has type "
                             f"{_TYPE_NAMES.get(code, code)}, which aotc does not support")
         return np.dtype(_DTYPES[code])
+
+    def uint8(self, t: int) -> bool:
+        """A quantised uint8 tensor: the graph holds it as int8, value - 128 with zero point
+        - 128 (the same real numbers, exactly), so uint8 models run on the int8 kernels with
+        one-byte weights; graph inputs and outputs are converted at the boundary."""
+        if self.declared(t) != np.uint8:
+            return False
+        q = self.tensor(t).Quantization()
+        return q is not None and q.ScaleLength() > 0
+
+    def dtype(self, t: int) -> np.dtype:
+        return np.dtype(np.int8) if self.uint8(t) else self.declared(t)
 
     def fold(self, t: int, value: np.ndarray) -> None:
         """Tensor ``t`` is ``value``, computed at compile time (no node is emitted)."""
@@ -93,6 +121,8 @@ class Builder:
         if t in self.folded:
             v = self.folded[t]
             return v.astype(np.float32) if v.dtype == np.float16 else v
+        if t in self.folded_f16:
+            return self.const(self.folded_f16[t])
         ts = self.tensor(t)
         bi = ts.Buffer()
         if bi <= 0 or bi >= self.model.BuffersLength():
@@ -107,7 +137,7 @@ class Builder:
             raw = self.data[off:off + size]
         else:
             return None
-        dt = self.dtype(t)
+        dt = self.declared(t)
         shape = self.shape(t)
         if ts.Sparsity() is not None:  # pruned weights: densified now (sparse.py)
             from aotc.frontend.tflite.sparse import densify
@@ -120,6 +150,8 @@ class Builder:
             raise AotcError(f"tensor {self.tname(t)!r}: {len(raw)} bytes of data for shape "
                             f"{list(shape)} {dt.name}")
         arr = np.frombuffer(raw, dt).reshape(shape)
+        if self.uint8(t):
+            return (arr.astype(np.int16) - 128).astype(np.int8)
         return arr.astype(np.float32) if dt == np.float16 else arr
 
     def quant(self, t: int) -> tuple[np.ndarray, np.ndarray, int] | None:
@@ -134,7 +166,27 @@ class Builder:
             len(scale), np.int64)
         if len(zp) == 1 and len(scale) > 1:
             zp = np.repeat(zp, len(scale))
-        return scale, zp, int(q.QuantizedDimension())
+        declared = self.declared(t)
+        if declared != np.int32 and len(zp) and (zp.min() < np.iinfo(declared).min
+                                                 or zp.max() > np.iinfo(declared).max):
+            bad = int(zp.min() if zp.min() < np.iinfo(declared).min else zp.max())
+            raise AotcError(f"tensor {self.tname(t)!r}: zero point {bad} is outside "
+                            f"{declared.name}'s range")
+        if self.uint8(t):
+            zp = zp - 128
+        axis, shape = int(q.QuantizedDimension()), self.shape(t)
+        if len(scale) > 1:
+            if len(shape) == 1:
+                # TFLM reads a 1-D tensor's per-channel parameters (a bias's) along its only
+                # axis whatever quantized_dimension says (converters have written 3 there).
+                axis = 0
+            elif not 0 <= axis < len(shape):
+                raise AotcError(f"tensor {self.tname(t)!r}: quantized_dimension {axis} is not "
+                                f"an axis of its shape {list(shape)}")
+            if shape[axis] != len(scale):
+                raise AotcError(f"tensor {self.tname(t)!r}: {len(scale)} per-channel scales "
+                                f"for {shape[axis]} channels along axis {axis}")
+        return scale, zp, axis
 
     def quantized(self, t: int) -> bool:
         return self.quant(t) is not None and self.dtype(t) not in (np.int32, np.int64)
@@ -264,6 +316,8 @@ class Builder:
     def dq(self, src: str, t: int, perm: tuple[int, ...] | None = None) -> str:
         """``src`` (holding tensor ``t``'s data) as float."""
         q = self.quant(t)
+        if q is None and self.dtype(t) == np.float16 and self.const(t) is not None:
+            return src  # float16 weights (behind DEQUANTIZE): folded to float32 by const()
         if q is None:
             if self.dtype(t) != np.float32:
                 raise AotcError(f"tensor {self.tname(t)!r} is {self.dtype(t).name} without "
@@ -308,6 +362,29 @@ class Builder:
             return self.add("Tanh", [y], "tanh")[0]
         raise AotcError(f"fused activation {fused} (SIGN_BIT) is not supported")
 
+    def _shift(self, src: str, frm: type, to: type, out: str | None = None) -> str:
+        """uint8 <-> int8 of the same real values, x -+ 128: one kernel, aotc's QLut (a
+        256-byte table; no wider temporary in the arena)."""
+        first = np.arange(256) + int(np.iinfo(frm).min)
+        table = (first + (-128 if frm == np.uint8 else 128)).astype(to)
+        return self.add("QLut", [src], "shift", outputs=[self._claim(out)] if out else None,
+                        domain="aotc", table=numpy_helper.from_array(table))[0]
+
+    def as_uint8(self, t: int, y: int, layout: str, onnx_op: str, **attrs: Any) -> None:
+        """``onnx_op`` between DequantizeLinear and QuantizeLinear computed on uint8, for an
+        op whose rounding is not the same on value - 128 (TFLite's uint8 AVERAGE_POOL_2D
+        rounds the non-negative sum's half up; on int8 a negative sum's half rounds down)."""
+        def params(v: int) -> list[str]:
+            scale, zp, _ = self.quant(v)  # type: ignore[misc]
+            return [self.init(np.float32(scale[0]), "scale"),
+                    self.init(np.array(zp[0] + 128, np.uint8), "zero_point")]
+
+        u = self._shift(self.get(t, layout), np.int8, np.uint8)
+        f = self.add("DequantizeLinear", [u, *params(t)], "dequant")[0]
+        out = self.add(onnx_op, [f], onnx_op.lower(), **attrs)[0]
+        q = self.add("QuantizeLinear", [out, *params(y)], "quant")[0]
+        self.define(y, self._shift(q, np.uint8, np.int8), layout)
+
     # ------------------------------------------------------------------ the model
     def _rename(self, old: str, new: str) -> None:
         for n in self.nodes:
@@ -320,10 +397,12 @@ class Builder:
 
     def finish(self) -> onnx.ModelProto:
         outs: list[str] = []
-        in_names = {self.names[(t, "nhwc")] for t in self.inputs if (t, "nhwc") in self.names}
+        in_names = set(self.input_names.values())
         for t in self.outputs:
             name = self.get(t, "nhwc")
             want = self.reserved.get(t, name)
+            if self.uint8(t):  # back to the uint8 the model declares
+                name = self._shift(name, np.int8, np.uint8)
             if name in outs or name in in_names or name in {i.name for i in self.inits}:
                 target = [want] if want not in outs and want != name else None
                 name = self.add("Identity", [name], "output", outputs=target)[0]
@@ -333,10 +412,10 @@ class Builder:
             outs.append(name)
 
         def vi(name: str, t: int) -> onnx.ValueInfoProto:
-            dt = helper.np_dtype_to_tensor_dtype(self.dtype(t))
+            dt = helper.np_dtype_to_tensor_dtype(self.declared(t))
             return helper.make_tensor_value_info(name, dt, list(self.shape(t)))
 
-        inputs = [vi(self.names[(t, "nhwc")], t) for t in self.inputs if self.const(t) is None]
+        inputs = [vi(self.input_names[t], t) for t in self.inputs if self.const(t) is None]
         outputs = [vi(n, t) for n, t in zip(outs, self.outputs)]
         # Resource variables: one more graph input and output each (variables.py).
         from aotc.frontend.tflite.variables import finish_state, metadata

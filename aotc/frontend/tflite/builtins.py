@@ -108,6 +108,9 @@ def _pool(onnx_op: str) -> Callable[[Builder, Any], None]:
             b.define(y, b.add("MaxPool", [b.get(x, "nchw")], "max_pool",
                               outputs=[b.out_name(y)], **attrs)[0], "nchw")
             return
+        if onnx_op == "AveragePool" and fused == 0 and b.uint8(x) and b.uint8(y):
+            b.as_uint8(x, y, "nchw", onnx_op, **attrs)  # uint8's rounding
+            return
         out = b.add(onnx_op, [b.fin(x, "nchw")], "pool", **attrs)[0]
         b.fout(y, out, "nchw", fused)
     return convert
@@ -275,6 +278,13 @@ def pad(b: Builder, op: Any) -> None:
 
 
 def mean(b: Builder, op: Any) -> None:
+    _reduce(b, op, "ReduceMean")
+
+
+def _reduce(b: Builder, op: Any, onnx_op: str) -> None:
+    """MEAN (SUM, REDUCE_MAX/MIN: math_ops.reducer). A quantised MEAN stays ReduceMean
+    between DQ and Q, which the QDQ pass computes with TFLM's integer arithmetic
+    (aotc.ops.quant.reduce), as it does the ReduceSum of an int8 SUM."""
     o = _opts(op, "ReducerOptions")
     (x, a), (y,) = _ins(op)[:2], _outs(op)
     rank = b.rank(x)
@@ -287,10 +297,14 @@ def mean(b: Builder, op: Any) -> None:
         if not keep and kept != sorted(kept):
             layout, axes = "nhwc", sorted({int(v) % rank for v in np.atleast_1d(b.const(a))})
     xf = b.fin(x, layout)
-    if layout == "nchw" and axes == [2, 3] and keep:
+    if onnx_op == "ReduceMean" and layout == "nchw" and axes == [2, 3] and keep \
+            and b.quant(x) is None:
         out = b.add("GlobalAveragePool", [xf], "mean")[0]
+    elif onnx_op == "ReduceSum":  # axes are an input from opset 13
+        out = b.add(onnx_op, [xf, b.init(np.array(axes, np.int64), "axes")], "sum",
+                    keepdims=int(keep))[0]
     else:
-        out = b.add("ReduceMean", [xf], "mean", axes=axes, keepdims=int(keep))[0]
+        out = b.add(onnx_op, [xf], "reduce", axes=axes, keepdims=int(keep))[0]
     b.fout(y, out, layout if keep else "nhwc")
 
 
@@ -379,7 +393,7 @@ ONNX_OPS: dict[str, tuple[str, ...]] = {
     "LEAKY_RELU": ("LeakyRelu",),
     "LOGISTIC": ("Sigmoid",),
     "MAX_POOL_2D": ("MaxPool",),
-    "MEAN": ("ReduceMean", "GlobalAveragePool", "com.microsoft.QLinearGlobalAveragePool"),
+    "MEAN": ("ReduceMean", "GlobalAveragePool", "aotc.QReduce"),
     "MUL": ("Mul", "com.microsoft.QLinearMul"),
     "PAD": ("Pad",),
     "QUANTIZE": ("QuantizeLinear",),
@@ -433,7 +447,7 @@ TYPES: dict[str, tuple[str, ...]] = {
                                  "ROUND", "RELU_N1_TO_1", "RELU_0_TO_1", "SIGN", "GELU",
                                  "FLOOR_DIV", "FLOOR_MOD", "POW", "REDUCE_PROD",
                                  "L2_NORMALIZATION", "LOG_SOFTMAX", "ADD_N",
-                                 "PRELU", "SQUARED_DIFFERENCE", "SUM",
+                                 "PRELU", "SQUARED_DIFFERENCE",
                                  "CUMSUM")},
     "RESIZE_BILINEAR": ("float32", "int8"),
     "ABS": ("float32", "int8"),
@@ -449,6 +463,7 @@ TYPES: dict[str, tuple[str, ...]] = {
                               "REDUCE_ALL")},
     **{k: ("float32", "int8", "int32") for k in ("SELECT_V2",)},
     **{k: ("float32", "int8", "int32") for k in ("REDUCE_MAX", "REDUCE_MIN")},
+    "SUM": ("float32", "int8"),  # int8: TFLM's integer sum (aotc.ops.quant.reduce)
     **{k: ("float32", "int8") for k in ("ARG_MAX", "ARG_MIN")},
     **{k: _VALUES for k in ("PACK", "UNPACK", "EXPAND_DIMS", "ZEROS_LIKE", "FILL",
                             "BROADCAST_TO", "TILE", "SLICE", "SPLIT_V", "REVERSE_V2",

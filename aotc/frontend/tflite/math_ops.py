@@ -456,7 +456,7 @@ ONNX_OPS: dict[str, tuple[str, ...]] = {
     "LOGICAL_AND": ("And",), "LOGICAL_OR": ("Or",), "LOGICAL_NOT": ("Not",),
     "SELECT_V2": ("Where",), "REDUCE_MAX": ("ReduceMax",),
     "REDUCE_MIN": ("ReduceMin",), "REDUCE_PROD": ("ReduceProd",), "REDUCE_ANY": ("ReduceMax",),
-    "REDUCE_ALL": ("ReduceMin",), "SUM": ("ReduceSum",), "ARG_MAX": ("ArgMax",),
+    "REDUCE_ALL": ("ReduceMin",), "SUM": ("ReduceSum", "aotc.QReduce"), "ARG_MAX": ("ArgMax",),
     "ARG_MIN": ("ArgMin",), "CUMSUM": ("CumSum",), "BATCH_MATMUL": ("MatMul",),
     "L2_POOL_2D": ("Mul", "AveragePool", "Sqrt"),
 }

@@ -132,7 +132,7 @@ def call_once(b: Builder, op: Any) -> None:
     # The subgraph's tensors read as the main one's are (Builder.const needs only these).
     init = object.__new__(type(b))
     init.model, init.sub, init.data, init.fname = b.model, sub, b.data, b.fname
-    init.folded = {}
+    init.folded, init.folded_f16 = {}, {}
     handles: dict[int, str] = {}
     for i in range(sub.OperatorsLength()):
         sop = sub.Operators(i)

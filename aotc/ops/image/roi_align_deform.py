@@ -254,6 +254,9 @@ class DeformConv(OpDef):
     name = "DeformConv"
     since = 19
     onnx_tests = ("test_*deform_conv*",)
+    defined = ("a NaN offset becomes tap index 0 (the saturating float -> integer "
+               "conversion) with NaN bilinear weights: the outputs it feeds are NaN, and no "
+               "read leaves X")
 
     def geometry(self, node: Node, xs: Sequence[int], ws: Sequence[int], os_: Sequence[int]
                  ) -> dict[str, Any]:

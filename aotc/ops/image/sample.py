@@ -120,6 +120,10 @@ class _GridSample(OpDef):
     modes: dict[str, str] = {"linear": "linear", "nearest": "nearest", "cubic": "cubic"}
     max_dims: int = 3
     onnx_tests = ("test_gridsample*",)
+    defined = ("a NaN grid coordinate becomes tap index 0 (the saturating float -> integer "
+               "conversion), so it reads inside X: linear and cubic give NaN, nearest reads "
+               "index 0 along that dimension (onnxruntime: whatever its index arithmetic "
+               "gives)")
 
     def _mode(self, node: Node) -> str:
         m = node.attrs["mode"]

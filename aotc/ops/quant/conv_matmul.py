@@ -191,6 +191,9 @@ class IntArith(ConvArith):
         self.requant = requant
         self._wtab: dict[int, Any] = {}
         self.folded_bias: Any = None
+        # int8 weights with a per-tensor zero point (a uint8 TFLite model's, made int8): kept
+        # one byte in flash, the zero point subtracted as they are read (packed_weights).
+        self.zp_at_run_time = False
 
     def x(self, e: Expr) -> Expr:
         v = Cast(e, I32)
@@ -207,10 +210,19 @@ class IntArith(ConvArith):
         return v - self._wtab[id(kb)][[m]]
 
     def wide(self, e: Expr) -> Expr:
+        """A packed weight as int32 (minus the zero point when packed_weights kept it)."""
+        if self.zp_at_run_time:
+            return Cast(e, I32) - Const(int(self.w_zp[0]), I32)
         return Cast(e, I32)
 
     def packed_weights(self, w: np.ndarray) -> np.ndarray:
+        """The weights the tiled schedule packs: as they are with zero point 0; int8 with one
+        zero point stays int8 (subtracted in wide()); otherwise w - zero point as int16."""
+        self.zp_at_run_time = False
         if not self.w_zp.any():
+            return w
+        if w.dtype == np.int8 and self.w_zp.size == 1:
+            self.zp_at_run_time = True
             return w
         return minus_zp(w, self.w_zp, 0).astype(np.int16)
 

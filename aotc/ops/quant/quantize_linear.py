@@ -177,6 +177,9 @@ class QuantizeLinear(_QDQBase):
     since = 10
     dtypes = ("float32",)
     onnx_tests = ("test_quantizelinear*",)
+    defined = ("a NaN input gives the integer 0 (not the zero point: the saturating float -> "
+               "integer conversion), +-inf the type's ends (onnxruntime: the CPU instruction's "
+               "result; TFLite's QUANTIZE casts NaN to an int32 in C, undefined)")
 
     @staticmethod
     def out_dtype(node: Node, zp: Value | None) -> DType:

@@ -236,30 +236,44 @@ def _tflm_elu(sx: float, zx: int, sy: float, zy: int) -> np.ndarray:
 @register
 class QLut(QuantOp):
     """int8/uint8 -> int8/uint8 through a 256-entry table computed at compile time (``_table``,
-    set by the QDQ pass or by the QLinearSigmoid/QLinearLeakyRelu imports)."""
+    set by the QDQ pass or by the QLinearSigmoid/QLinearLeakyRelu imports; ``table``, a tensor
+    attribute, where an importer writes the node: the TFLite frontend's uint8 <-> int8
+    shift at a uint8 model's inputs and outputs)."""
 
     name = "QLut"
     since = 1
     domain = "aotc"
     dtypes = QT
 
-    def reference(self, X: np.ndarray) -> np.ndarray:
+    def reference(self, X: np.ndarray, *, table: np.ndarray | None = None) -> np.ndarray:
         raise NotImplementedError
+
+    @staticmethod
+    def table(node: Node) -> np.ndarray:
+        return np.asarray(node.attrs["_table"] if "_table" in node.attrs else node.attrs["table"])
+
+    def check(self, node: Node, ins: Sequence[Value | None]) -> None:
+        x = ins[0]
+        t = self.table(node)
+        if x is None or x.type.dtype.name not in QT or t.shape != (256,) \
+                or t.dtype.name not in QT:
+            raise AotcError("expects int8/uint8 X and a 256-entry int8/uint8 table", node.name,
+                            node.op)
 
     def compute(self, args: list[np.ndarray | None], attrs: dict[str, Any], node: Node) -> Any:
         x = args[0]
         assert x is not None
-        table = np.asarray(node.attrs["_table"])
+        table = self.table(node)
         return table[x.astype(np.int64) - int(np.iinfo(x.dtype).min)]
 
     def infer(self, node: Node, ins: Sequence[Value | None]) -> list[TensorType]:
         x = ins[0]
         assert x is not None
-        return [TensorType(x.type.shape, dtypes.from_numpy(np.asarray(node.attrs["_table"]).dtype))]
+        return [TensorType(x.type.shape, dtypes.from_numpy(self.table(node).dtype))]
 
     def lower(self, node: Node, kb: Any) -> None:
         X = kb.inputs[0]
-        table = np.asarray(node.attrs["_table"])
+        table = self.table(node)
         tab = kb.const("lut", table, dtypes.from_numpy(table.dtype))
         off = -int(np.iinfo(X.dtype.np).min)
         with kb.loop(X.numel, "i") as i:
