@@ -9,8 +9,8 @@ TensorFlow Lite Micro's Python interpreter, or LiteRT's reference kernels (BUILT
 TFLM refuses the model (uint8, float16 DEQUANTIZE, DENSIFY, ...). Integer outputs, and float
 outputs dequantised from int8 (counted in steps of the DEQUANTIZE's scale): exact
 (``KNOWN_LSB`` lists where main is not yet, with the measured distance). Other float outputs:
-rtol 1e-4, atol 1e-5. The first vector also runs on the QEMU boards of AOTC_TEST_BOARDS
-against the host build, as every op test does; the person detector runs all 8 vectors on
+rtol 1e-4, atol 1e-5 (``FLOAT_ATOL``: 1e-4 for the deep face detector). The first vector
+also runs on the QEMU boards of AOTC_TEST_BOARDS against the host build, as every op test does; the person detector runs all 8 vectors on
 cortex-m4f in QEMU against TFLM.
 
 A fixture that does not compile on main is asserted to fail with one line
@@ -46,7 +46,7 @@ EXPECTED_TO_COMPILE = {
     "vww_mobilenet_v1_int8": True,
     "anomaly_detection_flatten_int8": True,      # SHAPE, PACK: folded
     "microwakeword_okay_nabu": True,             # resource variables, CALL_ONCE, SPLIT_V
-    "face_detection_short_range_fp16": False,    # float16 weights behind DEQUANTIZE
+    "face_detection_short_range_fp16": True,     # float16 weights behind DEQUANTIZE: folded
     "face_detection_full_range_sparse_fp16": False,  # DENSIFY, DEPTH_TO_SPACE, RESIZE_BILINEAR
     "hand_recrop_prelu_f32": True,               # PRELU
     "micro_speech_int8": True,
@@ -58,10 +58,14 @@ EXPECTED_TO_COMPILE = {
 
 # Integer outputs where main is not bit-exact with the reference yet: the largest distance in
 # LSB measured on the 8 vectors. Asserted as measured, so a fix shows: then drop the entry.
-KNOWN_LSB: dict[str, int] = {
-    "fingerprint_mean_int8": 1,  # has int8 MEAN (through float on main, issue 23): likely cause
-    "kws_transfer_mean_softmax_int8": 5,  # int8 MEAN then FULLY_CONNECTED and SOFTMAX
-}
+# (Empty since int8 MEAN computes as TFLM does: the fingerprint model was 1 LSB off and the
+# KWS transfer model, MEAN then FULLY_CONNECTED and SOFTMAX, 5 LSB off when MEAN ran in float.)
+KNOWN_LSB: dict[str, int] = {}
+
+# Float outputs of deep float networks, summed in another order than LiteRT's: a larger
+# absolute tolerance (the face detector: 60 convolutions, box outputs up to about 30; measured
+# at most 1.8e-5 off on 4 of 14,336 elements).
+FLOAT_ATOL = {"face_detection_short_range_fp16": 1e-4}
 
 N_VECTORS = 8
 
@@ -196,7 +200,8 @@ def _compare(name: str, label: str, got: list[np.ndarray], want: list[np.ndarray
             assert diff <= KNOWN_LSB.get(name, 0), (
                 f"{where}: {diff} LSB at {first} (aotc {g[first]}, {ref_name} {w[first]})")
         else:
-            np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5, err_msg=where)
+            atol = FLOAT_ATOL.get(name, 1e-5)
+            np.testing.assert_allclose(g, w, rtol=1e-4, atol=atol, err_msg=where)
     return worst
 
 
