@@ -10,8 +10,8 @@ TFLM refuses the model (uint8, float16 DEQUANTIZE, DENSIFY, ...). Integer output
 outputs dequantised from int8 (counted in steps of the DEQUANTIZE's scale): exact
 (``KNOWN_LSB`` lists where main is not yet, with the measured distance). Other float outputs:
 rtol 1e-4, atol 1e-5 (``FLOAT_ATOL``: 1e-4 for the deep face detector). The first vector
-also runs on the QEMU boards of AOTC_TEST_BOARDS against the host build, as every op test does; the person detector runs all 8 vectors on
-cortex-m4f in QEMU against TFLM.
+also runs on the QEMU boards of AOTC_TEST_BOARDS against the host build, as every op test
+does; the person detector runs all 8 vectors on cortex-m4f in QEMU against TFLM.
 
 A fixture that does not compile on main is asserted to fail with one line
 ``aotc: error: ...`` on stderr (or the converter table's list: a heading and a line per
