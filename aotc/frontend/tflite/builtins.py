@@ -202,6 +202,11 @@ def quantize(b: Builder, op: Any) -> None:
 
 def dequantize(b: Builder, op: Any) -> None:
     (x, *_), (y,) = _ins(op), _outs(op)
+    if b.quant(x) is None and b.declared(x) == np.float16 and b.const(x) is not None:
+        # float16 weights computed at compile time (DENSIFY of a sparse float16 constant):
+        # folded to float32 like a float16 constant behind DEQUANTIZE (Builder.folded_f16).
+        b.fold(y, b.const(x).astype(np.float32))
+        return
     layout = b.layout_of(x) if b.rank(x) == 4 else "nhwc"
     b.define(y, b.fin(x, layout), layout)
 
