@@ -207,19 +207,22 @@ def _compare(name: str, label: str, got: list[np.ndarray], want: list[np.ndarray
 
 
 # --------------------------------------------------------------------------------- tests
-@pytest.mark.parametrize("name", sorted(n for n, ok in EXPECTED_TO_COMPILE.items() if not ok))
-def test_unsupported_fixture_fails_with_one_line(name, tmp_path):
-    """Not supported on main: `aotc compile` exits 2 with one line naming the reason."""
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    cp = subprocess.run([sys.executable, "-m", "aotc", "compile", str(ZOO / META[name]["file"]),
-                         "-o", str(tmp_path / "out"), "-q"], capture_output=True, text=True,
-                        env=env, timeout=600)
-    lines = cp.stderr.strip().splitlines()
-    assert cp.returncode == 2, (cp.returncode, cp.stderr[-2000:])
-    assert "Traceback" not in cp.stderr, cp.stderr[-2000:]
-    # one line, or the operators the converter table refuses: a heading and one line each
-    assert lines and all(ln.startswith("aotc: error: ") for ln in lines), cp.stderr[-2000:]
-    assert len(lines) == 1 or "cannot be converted" in lines[0], cp.stderr[-2000:]
+UNSUPPORTED = sorted(n for n, ok in EXPECTED_TO_COMPILE.items() if not ok)
+
+if UNSUPPORTED:  # (none today: every fixture compiles; a new one that does not goes here)
+    @pytest.mark.parametrize("name", UNSUPPORTED)
+    def test_unsupported_fixture_fails_with_one_line(name, tmp_path):
+        """Not supported on main: `aotc compile` exits 2 with one line naming the reason."""
+        env = dict(os.environ, PYTHONPATH=str(ROOT))
+        cp = subprocess.run([sys.executable, "-m", "aotc", "compile", str(ZOO / META[name]["file"]),
+                             "-o", str(tmp_path / "out"), "-q"], capture_output=True, text=True,
+                            env=env, timeout=600)
+        lines = cp.stderr.strip().splitlines()
+        assert cp.returncode == 2, (cp.returncode, cp.stderr[-2000:])
+        assert "Traceback" not in cp.stderr, cp.stderr[-2000:]
+        # one line, or the operators the converter table refuses: a heading and one line each
+        assert lines and all(ln.startswith("aotc: error: ") for ln in lines), cp.stderr[-2000:]
+        assert len(lines) == 1 or "cannot be converted" in lines[0], cp.stderr[-2000:]
 
 
 @pytest.mark.parametrize("name", sorted(n for n, ok in EXPECTED_TO_COMPILE.items() if ok))
