@@ -232,6 +232,19 @@ class _Rewriter:
             return None
         return (None if lo is None else float(lo)), (None if hi is None else float(hi))
 
+    def conv_node(self, p: Node, x: Node, w: Node, b: Node | None, q: Node, op: str,
+                  domain: str = "") -> Node | None:
+        """The integer conv ``op`` of ``p`` (x, w, b: its DequantizeLinear inputs; q: the
+        QuantizeLinear after it): QLinearConv's eight inputs, then the int32/int64 bias."""
+        ins = [x.inputs[0], x.inputs[1], self.zp_in(x), w.inputs[0], w.inputs[1],
+               self.zp_in(w), q.inputs[1], q.inputs[2]]
+        if b is not None:
+            bias = self.bias_input(b, x, w, p, q)
+            if bias is None:
+                return None
+            ins.append(bias)
+        return self.node(p, op, ins, q, domain)
+
     def node(self, like: Node, op: str, inputs: list[str], q: Node, domain: str = "",
              attrs: dict | None = None) -> Node:  # type: ignore[type-arg]
         return Node(op, f"{like.name}_q", tuple(inputs), (q.outputs[0],),
@@ -259,14 +272,7 @@ class _Rewriter:
             return None
         if not self.x16_ok(x, w, q, b):
             return None
-        ins = [x.inputs[0], x.inputs[1], self.zp_in(x), w.inputs[0], w.inputs[1],
-               self.zp_in(w), q.inputs[1], q.inputs[2]]
-        if b is not None:
-            bias = self.bias_input(b, x, w, p, q)
-            if bias is None:
-                return None
-            ins.append(bias)
-        return self.node(p, "QLinearConv", ins, q)
+        return self.conv_node(p, x, w, b, q, "QLinearConv")
 
     def _fc(self, mm: Node, bias: Node | None, q: Node, like: Node) -> Node | None:
         x = self.act_dq(mm.inputs[0], wide=True)
@@ -441,14 +447,7 @@ class _Rewriter:
         if (not self.x16_ok(x, w, q, b) or int(p.attrs.get("group", 1)) != 1
                 or (not self.per_tensor(w) and int(w.attrs.get("axis", 1)) != 1)):
             return None
-        ins = [x.inputs[0], x.inputs[1], self.zp_in(x), w.inputs[0], w.inputs[1],
-               self.zp_in(w), q.inputs[1], q.inputs[2]]
-        if b is not None:
-            bias = self.bias_input(b, x, w, p, q)
-            if bias is None:
-                return None
-            ins.append(bias)
-        return self.node(p, "QConvTranspose", ins, q, "aotc")
+        return self.conv_node(p, x, w, b, q, "QConvTranspose", "aotc")
 
     def r_lut(self, p: Node, q: Node) -> Node | None:
         fn = LUT_FUNCS.get(p.op)
