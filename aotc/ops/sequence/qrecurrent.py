@@ -1,0 +1,371 @@
+"""RNN, GRU and LSTM with int8 weights: the weights stay 8-bit in flash (a quarter of float's
+bytes) and the gate matmuls read them as integers.
+
+``QdqRNN`` / ``QdqGRU`` / ``QdqLSTM`` (aotc domain) are made by the qrecurrent pass from an
+ONNX RNN / GRU / LSTM whose W and R are DequantizeLinear of constant 8-bit tensors (what
+onnxruntime's quantize_static writes in QDQ format). ``DynamicQuantizeLSTM`` (com.microsoft,
+onnxruntime's quantize_dynamic) is the same LSTM with W and R stored transposed.
+
+Inputs: the float op's eight (X, W, R, B, sequence_lens, initial_h, initial_c, P; GRU and RNN
+leave initial_c and P empty), then W_scale, W_zero_point, R_scale, R_zero_point (one value,
+one per direction [nd], or one per gate row [nd, gates * hidden]), then X_scale and
+X_zero_point when X is an 8-bit tensor.
+
+Per step of each direction and batch row:
+
+- x.W for every gate row at once, as one row of a gemm through the gemm schedules
+  (aotc/schedules/gemm/tiled.py): with an int8 X, int8 x int8 summed in int32 (the DSP
+  dual MAC on cores that have it) and scaled to float by X_scale * W_scale[row]; with a float
+  X, float x float(w - w_zp) summed in float and scaled by W_scale[row];
+- h.R in float: float(h) x float(r - r_zp) summed, scaled by R_scale[row] (the hidden state is
+  float, as onnxruntime computes the op between the DequantizeLinear and QuantizeLinear);
+- the gate nonlinearities and the cell update in float, as the float op (recurrent.py).
+
+onnxruntime computes QDQ models on the dequantised floats: the integer sums are exact, so
+aotc differs only by float rounding. DynamicQuantizeLSTM quantises X and h to uint8 at run
+time in onnxruntime; aotc keeps them float (more precise, no per-step min/max pass), so the
+two differ by onnxruntime's activation rounding (docs/operators.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from aotc import dtypes
+from aotc.errors import AotcError
+from aotc.ir.graph import Node, TensorType, Value
+from aotc.loops import dsp
+from aotc.loops.builder import BufRef
+from aotc.loops.loop_ir import Cast, Const, Expr, Var
+from aotc.ops import register
+from aotc.ops.quant.conv_matmul import IntArith
+from aotc.ops.sequence.recurrent import _GRU, _LSTM, _RNN, _Ctx, _Recurrent
+from aotc.schedules.gemm import knobs as GEMM
+from aotc.schedules.gemm.tiled import tiled_dot, tiled_dot_dsp
+
+F32 = dtypes.float32
+I32 = dtypes.BY_NAME["int32"]
+Q8 = ("int8", "uint8")
+# Input positions after the float op's eight.
+W_SCALE, W_ZP, R_SCALE, R_ZP, X_SCALE, X_ZP = range(8, 14)
+
+
+def per_row(a: np.ndarray | None, nd: int, rows: int, what: str, node: Node,
+            default: float | int) -> np.ndarray:
+    """A scale or zero point as [nd, rows]: one value, one per direction or one per row."""
+    if a is None:
+        return np.full((nd, rows), default)
+    a = np.asarray(a)
+    if a.size == 1:
+        return np.full((nd, rows), a.reshape(-1)[0])
+    if a.shape == (nd,):
+        return np.repeat(a.reshape(nd, 1), rows, axis=1)
+    if a.shape == (nd, rows):
+        return a
+    raise AotcError(f"{what} has shape {list(a.shape)}; expected one value, [{nd}] or "
+                    f"[{nd}, {rows}]", node.name, node.op)
+
+
+class _QRecurrent(_Recurrent):
+    """The int8-weight form of a float recurrent op (the second base class)."""
+
+    domain = "aotc"
+    since = 1
+    transposed = False  # W [nd, I, G*H] and R [nd, H, G*H] (DynamicQuantizeLSTM)
+
+    # ------------------------------------------------------------------ shapes and checks
+    def _wr(self, w: Value, r: Value) -> tuple[Value, Value]:
+        """W and R as the float op's shapes and dtype (for its checks)."""
+        def f(v: Value) -> Value:
+            shape = v.type.shape
+            if self.transposed and len(shape) == 3:
+                shape = (shape[0], shape[2], shape[1])
+            return Value(v.name, TensorType(shape, F32))
+        return f(w), f(r)
+
+    def check(self, node: Node, ins: Sequence[Value | None]) -> None:
+        x, w, r = ins[0], ins[1], ins[2]
+        if x is None or w is None or r is None:
+            raise AotcError("X, W and R are required", node.name, node.op)
+        for k, v in ((1, w), (2, r)):
+            if v.type.dtype.name not in Q8 or not v.is_const:
+                raise AotcError(f"input {k} must be a constant int8 or uint8 tensor",
+                                node.name, node.op)
+        xs = ins[X_SCALE] if len(ins) > X_SCALE else None
+        if x.type.dtype.name in Q8 and xs is None:
+            raise AotcError("an 8-bit X needs X_scale", node.name, node.op)
+        if x.type.dtype.name not in Q8 + ("float32",):
+            raise AotcError(f"X has dtype {x.type.dtype.name}; expected float32, int8 or "
+                            "uint8", node.name, node.op)
+        for k in (W_SCALE, W_ZP, R_SCALE, R_ZP, X_SCALE, X_ZP):
+            v = ins[k] if len(ins) > k else None
+            if v is not None and not v.is_const:
+                raise AotcError(f"input {k} (a scale or zero point) must be a constant",
+                                node.name, node.op)
+        fx = Value(x.name, TensorType(x.type.shape, F32))
+        super().check(node, [fx, *self._wr(w, r), *ins[3:8]])
+        self._params(node, ins)
+
+    def infer(self, node: Node, ins: Sequence[Value | None]) -> list[TensorType]:
+        x, w, r = ins[0], ins[1], ins[2]
+        assert x is not None and w is not None and r is not None
+        fx = Value(x.name, TensorType(x.type.shape, F32))
+        return super().infer(node, [fx, *self._wr(w, r), *ins[3:]])
+
+    def _params(self, node: Node, ins: Sequence[Value | None]) -> dict[str, Any]:
+        """Scales [nd, G*H] (float32; W's times X's for an 8-bit X) and zero points."""
+        r = ins[2]
+        assert r is not None
+        nd = self._dirs(node)
+        rows = r.type.shape[1 if not self.transposed else 2]
+
+        def c(k: int) -> np.ndarray | None:
+            v = ins[k] if len(ins) > k else None
+            return None if v is None else np.asarray(v.const)
+        ws = per_row(c(W_SCALE), nd, rows, "W_scale", node, 1.0).astype(np.float64)
+        rs = per_row(c(R_SCALE), nd, rows, "R_scale", node, 1.0).astype(np.float32)
+        wz = per_row(c(W_ZP), nd, rows, "W_zero_point", node, 0).astype(np.int64)
+        rz = per_row(c(R_ZP), nd, rows, "R_zero_point", node, 0).astype(np.int64)
+        xs, xz = c(X_SCALE), c(X_ZP)
+        if xs is not None and xs.size != 1 or xz is not None and xz.size != 1:
+            raise AotcError("X_scale and X_zero_point must be one value each",
+                            node.name, node.op)
+        x8 = xs is not None
+        if x8:
+            ws = ws * np.float64(np.float32(xs.reshape(-1)[0]))
+        return {"_xs": ws.astype(np.float32), "_wz": wz, "_rs": rs, "_rz": rz,
+                "_xz": int(xz.reshape(-1)[0]) if xz is not None else 0, "_x8": x8}
+
+    def prepare(self, node: Node, ins: Sequence[Value | None]) -> Node:
+        node = super().prepare(node, ins)
+        return node.with_(inputs=node.inputs[:8], attrs={**node.attrs, **self._params(node, ins)})
+
+    def _r_shape(self, shape: Sequence[int]) -> Sequence[int]:
+        return (shape[0], shape[2], shape[1]) if self.transposed else shape
+
+    # ------------------------------------------------------------------ reference
+    def _dequant(self, X: np.ndarray, W: np.ndarray, R: np.ndarray, q: list[Any], attrs: Any
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        node = Node(op=self.name, name="", inputs=(), outputs=(), attrs=attrs)
+        nd = self._dirs(node)
+        if self.transposed:
+            W, R = W.transpose(0, 2, 1), R.transpose(0, 2, 1)
+        rows = R.shape[1]
+
+        def deq(a: np.ndarray, s: Any, z: Any) -> np.ndarray:
+            s2 = per_row(s, nd, rows, "scale", node, 1.0).astype(np.float32)
+            z2 = per_row(z, nd, rows, "zero point", node, 0).astype(np.float32)
+            return ((a.astype(np.float32) - z2[..., None]) * s2[..., None]).astype(np.float32)
+        ws, wz, rs, rz, xs, xz = (q + [None] * 6)[:6]
+        if xs is not None:
+            zx = np.float32(0 if xz is None else np.asarray(xz).reshape(-1)[0])
+            X = ((X.astype(np.float32) - zx) * np.float32(np.asarray(xs).reshape(-1)[0])
+                 ).astype(np.float32)
+        return X, deq(W, ws, wz), deq(R, rs, rz)
+
+    # ------------------------------------------------------------------ lowering
+    def lower(self, node: Node, kb: Any, make_ctx: Any = None) -> None:
+        X, W, R = kb.inputs[0], kb.inputs[1], kb.inputs[2]
+        nd = self._dirs(node)
+        w = kb.input_const(1)
+        r = kb.input_const(2)
+        assert w is not None and r is not None
+        if self.transposed:
+            w, r = w.transpose(0, 2, 1), r.transpose(0, 2, 1)
+        rows, i_sz = w.shape[1], w.shape[2]
+        t = _Tables(kb, node, nd, rows, i_sz, w, X, W, R, self.transposed)
+        super().lower(node, kb, make_ctx=lambda *a: _QCtx(t, *a))
+
+
+class _Tables:
+    """What every step of the kernel shares: the scales, the zero points, x.W's schedule."""
+
+    def __init__(self, kb: Any, node: Node, nd: int, rows: int, i_sz: int, w: np.ndarray,
+                 X: BufRef, W: BufRef, R: BufRef, transposed: bool) -> None:
+        a = node.attrs
+        self.kb, self.nd, self.rows, self.i_sz, self.W, self.R = kb, nd, rows, i_sz, W, R
+        self.transposed = transposed
+        self.x8 = bool(a["_x8"])
+        self.xs = kb.const("xs", np.asarray(a["_xs"]).reshape(-1), F32)
+        self.rs = kb.const("rs", np.asarray(a["_rs"]).reshape(-1), F32)
+        wz, rz = np.asarray(a["_wz"]), np.asarray(a["_rz"])
+        self.rz = None if not rz.any() else kb.const("rz", rz.reshape(-1).astype(np.int32), I32)
+        self.wz = wz
+        self.xw = kb.scratch_buffer("xw", F32, (rows,))  # the step's x.W, scaled
+        self.words: list[BufRef] = []
+        self.tile = 0
+        # Per-row weight zero points (a table only when they differ); an 8-bit X's zero point
+        # folded into where each row's sum starts: sum (x - zx)(w - zw) = sum x (w - zw)
+        # - zx sum (w - zw) (CMSIS-NN's trick), so the inner loop reads x as it is.
+        self.wzt = None if (wz == wz.reshape(-1)[0]).all() else \
+            kb.const("wz", wz.reshape(-1).astype(np.int32), I32)
+        if not self.x8:
+            return
+        xz = int(a["_xz"])
+        wmz = w.astype(np.int64) - wz[:, :, None]
+        self.start = kb.const("xb", (-xz * wmz.sum(axis=2)).reshape(-1).astype(np.int32), I32)
+        self.arith = IntArith(0, np.zeros(1, np.int64), None)  # x_zp 0 (folded), int32 sums
+        # The DSP dual MAC (int8 weights with zero point 0; cores with the extension).
+        if ("dsp" in kb.features and kb.unroll_tiles and w.dtype == np.int8 and not wz.any()
+                and kb.knob(GEMM.PATH) == "simd"):
+            self.tile = kb.knob(GEMM.SIMD_TILE, default=GEMM.dsp_simd_tile_default(rows))
+            for d in range(nd):
+                wd = w[d].T
+                self.words.append(kb.const(f"wq{d}", np.concatenate(
+                    [dsp.pack_words(wd[:, n0:n0 + self.tile][:, None, :]).reshape(-1)
+                     for n0 in range(0, rows, self.tile)]), I32))
+
+    def w_minus_zp(self, d: int, n: Expr, k: Expr) -> Expr:
+        """W[d, n, k] - its zero point, as an int32 (the load as it is with zero point 0)."""
+        v: Expr = Cast(self.w_at(self.W, d, n, k), I32)
+        z = int(self.wz.reshape(-1)[0])
+        if self.wzt is not None:
+            return v - self.wzt[[d * self.rows + n]]
+        return v - Const(z, I32) if z else v
+
+    def w_at(self, buf: BufRef, d: int, row: Expr, k: Expr) -> Expr:
+        return buf[d, k, row] if self.transposed else buf[d, row, k]
+
+
+class _QCtx(_Ctx):
+    def __init__(self, t: _Tables, *args: Any) -> None:
+        super().__init__(*args)
+        self.t = t
+
+    def begin(self) -> None:
+        """x.W of every gate row for this step, scaled to float, into the scratch row xw."""
+        t, kb, d = self.t, self.kb, self.d
+        rows, i_sz = t.rows, t.i_sz
+
+        def store(n: Expr, acc: Expr) -> None:
+            kb.store(t.xw, [n], Cast(acc, F32) * t.xs[[d * rows + n]])
+        def start(n: Expr) -> Expr:
+            return t.start[[d * rows + n]]
+        if t.x8 and t.words:
+            tiled_dot_dsp(kb, rows, i_sz, self.x, t.words[d], store, start, t.arith, t.tile)
+        elif t.x8:
+            tiled_dot(kb, 1, rows, i_sz, lambda r, k: Cast(self.x(k), I32),
+                      lambda k, n: t.w_minus_zp(d, n, k), lambda r, n, acc: store(n, acc),
+                      start, I32)
+        else:
+            tiled_dot(kb, 1, rows, i_sz, lambda r, k: self.x(k),
+                      lambda k, n: Cast(t.w_minus_zp(d, n, k), F32),
+                      lambda r, n, acc: store(n, acc), lambda n: Const(0.0, F32), F32)
+
+    def dot_x(self, acc: Var, g: int, j: Expr) -> None:
+        self.kb.assign(acc, acc + self.t.xw[[g * self.h + j]])
+
+    def dot_h(self, acc: Var, g: int, j: Expr, scale: Any = None) -> None:
+        t, kb, d = self.t, self.kb, self.d
+        row = g * self.h + j
+        s = kb.local(Const(0.0, F32), "sh", F32)
+        with kb.loop(self.h, "k") as k:
+            hv: Expr = self.Hs[d, self.b, k]
+            if scale is not None:
+                hv = scale(k) * hv
+            rv: Expr = t.w_at(self.R, d, row, k)
+            if t.rz is not None:
+                rv = Cast(rv, I32) - t.rz[[d * t.rows + row]]
+            kb.assign(s, s + hv * Cast(rv, F32))
+        kb.assign(acc, acc + s * t.rs[[d * t.rows + row]])
+
+
+def _ref(self: Any, X: np.ndarray, W: np.ndarray, R: np.ndarray, q: list[Any],
+         rest: list[Any], attrs: dict[str, Any]) -> list[np.ndarray]:
+    X, W, R = self._dequant(X, W, R, q, attrs)
+    return self._np(X, W, R, *rest, attrs)
+
+
+# ------------------------------------------------------------------------------------------ ops
+@register
+class QdqRNN(_QRecurrent, _RNN):
+    name = "QdqRNN"
+    onnx_tests = ()
+
+    def reference(self, X: np.ndarray, W: np.ndarray, R: np.ndarray,  # noqa: N803
+                  B: np.ndarray | None = None, sequence_lens: np.ndarray | None = None,  # noqa: N803
+                  initial_h: np.ndarray | None = None, initial_c: np.ndarray | None = None,
+                  P: np.ndarray | None = None, W_scale: Any = None,  # noqa: N803
+                  W_zero_point: Any = None, R_scale: Any = None,  # noqa: N803
+                  R_zero_point: Any = None, X_scale: Any = None,  # noqa: N803
+                  X_zero_point: Any = None, *,  # noqa: N803
+                  activation_alpha: Sequence[float] | None = None,
+                  activation_beta: Sequence[float] | None = None,
+                  activations: Sequence[str] | None = None, clip: float | None = None,
+                  direction: str = "forward", hidden_size: int | None = None,
+                  layout: int = 0) -> list[np.ndarray]:
+        attrs = dict(activation_alpha=activation_alpha, activation_beta=activation_beta,
+                     activations=activations, clip=clip, direction=direction, layout=layout)
+        q = [W_scale, W_zero_point, R_scale, R_zero_point, X_scale, X_zero_point]
+        return _ref(self, X, W, R, q, [B, sequence_lens, initial_h, None, None], attrs)
+
+
+@register
+class QdqGRU(_QRecurrent, _GRU):
+    name = "QdqGRU"
+    onnx_tests = ()
+
+    def reference(self, X: np.ndarray, W: np.ndarray, R: np.ndarray,  # noqa: N803
+                  B: np.ndarray | None = None, sequence_lens: np.ndarray | None = None,  # noqa: N803
+                  initial_h: np.ndarray | None = None, initial_c: np.ndarray | None = None,
+                  P: np.ndarray | None = None, W_scale: Any = None,  # noqa: N803
+                  W_zero_point: Any = None, R_scale: Any = None,  # noqa: N803
+                  R_zero_point: Any = None, X_scale: Any = None,  # noqa: N803
+                  X_zero_point: Any = None, *,  # noqa: N803
+                  activation_alpha: Sequence[float] | None = None,
+                  activation_beta: Sequence[float] | None = None,
+                  activations: Sequence[str] | None = None, clip: float | None = None,
+                  direction: str = "forward", hidden_size: int | None = None,
+                  layout: int = 0, linear_before_reset: int = 0) -> list[np.ndarray]:
+        attrs = dict(activation_alpha=activation_alpha, activation_beta=activation_beta,
+                     activations=activations, clip=clip, direction=direction, layout=layout,
+                     linear_before_reset=linear_before_reset)
+        q = [W_scale, W_zero_point, R_scale, R_zero_point, X_scale, X_zero_point]
+        return _ref(self, X, W, R, q, [B, sequence_lens, initial_h, None, None], attrs)
+
+
+class _QLSTMBase(_QRecurrent, _LSTM):
+    onnx_tests = ()
+
+    def reference(self, X: np.ndarray, W: np.ndarray, R: np.ndarray,  # noqa: N803
+                  B: np.ndarray | None = None, sequence_lens: np.ndarray | None = None,  # noqa: N803
+                  initial_h: np.ndarray | None = None, initial_c: np.ndarray | None = None,
+                  P: np.ndarray | None = None, W_scale: Any = None,  # noqa: N803
+                  W_zero_point: Any = None, R_scale: Any = None,  # noqa: N803
+                  R_zero_point: Any = None, X_scale: Any = None,  # noqa: N803
+                  X_zero_point: Any = None, *,  # noqa: N803
+                  activation_alpha: Sequence[float] | None = None,
+                  activation_beta: Sequence[float] | None = None,
+                  activations: Sequence[str] | None = None, clip: float | None = None,
+                  direction: str = "forward", hidden_size: int | None = None,
+                  input_forget: int = 0, layout: int = 0) -> list[np.ndarray]:
+        attrs = dict(activation_alpha=activation_alpha, activation_beta=activation_beta,
+                     activations=activations, clip=clip, direction=direction, layout=layout,
+                     input_forget=input_forget)
+        q = [W_scale, W_zero_point, R_scale, R_zero_point, X_scale, X_zero_point]
+        return _ref(self, X, W, R, q, [B, sequence_lens, initial_h, initial_c, P], attrs)
+
+
+@register
+class QdqLSTM(_QLSTMBase):
+    name = "QdqLSTM"
+
+
+@register
+class DynamicQuantizeLSTM(_QLSTMBase):
+    """onnxruntime's quantize_dynamic LSTM: W [nd, I, 4H] and R [nd, H, 4H] int8 (or uint8),
+    scales and zero points per direction or per gate row; float X (aotc keeps X and h float,
+    onnxruntime quantises them to uint8 at run time)."""
+
+    name = "DynamicQuantizeLSTM"
+    domain = "com.microsoft"
+    transposed = True
+
+    def check(self, node: Node, ins: Sequence[Value | None]) -> None:
+        x = ins[0]
+        if x is not None and x.type.dtype.name != "float32":
+            raise AotcError("X must be float32", node.name, node.op)
+        super().check(node, list(ins[:X_SCALE]))
