@@ -176,40 +176,62 @@ class _QRecurrent(_Recurrent):
         if self.transposed:
             w, r = w.transpose(0, 2, 1), r.transpose(0, 2, 1)
         rows, i_sz = w.shape[1], w.shape[2]
-        t = _Tables(kb, node, nd, rows, i_sz, w, X, W, R, self.transposed)
+        h = r.shape[2]
+        gru_candidate = self.n_gates == 3 and not self.linear_before_reset_attr(node)
+        plain_h = 2 * h if gru_candidate else rows
+        t = _Tables(kb, node, nd, rows, i_sz, w, X, W, R, self.transposed, plain_h)
         super().lower(node, kb, make_ctx=lambda *a: _QCtx(t, *a))
 
 
+class _Zp:
+    """A zero point per row as a constant (all rows alike) or a table, indexed like one."""
+
+    def __init__(self, kb: Any, name: str, v: np.ndarray, dt: Any) -> None:
+        flat = v.reshape(-1)
+        self.one = Const(float(flat[0]) if dt.is_float else int(flat[0]), dt) \
+            if (flat == flat[0]).all() else None
+        self.table = None if self.one is not None else kb.const(name, flat.astype(dt.np), dt)
+
+    def __getitem__(self, idx: Any) -> Expr:
+        return self.one if self.one is not None else self.table[idx]  # type: ignore[index]
+
+
+def _table(kb: Any, name: str, v: np.ndarray, dt: Any) -> _Zp | None:
+    return None if not v.any() else _Zp(kb, name, v, dt)
+
+
 class _Tables:
-    """What every step of the kernel shares: the scales, the zero points, x.W's schedule."""
+    """What every step of the kernel shares: scales, zero points, the packed weights."""
 
     def __init__(self, kb: Any, node: Node, nd: int, rows: int, i_sz: int, w: np.ndarray,
-                 X: BufRef, W: BufRef, R: BufRef, transposed: bool) -> None:
+                 X: BufRef, W: BufRef, R: BufRef, transposed: bool, plain_h: int) -> None:
         a = node.attrs
         self.kb, self.nd, self.rows, self.i_sz, self.W, self.R = kb, nd, rows, i_sz, W, R
         self.transposed = transposed
+        self.plain_h = plain_h  # the gate rows whose h.R reads h as it is (before_step)
         self.x8 = bool(a["_x8"])
         self.xs = kb.const("xs", np.asarray(a["_xs"]).reshape(-1), F32)
         self.rs = kb.const("rs", np.asarray(a["_rs"]).reshape(-1), F32)
         wz, rz = np.asarray(a["_wz"]), np.asarray(a["_rz"])
-        self.rz = None if not rz.any() else kb.const("rz", rz.reshape(-1).astype(np.int32), I32)
-        self.wz = wz
+        # Weights are read as they are; a zero point enters once per row and step:
+        # sum x (w - zw) = sum x w - zw sum x (and the same for h and R).
+        wdt = I32 if self.x8 else F32
+        self.wz = _table(kb, "wz", wz, wdt)
+        self.rz = _table(kb, "rz", rz, F32)
         self.xw = kb.scratch_buffer("xw", F32, (rows,))  # the step's x.W, scaled
+        self.hr = kb.scratch_buffer("hr", F32, (plain_h,)) if plain_h else None
         self.words: list[BufRef] = []
         self.tile = 0
-        # Per-row weight zero points (a table only when they differ); an 8-bit X's zero point
-        # folded into where each row's sum starts: sum (x - zx)(w - zw) = sum x (w - zw)
-        # - zx sum (w - zw) (CMSIS-NN's trick), so the inner loop reads x as it is.
-        self.wzt = None if (wz == wz.reshape(-1)[0]).all() else \
-            kb.const("wz", wz.reshape(-1).astype(np.int32), I32)
         if not self.x8:
             return
+        # An 8-bit X's zero point: sum (x - zx)(w - zw) = sum x w - zw sum x - zx sum (w - zw),
+        # the last term a constant per row (CMSIS-NN's trick), so the sum reads x as it is.
         xz = int(a["_xz"])
         wmz = w.astype(np.int64) - wz[:, :, None]
         self.start = kb.const("xb", (-xz * wmz.sum(axis=2)).reshape(-1).astype(np.int32), I32)
-        self.arith = IntArith(0, np.zeros(1, np.int64), None)  # x_zp 0 (folded), int32 sums
-        # The DSP dual MAC (int8 weights with zero point 0; cores with the extension).
-        if ("dsp" in kb.features and kb.unroll_tiles and w.dtype == np.int8 and not wz.any()
+        self.arith = IntArith(0, np.zeros(1, np.int64), None)  # int32 sums of x as it is
+        # The DSP dual MAC: int8 weights (SXTB16), cores with the extension.
+        if ("dsp" in kb.features and kb.unroll_tiles and w.dtype == np.int8
                 and kb.knob(GEMM.PATH) == "simd"):
             self.tile = kb.knob(GEMM.SIMD_TILE, default=GEMM.dsp_simd_tile_default(rows))
             for d in range(nd):
@@ -217,14 +239,6 @@ class _Tables:
                 self.words.append(kb.const(f"wq{d}", np.concatenate(
                     [dsp.pack_words(wd[:, n0:n0 + self.tile][:, None, :]).reshape(-1)
                      for n0 in range(0, rows, self.tile)]), I32))
-
-    def w_minus_zp(self, d: int, n: Expr, k: Expr) -> Expr:
-        """W[d, n, k] - its zero point, as an int32 (the load as it is with zero point 0)."""
-        v: Expr = Cast(self.w_at(self.W, d, n, k), I32)
-        z = int(self.wz.reshape(-1)[0])
-        if self.wzt is not None:
-            return v - self.wzt[[d * self.rows + n]]
-        return v - Const(z, I32) if z else v
 
     def w_at(self, buf: BufRef, d: int, row: Expr, k: Expr) -> Expr:
         return buf[d, k, row] if self.transposed else buf[d, row, k]
@@ -235,25 +249,53 @@ class _QCtx(_Ctx):
         super().__init__(*args)
         self.t = t
 
+    def _sum(self, n: int, at: Any, dt: Any, name: str) -> Var:
+        s = self.kb.local(Const(0, dt) if not dt.is_float else Const(0.0, dt), name, dt)
+        with self.kb.loop(n, "k") as k:
+            self.kb.assign(s, s + at(k))
+        return s
+
     def begin(self) -> None:
-        """x.W of every gate row for this step, scaled to float, into the scratch row xw."""
+        """For this step: x.W of every gate row, and h.R of the rows that read h as it is,
+        each a row of a gemm through the gemm schedules, scaled to float (xw, hr)."""
         t, kb, d = self.t, self.kb, self.d
         rows, i_sz = t.rows, t.i_sz
+        xsum = None
+        if t.wz is not None:
+            xsum = self._sum(i_sz, (lambda k: Cast(self.x(k), I32)) if t.x8 else self.x,
+                             I32 if t.x8 else F32, "xsum")
+
+        def start(n: Expr) -> Expr:
+            v: Expr = t.start[[d * rows + n]] if t.x8 else Const(0.0, F32)
+            if xsum is not None and t.wz is not None:
+                v = v - t.wz[[d * rows + n]] * xsum
+            return v
 
         def store(n: Expr, acc: Expr) -> None:
             kb.store(t.xw, [n], Cast(acc, F32) * t.xs[[d * rows + n]])
-        def start(n: Expr) -> Expr:
-            return t.start[[d * rows + n]]
         if t.x8 and t.words:
             tiled_dot_dsp(kb, rows, i_sz, self.x, t.words[d], store, start, t.arith, t.tile)
         elif t.x8:
             tiled_dot(kb, 1, rows, i_sz, lambda r, k: Cast(self.x(k), I32),
-                      lambda k, n: t.w_minus_zp(d, n, k), lambda r, n, acc: store(n, acc),
-                      start, I32)
+                      lambda k, n: Cast(t.w_at(t.W, d, n, k), I32),
+                      lambda r, n, acc: store(n, acc), start, I32)
         else:
             tiled_dot(kb, 1, rows, i_sz, lambda r, k: self.x(k),
-                      lambda k, n: Cast(t.w_minus_zp(d, n, k), F32),
-                      lambda r, n, acc: store(n, acc), lambda n: Const(0.0, F32), F32)
+                      lambda k, n: Cast(t.w_at(t.W, d, n, k), F32),
+                      lambda r, n, acc: store(n, acc), start, F32)
+        if t.hr is None:
+            return
+        hr = t.hr
+        hsum = None if t.rz is None else self._sum(self.h, lambda k: self.Hs[d, self.b, k],
+                                                   F32, "hsum")
+
+        def store_h(n: Expr, acc: Expr) -> None:
+            if hsum is not None and t.rz is not None:
+                acc = acc - t.rz[[d * rows + n]] * hsum
+            kb.store(hr, [n], acc * t.rs[[d * rows + n]])
+        tiled_dot(kb, 1, t.plain_h, self.h, lambda r, k: self.Hs[d, self.b, k],
+                  lambda k, n: Cast(t.w_at(self.R, d, n, k), F32),
+                  lambda r, n, acc: store_h(n, acc), lambda n: Const(0.0, F32), F32)
 
     def dot_x(self, acc: Var, g: int, j: Expr) -> None:
         self.kb.assign(acc, acc + self.t.xw[[g * self.h + j]])
@@ -261,15 +303,21 @@ class _QCtx(_Ctx):
     def dot_h(self, acc: Var, g: int, j: Expr, scale: Any = None) -> None:
         t, kb, d = self.t, self.kb, self.d
         row = g * self.h + j
+        if scale is None and t.hr is not None and (g + 1) * self.h <= t.plain_h:
+            kb.assign(acc, acc + t.hr[[row]])
+            return
+        # GRU's candidate without linear_before_reset: (r * h).R, r known only now.
         s = kb.local(Const(0.0, F32), "sh", F32)
+        hs = kb.local(Const(0.0, F32), "hs", F32) if t.rz is not None else None
         with kb.loop(self.h, "k") as k:
             hv: Expr = self.Hs[d, self.b, k]
             if scale is not None:
-                hv = scale(k) * hv
-            rv: Expr = t.w_at(self.R, d, row, k)
-            if t.rz is not None:
-                rv = Cast(rv, I32) - t.rz[[d * t.rows + row]]
-            kb.assign(s, s + hv * Cast(rv, F32))
+                hv = kb.local(scale(k) * hv, "hv", F32)
+            kb.assign(s, s + hv * Cast(t.w_at(self.R, d, row, k), F32))
+            if hs is not None:
+                kb.assign(hs, hs + hv)
+        if hs is not None and t.rz is not None:
+            kb.assign(s, s - t.rz[[d * t.rows + row]] * hs)
         kb.assign(acc, acc + s * t.rs[[d * t.rows + row]])
 
 
