@@ -5,7 +5,10 @@ against onnxruntime, on models quantised by onnxruntime.quantization itself:
   uint8 activations): the graph's 8-bit outputs (the QuantizeLinear after the op) within
   1 LSB of onnxruntime, which computes the op on the dequantised floats;
 - W and R as DequantizeLinear of int8 constants with float X and outputs (weight-only, per
-  tensor, per direction or per gate row): float outputs within atol 1e-5, rtol 1e-4;
+  tensor, per direction or per gate row): float outputs within atol 1e-4, rtol 1e-4 (aotc
+  quantises x and h to int16 per step, an error of 1.5e-5 of their largest magnitude; the
+  largest difference measured here is 1.9e-5); the float op where the pattern does not
+  match, within atol 1e-5, rtol 1e-4;
 - quantize_dynamic's DynamicQuantizeLSTM (com.microsoft): aotc keeps X and h float where
   onnxruntime quantises them to uint8 at run time, so the outputs agree within atol 0.03
   (the largest difference measured over these cases is 0.0043).
@@ -219,7 +222,7 @@ def test_weight_only(op, axis, tmp_path):
     got, want, bundle = run(m, feeds_of(m, 4), tmp_path)
     assert f"Qdq{op}" in kernel_ops(bundle)
     for k in want:
-        np.testing.assert_allclose(got[k], want[k], atol=1e-5, rtol=1e-4, err_msg=k)
+        np.testing.assert_allclose(got[k], want[k], atol=1e-4, rtol=1e-4, err_msg=k)
 
 
 def test_weight_only_flash_is_a_quarter(tmp_path):

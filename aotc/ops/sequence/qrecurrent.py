@@ -39,7 +39,7 @@ from aotc.errors import AotcError
 from aotc.ir.graph import Node, TensorType, Value
 from aotc.loops import dsp
 from aotc.loops.builder import BufRef
-from aotc.loops.loop_ir import Cast, Const, Expr, Var
+from aotc.loops.loop_ir import Cast, Const, Expr, Var, bmax, call, cmp, select
 from aotc.ops import register
 from aotc.ops.quant.conv_matmul import IntArith
 from aotc.ops.sequence.recurrent import _GRU, _LSTM, _RNN, _Ctx, _Recurrent
@@ -48,6 +48,7 @@ from aotc.schedules.gemm.tiled import tiled_dot, tiled_dot_dsp
 
 F32 = dtypes.float32
 I32 = dtypes.BY_NAME["int32"]
+I16 = dtypes.BY_NAME["int16"]
 Q8 = ("int8", "uint8")
 # Input positions after the float op's eight.
 W_SCALE, W_ZP, R_SCALE, R_ZP, X_SCALE, X_ZP = range(8, 14)
@@ -168,7 +169,7 @@ class _QRecurrent(_Recurrent):
 
     # ------------------------------------------------------------------ lowering
     def lower(self, node: Node, kb: Any, make_ctx: Any = None) -> None:
-        X, W, R = kb.inputs[0], kb.inputs[1], kb.inputs[2]
+        W, R = kb.inputs[1], kb.inputs[2]
         nd = self._dirs(node)
         w = kb.input_const(1)
         r = kb.input_const(2)
@@ -179,7 +180,7 @@ class _QRecurrent(_Recurrent):
         h = r.shape[2]
         gru_candidate = self.n_gates == 3 and not self.linear_before_reset_attr(node)
         plain_h = 2 * h if gru_candidate else rows
-        t = _Tables(kb, node, nd, rows, i_sz, w, X, W, R, self.transposed, plain_h)
+        t = _Tables(kb, node, nd, rows, i_sz, h, w, r, W, R, self.transposed, plain_h)
         super().lower(node, kb, make_ctx=lambda *a: _QCtx(t, *a))
 
 
@@ -200,45 +201,79 @@ def _table(kb: Any, name: str, v: np.ndarray, dt: Any) -> _Zp | None:
     return None if not v.any() else _Zp(kb, name, v, dt)
 
 
-class _Tables:
-    """What every step of the kernel shares: scales, zero points, the packed weights."""
+def _q16_max(k: int, w: np.ndarray, zp: np.ndarray) -> int:
+    """The largest int16 magnitude a float vector of ``k`` values is quantised to so that its
+    int32 sums against the 8-bit weights ``w`` (zero points ``zp``, applied after the sum)
+    cannot overflow: 32767 unless k is in the hundreds."""
+    bound = k * (int(np.abs(w.astype(np.int64)).max(initial=0)) + int(np.abs(zp).max(initial=0)))
+    return int(min(32767, (2 ** 31 - 1) // max(bound, 1)))
 
-    def __init__(self, kb: Any, node: Node, nd: int, rows: int, i_sz: int, w: np.ndarray,
-                 X: BufRef, W: BufRef, R: BufRef, transposed: bool, plain_h: int) -> None:
-        a = node.attrs
-        self.kb, self.nd, self.rows, self.i_sz, self.W, self.R = kb, nd, rows, i_sz, W, R
-        self.transposed = transposed
-        self.plain_h = plain_h  # the gate rows whose h.R reads h as it is (before_step)
-        self.x8 = bool(a["_x8"])
-        self.xs = kb.const("xs", np.asarray(a["_xs"]).reshape(-1), F32)
-        self.rs = kb.const("rs", np.asarray(a["_rs"]).reshape(-1), F32)
-        wz, rz = np.asarray(a["_wz"]), np.asarray(a["_rz"])
-        # Weights are read as they are; a zero point enters once per row and step:
-        # sum x (w - zw) = sum x w - zw sum x (and the same for h and R).
-        wdt = I32 if self.x8 else F32
-        self.wz = _table(kb, "wz", wz, wdt)
-        self.rz = _table(kb, "rz", rz, F32)
-        self.xw = kb.scratch_buffer("xw", F32, (rows,))  # the step's x.W, scaled
-        self.hr = kb.scratch_buffer("hr", F32, (plain_h,)) if plain_h else None
+
+class _Gemv:
+    """One gemm row per step against 8-bit weights [nd, rows, K] (the rows of W or R): the
+    weights packed for the DSP dual MAC where the target has it, zero points and scales."""
+
+    def __init__(self, kb: Any, name: str, w: np.ndarray, zp: np.ndarray, scale: np.ndarray,
+                 rows: int, arith: IntArith) -> None:
+        nd = w.shape[0]
+        self.rows, self.k, self.arith = rows, w.shape[2], arith
+        self.scale = kb.const(f"{name}s", scale[:, :rows].reshape(-1).astype(np.float32), F32)
+        self.zp = _table(kb, f"{name}z", zp[:, :rows], I32)
+        self.qmax = _q16_max(self.k, w, zp)
         self.words: list[BufRef] = []
         self.tile = 0
-        if not self.x8:
-            return
-        # An 8-bit X's zero point: sum (x - zx)(w - zw) = sum x w - zw sum x - zx sum (w - zw),
-        # the last term a constant per row (CMSIS-NN's trick), so the sum reads x as it is.
-        xz = int(a["_xz"])
-        wmz = w.astype(np.int64) - wz[:, :, None]
-        self.start = kb.const("xb", (-xz * wmz.sum(axis=2)).reshape(-1).astype(np.int32), I32)
-        self.arith = IntArith(0, np.zeros(1, np.int64), None)  # int32 sums of x as it is
         # The DSP dual MAC: int8 weights (SXTB16), cores with the extension.
         if ("dsp" in kb.features and kb.unroll_tiles and w.dtype == np.int8
                 and kb.knob(GEMM.PATH) == "simd"):
             self.tile = kb.knob(GEMM.SIMD_TILE, default=GEMM.dsp_simd_tile_default(rows))
             for d in range(nd):
-                wd = w[d].T
-                self.words.append(kb.const(f"wq{d}", np.concatenate(
+                wd = w[d, :rows].T  # [K, rows]
+                self.words.append(kb.const(f"{name}q{d}", np.concatenate(
                     [dsp.pack_words(wd[:, n0:n0 + self.tile][:, None, :]).reshape(-1)
                      for n0 in range(0, rows, self.tile)]), I32))
+
+    def run(self, kb: Any, d: int, a_at: Any, w_at: Any, start: Any, store: Any) -> None:
+        """store(n, int32 sum) for n < rows: start(n) + sum_k a_at(k) * w[d, n, k]."""
+        if self.words:
+            tiled_dot_dsp(kb, self.rows, self.k, a_at, self.words[d], store, start, self.arith,
+                          self.tile)
+            return
+        tiled_dot(kb, 1, self.rows, self.k, lambda r, k: Cast(a_at(k), I32),
+                  lambda k, n: Cast(w_at(n, k), I32), lambda r, n, acc: store(n, acc),
+                  start, I32)
+
+
+class _Tables:
+    """What every step of the kernel shares: scales, zero points, the packed weights, and
+    the scratch rows of the step's x.W and h.R."""
+
+    def __init__(self, kb: Any, node: Node, nd: int, rows: int, i_sz: int, h: int,
+                 w: np.ndarray, r: np.ndarray, W: BufRef, R: BufRef, transposed: bool,
+                 plain_h: int) -> None:
+        a = node.attrs
+        self.kb, self.nd, self.rows, self.i_sz, self.W, self.R = kb, nd, rows, i_sz, W, R
+        self.transposed = transposed
+        self.plain_h = plain_h  # the gate rows whose h.R reads h as it is (begin)
+        self.x8 = bool(a["_x8"])
+        wz, rz = np.asarray(a["_wz"]), np.asarray(a["_rz"])
+        self.arith = IntArith(0, np.zeros(1, np.int64), None)  # int32 sums of a as it is
+        self.gw = _Gemv(kb, "gw", w, wz, np.asarray(a["_xs"]), rows, self.arith)
+        self.gr = _Gemv(kb, "gr", r, rz, np.asarray(a["_rs"]), plain_h, self.arith) \
+            if plain_h else None
+        self.xw = kb.scratch_buffer("xw", F32, (rows,))  # the step's x.W, scaled
+        self.hr = kb.scratch_buffer("hr", F32, (plain_h,)) if plain_h else None
+        self.xq = None if self.x8 else kb.scratch_buffer("xq", I16, (i_sz,))
+        self.hq = kb.scratch_buffer("hq", I16, (h,)) if plain_h else None
+        # GRU's candidate row (r * h).R, summed in float against R as it is.
+        self.rs = kb.const("rs", np.asarray(a["_rs"]).reshape(-1), F32) \
+            if plain_h < rows else None
+        self.rz = _table(kb, "rz", rz, F32) if plain_h < rows else None
+        # An 8-bit X's zero point: sum (x - zx)(w - zw) = sum x w - zw sum x - zx sum (w - zw),
+        # the last term a constant per row (CMSIS-NN's trick), so the sum reads x as it is.
+        xz = int(a["_xz"]) if self.x8 else 0
+        wmz = w.astype(np.int64) - wz[:, :, None]
+        self.start = None if not xz else \
+            kb.const("xb", (-xz * wmz.sum(axis=2)).reshape(-1).astype(np.int32), I32)
 
     def w_at(self, buf: BufRef, d: int, row: Expr, k: Expr) -> Expr:
         return buf[d, k, row] if self.transposed else buf[d, row, k]
@@ -249,53 +284,69 @@ class _QCtx(_Ctx):
         super().__init__(*args)
         self.t = t
 
-    def _sum(self, n: int, at: Any, dt: Any, name: str) -> Var:
-        s = self.kb.local(Const(0, dt) if not dt.is_float else Const(0.0, dt), name, dt)
+    def _sum(self, n: int, at: Any, name: str) -> Var:
+        s = self.kb.local(Const(0, I32), name, I32)
         with self.kb.loop(n, "k") as k:
-            self.kb.assign(s, s + at(k))
+            self.kb.assign(s, s + Cast(at(k), I32))
         return s
 
+    def _q16(self, n: int, at: Any, buf: BufRef, qmax: int, name: str) -> Var:
+        """buf[k] = at(k) quantised to int16, symmetric, its largest magnitude to ``qmax``;
+        returns the step's scale (the float of one unit). Rounded half away from zero."""
+        kb = self.kb
+        m = kb.local(Const(0.0, F32), name + "max", F32)
+        with kb.loop(n, "k") as k:
+            kb.assign(m, bmax(m, call("abs", at(k))))
+        inv = kb.local(select(cmp("gt", m, Const(0.0, F32)), Const(float(qmax), F32) / m,
+                              Const(0.0, F32), F32), name + "inv", F32)
+        with kb.loop(n, "k") as k:
+            v = kb.local(at(k) * inv, "v", F32)
+            half = select(cmp("ge", v, Const(0.0, F32)), Const(0.5, F32), Const(-0.5, F32), F32)
+            kb.store(buf, [k], Cast(v + half, I16))
+        return kb.local(m / Const(float(qmax), F32), name + "unit", F32)
+
     def begin(self) -> None:
-        """For this step: x.W of every gate row, and h.R of the rows that read h as it is,
-        each a row of a gemm through the gemm schedules, scaled to float (xw, hr)."""
-        t, kb, d = self.t, self.kb, self.d
-        rows, i_sz = t.rows, t.i_sz
-        xsum = None
-        if t.wz is not None:
-            xsum = self._sum(i_sz, (lambda k: Cast(self.x(k), I32)) if t.x8 else self.x,
-                             I32 if t.x8 else F32, "xsum")
+        """For this step: x.W of every gate row and h.R of the rows that read h as it is, each
+        a row of a gemm (int32 sums through the gemm schedules), scaled to float (xw, hr).
+        A float X and h are quantised to int16 for it, per step (their largest magnitude to
+        about 32767: an error of 1.5e-5 of it)."""
+        t, d = self.t, self.d
+        g = t.gw
+        unit: Expr | None = None
+        if t.x8:
+            def x_at(k: Expr) -> Expr:
+                return self.x(k)
+        else:
+            assert t.xq is not None
+            xq = t.xq
+            unit = self._q16(t.i_sz, self.x, xq, g.qmax, "x")
+
+            def x_at(k: Expr) -> Expr:
+                return xq[[k]]
+        self._gemv(g, x_at, lambda n, k: t.w_at(t.W, d, n, k), t.start, unit, t.xw, "x")
+        if t.gr is None:
+            return
+        assert t.hq is not None and t.hr is not None
+        hq = t.hq
+        hunit = self._q16(self.h, lambda k: self.Hs[d, self.b, k], hq, t.gr.qmax, "h")
+        self._gemv(t.gr, lambda k: hq[[k]], lambda n, k: t.w_at(self.R, d, n, k), None, hunit,
+                   t.hr, "h")
+
+    def _gemv(self, g: _Gemv, a_at: Any, w_at: Any, start_tab: BufRef | None,
+              unit: Expr | None, out: BufRef, name: str) -> None:
+        kb, d, rows = self.kb, self.d, g.rows
+        asum = self._sum(g.k, a_at, name + "sum") if g.zp is not None else None
 
         def start(n: Expr) -> Expr:
-            v: Expr = t.start[[d * rows + n]] if t.x8 else Const(0.0, F32)
-            if xsum is not None and t.wz is not None:
-                v = v - t.wz[[d * rows + n]] * xsum
+            v: Expr = start_tab[[d * rows + n]] if start_tab is not None else Const(0, I32)
+            if asum is not None and g.zp is not None:
+                v = v - g.zp[[d * rows + n]] * asum
             return v
 
         def store(n: Expr, acc: Expr) -> None:
-            kb.store(t.xw, [n], Cast(acc, F32) * t.xs[[d * rows + n]])
-        if t.x8 and t.words:
-            tiled_dot_dsp(kb, rows, i_sz, self.x, t.words[d], store, start, t.arith, t.tile)
-        elif t.x8:
-            tiled_dot(kb, 1, rows, i_sz, lambda r, k: Cast(self.x(k), I32),
-                      lambda k, n: Cast(t.w_at(t.W, d, n, k), I32),
-                      lambda r, n, acc: store(n, acc), start, I32)
-        else:
-            tiled_dot(kb, 1, rows, i_sz, lambda r, k: self.x(k),
-                      lambda k, n: Cast(t.w_at(t.W, d, n, k), F32),
-                      lambda r, n, acc: store(n, acc), start, F32)
-        if t.hr is None:
-            return
-        hr = t.hr
-        hsum = None if t.rz is None else self._sum(self.h, lambda k: self.Hs[d, self.b, k],
-                                                   F32, "hsum")
-
-        def store_h(n: Expr, acc: Expr) -> None:
-            if hsum is not None and t.rz is not None:
-                acc = acc - t.rz[[d * rows + n]] * hsum
-            kb.store(hr, [n], acc * t.rs[[d * rows + n]])
-        tiled_dot(kb, 1, t.plain_h, self.h, lambda r, k: self.Hs[d, self.b, k],
-                  lambda k, n: Cast(t.w_at(self.R, d, n, k), F32),
-                  lambda r, n, acc: store_h(n, acc), lambda n: Const(0.0, F32), F32)
+            sc: Expr = g.scale[[d * rows + n]]
+            kb.store(out, [n], Cast(acc, F32) * (sc * unit if unit is not None else sc))
+        g.run(kb, d, a_at, w_at, start, store)
 
     def dot_x(self, acc: Var, g: int, j: Expr) -> None:
         self.kb.assign(acc, acc + self.t.xw[[g * self.h + j]])
@@ -307,6 +358,7 @@ class _QCtx(_Ctx):
             kb.assign(acc, acc + t.hr[[row]])
             return
         # GRU's candidate without linear_before_reset: (r * h).R, r known only now.
+        assert t.rs is not None
         s = kb.local(Const(0.0, F32), "sh", F32)
         hs = kb.local(Const(0.0, F32), "hs", F32) if t.rz is not None else None
         with kb.loop(self.h, "k") as k:
