@@ -297,3 +297,30 @@ def test_dynamic_quantize_lstm_runtime_weights_refused(tmp_path):
     m.graph.initializer.extend(keep)
     with pytest.raises(AotcError, match="constant int8 or uint8"):
         aotc.compile(m, tmp_path / "b")
+
+
+# ------------------------------------------------------------------------ the DSP dual MAC
+@pytest.mark.parametrize("op,quant", [("LSTM", "static"), ("GRU", "static"), ("RNN", "static"),
+                                      ("LSTM", "dynamic"), ("GRU", "weights")])
+def test_dsp_path_cortex_m4f(op, quant, tmp_path):
+    """Compiled --target cortex-m4f (x.W and h.R through SMLAD): the host build (the C
+    definitions of the intrinsics) and the cortex-m4f board (QEMU) against onnxruntime."""
+    f = float_model(op, 4, 2, 9, 6, "bidirectional", True, seed=11)
+    m = {"static": lambda: qdq_model(f, QuantType.QInt8),
+         "dynamic": lambda: dynamic_model(f, True),
+         "weights": lambda: weight_only(f, 1)}[quant]()
+    feeds = feeds_of(f, 12)
+    want = ort_run(m, feeds)
+    got, bundle = compile_and_run(m, feeds, tmp_path / "b", target="cortex-m4f")
+    src = "".join(p.read_text() for p in Path(bundle.directory).glob("*.c"))
+    assert "__smlad(" in src
+    assert any(o.startswith(("Qdq", "DynamicQuantize")) for o in kernel_ops(bundle))
+    board = bundle.load("cortex-m4f").run(feeds)
+    for k in want:
+        if quant == "static":
+            assert_lsb(got[k], want[k])
+            assert_lsb(board[k], want[k])
+        else:
+            atol = 0.03 if quant == "dynamic" else 1e-4
+            np.testing.assert_allclose(got[k], want[k], atol=atol, rtol=1e-4, err_msg=k)
+            np.testing.assert_allclose(board[k], got[k], atol=1e-6, rtol=1e-5, err_msg=k)
