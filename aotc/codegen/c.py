@@ -83,6 +83,7 @@ FLOAT_CALLS = {
     "isnan": "isnan", "isinf": "isinf",  # C99 <math.h> classification macros
 }
 INT_CALLS = {"abs": "AOTC_ABS", "float_from_bits": "aotc_bits_f32",  # BitCast
+             "f16_to_f32": "aotc_f16_f32",  # a float16 weight's bits (lower/half.py)
              "ipow": "aotc_ipow",  # Pow on integers (runtime_c/aotc_runtime.h)
              # fixed-point requantisation primitives (runtime_c/aotc_runtime.h)
              "q_srdhm": "aotc_q_srdhm", "q_rdbpot": "aotc_q_rdbpot", "q_mbqm": "aotc_q_mbqm",
