@@ -50,6 +50,19 @@ class Net:
         self.ops: list[Any] = []
         self.codes: list[int] = []
         self.inputs: list[int] = []
+        self.outputs: list[int] = []  # a further subgraph's (subgraph())
+        self.subgraphs: list[Net] = []  # the model's further subgraphs, in index order
+        self.root = self
+
+    def subgraph(self) -> Net:
+        """A further subgraph of the model (an IF branch, a WHILE condition or body): its own
+        tensors, operators and inputs (``input``), outputs set as ``.outputs``; the buffers
+        and operator codes are the model's. Its index in the model is ``.index``."""
+        s = Net(self.quant, self.ranges)
+        s.rng, s.buffers, s.codes, s.root = self.rng, self.buffers, self.codes, self.root
+        self.root.subgraphs.append(s)
+        s.index = len(self.root.subgraphs)
+        return s
 
     # ------------------------------------------------------------------ tensors
     def _tensor(self, shape: Sequence[int], dtype: Any, name: str, data: np.ndarray | None = None,
@@ -247,14 +260,18 @@ class Net:
         o.outputs = np.array(outputs, np.int32)
         self.ops.append(o)
 
-    def build(self, outputs: Sequence[int]) -> bytes:
+    def _subgraph(self, outputs: Sequence[int]) -> Any:
         sg = S.SubGraphT()
         sg.tensors, sg.operators = self.tensors, self.ops
         sg.inputs = np.array(self.inputs, np.int32)
         sg.outputs = np.array(outputs, np.int32)
+        return sg
+
+    def build(self, outputs: Sequence[int]) -> bytes:
         m = S.ModelT()
         m.version = 3
-        m.subgraphs = [sg]
+        m.subgraphs = [self._subgraph(outputs)] + [s._subgraph(s.outputs)
+                                                   for s in self.subgraphs]
         m.buffers = self.buffers
         m.operatorCodes = []
         for c in self.codes:
