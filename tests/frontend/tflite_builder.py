@@ -249,7 +249,8 @@ class Net:
         self.ops.append(o)
         return y
 
-    def op_into(self, code: str, inputs: Sequence[int], outputs: Sequence[int]) -> None:
+    def op_into(self, code: str, inputs: Sequence[int], outputs: Sequence[int],
+                options: Any = None) -> None:
         """An operator writing tensors the test made itself."""
         c = getattr(S.BuiltinOperator, code)
         if c not in self.codes:
@@ -258,7 +259,18 @@ class Net:
         o.opcodeIndex = self.codes.index(c)
         o.inputs = np.array(inputs, np.int32)
         o.outputs = np.array(outputs, np.int32)
+        if options is not None:
+            o.builtinOptionsType = getattr(S.BuiltinOptions, type(options).__name__[:-1])
+            o.builtinOptions = options
         self.ops.append(o)
+
+    def like(self, t: int, name: str) -> int:
+        """A new tensor with tensor ``t``'s shape, type and quantisation parameters."""
+        src = self.tensors[t]
+        q = src.quantization
+        return self._tensor(src.shape, {v: k for k, v in _TYPES.items()}[src.type], name, None,
+                            None if q is None or q.scale is None else q.scale,
+                            None if q is None or q.scale is None else q.zeroPoint)
 
     def _subgraph(self, outputs: Sequence[int]) -> Any:
         sg = S.SubGraphT()
