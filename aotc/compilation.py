@@ -68,6 +68,10 @@ class CompileOptions:
     # them: every float32 constant a kernel reads whose values all are float16 numbers
     # (aotc/lower/half.py); the outputs are bit-identical. Without it they are float32.
     keep_float16_weights: bool = False
+    # Every Loop without a trip count (a TFLite WHILE, an ONNX Loop without M) stops after
+    # this many iterations at most (aotc/passes/bodies.py bound_loops); None: it runs while
+    # its condition holds.
+    max_loop_iterations: int | None = None
     # Memory pools, fastest first: Pool objects or "NAME:BYTES[:SECTION]" strings (--pool).
     # None: the --target board's pools (board.toml [[pools]]) if it lists any, else one arena;
     # (): one arena.

@@ -49,6 +49,7 @@ from aotc.memory.pools import Pool, PoolsDoNotFit, plan_pools, resolve_pools
 from aotc.names import Namer, c_ident
 from aotc.ops.quant.arith import REQUANT_MODES
 from aotc.passes import PASS_NAMES, Pass, default_pipeline, run_pipeline
+from aotc.passes.bodies import bound_loops
 from aotc.passes.layout import permuted_views, to_layout
 from aotc.passes.patches import stage_chain
 from aotc.progress import QUIET, Progress
@@ -128,9 +129,14 @@ def compile_model(model: str | os.PathLike[str] | onnx.ModelProto, options: Comp
     if not 0 <= options.patch_macs < 1e6:
         raise AotcError(f"--patch-macs {100 * options.patch_macs:g}: the budget of extra MACs "
                         f"must be a percentage >= 0")
+    limit = options.max_loop_iterations
+    if limit is not None and limit < 1:
+        raise AotcError(f"--max-loop-iterations {limit}: the bound must be at least 1")
     source = _read(model, options, progress)
     shapes = {k: tuple(int(d) for d in v) for k, v in options.input_shapes.items()}
     graph = attach_state(import_model(source.proto, shapes, name), source.proto, options.state)
+    if limit is not None:
+        graph = bound_loops(graph, limit)
     model_const_bytes = graph.const_bytes()
     progress.detail("graph passes")
     graph = run_pipeline(graph, _pipeline(options.passes, options.requant),

@@ -32,3 +32,21 @@ def _node(n: Node, run: Callable[[Graph], Graph], g: Graph) -> Node:
         attrs[k] = Body(body.inputs, body.captures, tuple(out.outputs), tuple(out.nodes),
                         out.values)
     return n.with_(attrs=attrs)
+
+
+def bound_loops(g: Graph, limit: int) -> Graph:
+    """--max-loop-iterations: every Loop without a trip count (a TFLite WHILE, an ONNX Loop
+    without M), in the graph and in bodies, stops after ``limit`` iterations at most (its C
+    loop reads ``i < limit && cond``); the loop-carried outputs are then the values after
+    ``limit`` iterations. Loops with a trip count keep theirs."""
+    def node(n: Node) -> Node:
+        bodies = {k: v for k, v in n.attrs.items() if isinstance(v, Body)}
+        attrs = dict(n.attrs)
+        for k, body in bodies.items():
+            attrs[k] = Body(body.inputs, body.captures, body.outputs,
+                            tuple(node(m) for m in body.nodes), body.values)
+        if n.op == "Loop" and not n.inputs[0] and attrs.get("_trip") is None:
+            attrs["_trip"] = limit
+        return n.with_(attrs=attrs) if bodies or attrs != dict(n.attrs) else n
+
+    return g.replace(nodes=[node(n) for n in g.nodes])

@@ -94,14 +94,14 @@ def _while(net: Net, ins: list[int], cond: Net, body: Net) -> list[int]:
     return outs
 
 
-def _float_while() -> bytes:
-    """while i < 3 and max(x) < 50: x = x * [2, 3, 0.5, -1.5]; i += 1 (i starts at a
+def _float_while(count: int = 3) -> bytes:
+    """while i < count and max(x) < 50: x = x * [2, 3, 0.5, -1.5]; i += 1 (i starts at a
     constant 0): stops on the count or on the data."""
     net = Net(False)
     x, i0 = net.input((1, 4)), net.ints([0])
     cond, body = net.subgraph(), net.subgraph()
     cx, ci = cond.input((1, 4)), cond.input((1,), np.int32)
-    c1 = cond.op("LESS", [ci, cond.ints([3])], (1,), dtype=np.bool_)
+    c1 = cond.op("LESS", [ci, cond.ints([count])], (1,), dtype=np.bool_)
     m = cond.op("REDUCE_MAX", [cx, cond.ints([1])], (1,), options("ReducerOptions"))
     c2 = cond.op("LESS", [m, cond.const(np.array([50.0]))], (1,), dtype=np.bool_)
     cond.outputs = [cond.op("LOGICAL_AND", [c1, c2], (1,), dtype=np.bool_)]
@@ -120,6 +120,28 @@ def test_while_float32_and_int32(tmp_path):
             [np.array([[-1, 0.5, 7, 4]], np.float32)]]   # 2
     bundle = _run(tmp_path, _float_while(), sets, 2)
     assert [n.op for n in bundle.compilation.graph.nodes if n.op == "Loop"] == ["Loop"]
+
+
+def test_max_loop_iterations(tmp_path, capsys):
+    """--max-loop-iterations 2 on the 3-iteration loop: TFLM's outputs of the same model
+    stopping at 2 (the loops that stop earlier on the data are unchanged)."""
+    path = tmp_path / "m.tflite"
+    path.write_bytes(_float_while(3))
+    assert cli_main(["compile", str(path), "-o", str(tmp_path / "out"), "--name", "m", "-q",
+                     "--max-loop-iterations", "2"]) == 0, capsys.readouterr().err
+    assert "aotc_i0 < 2 && aotc_c0 != 0u" in (tmp_path / "out" / "m.c").read_text()
+    bundle = aotc.compile(path, tmp_path / "api", name="m", max_loop_iterations=2)
+    runner = bundle.load()
+    ins = [t["name"] for t in runner.meta["inputs"]]
+    outs = [t["name"] for t in runner.meta["outputs"]]
+    for x in ([[1, 2, 3, 4]], [[10, 20, 3, 4]], [[100, 2, 3, 4]], [[-1, 0.5, 7, 4]]):
+        xs = [np.array(x, np.float32)]
+        got = runner.run(dict(zip(ins, xs)))
+        for o, w in zip(outs, interpret_tflm(_float_while(2), xs, 2)):
+            np.testing.assert_array_equal(got[o], w)
+    assert cli_main(["compile", str(path), "-o", str(tmp_path / "bad"),
+                     "--max-loop-iterations", "0"]) == 2
+    assert "the bound must be at least 1" in capsys.readouterr().err
 
 
 def _int8_while() -> bytes:
