@@ -1,6 +1,7 @@
 """TFLite IF and WHILE (aotc/frontend/tflite/control.py): single-op models whose branches,
 condition and body are further subgraphs (tflite_builder's Net.subgraph), compiled with aotc
-and run on the host against TensorFlow Lite Micro's interpreter: bit-exact (array_equal) on
+and run on the host (the first set also on the QEMU boards of AOTC_TEST_BOARDS, against the
+host) against TensorFlow Lite Micro's interpreter: bit-exact (array_equal) on
 float32, int8 and int32 tensors, conditions both ways, loops run 0, 1 and several times with a
 condition computed at run time. int8 operators inside the subgraphs run on the integer kernels
 (the qdq pass runs inside bodies). Malformed or unsupported uses: one-line errors."""
@@ -11,6 +12,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from opcheck import run_on_boards
 from tflite_builder import Net, interpret_tflm, options
 
 import aotc
@@ -27,6 +29,8 @@ def _run(tmp_path, model: bytes, sets: list[list[np.ndarray]], n_out: int) -> An
     outs = [t["name"] for t in runner.meta["outputs"]]
     for v, xs in enumerate(sets):
         got = runner.run(dict(zip(ins, xs)))
+        if v == 0:
+            run_on_boards(bundle, dict(zip(ins, xs)), got, tmp_path / "fw")
         want = interpret_tflm(model, xs, n_out)
         for k, (o, w) in enumerate(zip(outs, want)):
             assert got[o].dtype == w.dtype and got[o].shape == w.shape, (v, k, got[o], w)

@@ -19,6 +19,7 @@ import test_tflite_zoo as zoo
 from ai_edge_litert import schema_py_generated as S
 from onnx import TensorProto, numpy_helper
 from onnx import helper as oh
+from opcheck import run_on_boards
 from test_tflite_zoo import META, ZOO
 from tflite_builder import Net, interpret, options
 
@@ -92,6 +93,7 @@ def test_keep_float16_weights(tmp_path, capsys):
         assert all(np.array_equal(u, v) for u, v in zip(ya, yb))
         np.testing.assert_allclose(yb[0].view(np.float32), interpret(model, [x])[0][0],
                                    rtol=1e-5, atol=1e-5)
+    run_on_boards(kept, {name: x}, b.run({name: x}), tmp_path / "fw")
 
 
 @pytest.mark.parametrize("name", ["face_detection_short_range_fp16",
@@ -140,6 +142,25 @@ def test_half_to_float_on_every_bit_pattern(tmp_path):
     idx = np.random.default_rng(0).permutation(1 << 16).astype(np.int64)
     got = kept.load().run({"i": idx})["y"]
     np.testing.assert_array_equal(got.view(np.uint32), h[idx].astype(np.float32).view(np.uint32))
+
+
+def test_half_to_float_on_the_boards(tmp_path):
+    """The same on the QEMU boards of AOTC_TEST_BOARDS (FPU and soft-float), on every 61st
+    bit pattern and the special ones (zeros, the subnormal ends, the normal ends, infinities,
+    quiet and signalling NaNs): against numpy on the host, the boards against the host."""
+    special = [0x0000, 0x8000, 0x0001, 0x8001, 0x03FF, 0x83FF, 0x0400, 0x7BFF, 0xFBFF, 0x3C00,
+               0x7C00, 0xFC00, 0x7C01, 0x7DFF, 0x7E00, 0xFE00, 0x7FFF, 0xFFFF]
+    bits = np.unique(np.r_[np.arange(0, 1 << 16, 61), special]).astype(np.uint16)
+    h = bits.view(np.float16)
+    path = _onnx_f16(tmp_path, h, [oh.make_node("Gather", ["w", "i"], ["y"])],
+                     [oh.make_tensor_value_info("i", TensorProto.INT32, [h.size])],
+                     [oh.make_tensor_value_info("y", TensorProto.FLOAT, [h.size])])
+    kept = aotc.compile(path, tmp_path / "out", name="m", keep_float16_weights=True)
+    feeds = {"i": np.random.default_rng(1).permutation(h.size).astype(np.int32)}
+    got = kept.load().run(feeds)
+    np.testing.assert_array_equal(got["y"].view(np.uint32),
+                                  h[feeds["i"]].astype(np.float32).view(np.uint32))
+    run_on_boards(kept, feeds, got, tmp_path / "fw")
 
 
 def test_onnx_float16_initializer_cast_to_float(tmp_path):
