@@ -95,22 +95,6 @@ static inline float aotc_bits_f32(uint32_t u)
     return v.f;
 }
 
-/* A float16's bits as the float32 of the same value (--keep-float16-weights: float16 weights
- * kept in flash, converted where a kernel loads them). Branch-free and exact: the exponent and
- * mantissa move to a float32's place and its exponent is re-biased (+112); exponent 31 (inf,
- * NaN, payload kept) becomes 255; a subnormal m * 2^-24 is 2^-14 * (1 + m/1024) - 2^-14, exact
- * with normal operands only (so also where subnormal floats are flushed to zero). */
-static inline float aotc_f16_f32(uint16_t h)
-{
-    uint32_t mag = ((uint32_t)h & 0x7fffu) << 13;
-    uint32_t exp = mag & 0x0f800000u;
-    uint32_t infnan = (uint32_t)0 - (uint32_t)(exp == 0x0f800000u);
-    uint32_t sub = (uint32_t)0 - (uint32_t)(exp == 0u);
-    uint32_t normal = mag + 0x38000000u + (0x38000000u & infnan);
-    uint32_t tiny = aotc_f32_bits(aotc_bits_f32(mag + 0x38800000u) - 6.103515625e-05f);
-    return aotc_bits_f32(((normal & ~sub) | (tiny & sub)) | (((uint32_t)h & 0x8000u) << 16));
-}
-
 /* Fixed-point primitives of integer requantisation (gemmlowp/TFLite semantics; aotc/qmath.py
  * holds the Python twins). Right shifts of negative values are arithmetic on every supported
  * compiler (gcc, clang, arm-none-eabi, riscv). Always inline: kernels requantise once per output

@@ -1,8 +1,8 @@
 """--keep-float16-weights: a lowered kernel's float32 constants that are float16 numbers
 (every element converts to float16 and back to the same bits), kept in flash as their float16
-bit patterns (uint16) and converted to float32 where the kernel loads them
-(runtime_c/aotc_runtime.h aotc_f16_f32: branch-free and exact, subnormals, infinities and NaNs
-included). The kernel computes on the same float32 values as with the constants stored
+bit patterns (uint16) and converted to float32 where the kernel loads them (aotc_f16_f32,
+which model.c defines where a kernel calls it: branch-free and exact, subnormals, infinities
+and NaNs included). The kernel computes on the same float32 values as with the constants stored
 float32, so its outputs are bit-identical; only its constants are half the bytes.
 
 It applies to the constants a kernel reads as its own (the graph's constants it takes as
