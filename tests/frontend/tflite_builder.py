@@ -50,6 +50,19 @@ class Net:
         self.ops: list[Any] = []
         self.codes: list[int] = []
         self.inputs: list[int] = []
+        self.outputs: list[int] = []  # a further subgraph's (subgraph())
+        self.subgraphs: list[Net] = []  # the model's further subgraphs, in index order
+        self.root = self
+
+    def subgraph(self) -> Net:
+        """A further subgraph of the model (an IF branch, a WHILE condition or body): its own
+        tensors, operators and inputs (``input``), outputs set as ``.outputs``; the buffers
+        and operator codes are the model's. Its index in the model is ``.index``."""
+        s = Net(self.quant, self.ranges)
+        s.rng, s.buffers, s.codes, s.root = self.rng, self.buffers, self.codes, self.root
+        self.root.subgraphs.append(s)
+        s.index = len(self.root.subgraphs)
+        return s
 
     # ------------------------------------------------------------------ tensors
     def _tensor(self, shape: Sequence[int], dtype: Any, name: str, data: np.ndarray | None = None,
@@ -236,7 +249,8 @@ class Net:
         self.ops.append(o)
         return y
 
-    def op_into(self, code: str, inputs: Sequence[int], outputs: Sequence[int]) -> None:
+    def op_into(self, code: str, inputs: Sequence[int], outputs: Sequence[int],
+                options: Any = None) -> None:
         """An operator writing tensors the test made itself."""
         c = getattr(S.BuiltinOperator, code)
         if c not in self.codes:
@@ -245,16 +259,31 @@ class Net:
         o.opcodeIndex = self.codes.index(c)
         o.inputs = np.array(inputs, np.int32)
         o.outputs = np.array(outputs, np.int32)
+        if options is not None:
+            o.builtinOptionsType = getattr(S.BuiltinOptions, type(options).__name__[:-1])
+            o.builtinOptions = options
         self.ops.append(o)
 
-    def build(self, outputs: Sequence[int]) -> bytes:
+    def like(self, t: int, name: str) -> int:
+        """A new tensor with tensor ``t``'s shape, type and quantisation parameters."""
+        src = self.tensors[t]
+        q = src.quantization
+        return self._tensor(src.shape, {v: k for k, v in _TYPES.items()}[src.type], name, None,
+                            None if q is None or q.scale is None else q.scale,
+                            None if q is None or q.scale is None else q.zeroPoint)
+
+    def _subgraph(self, outputs: Sequence[int]) -> Any:
         sg = S.SubGraphT()
         sg.tensors, sg.operators = self.tensors, self.ops
         sg.inputs = np.array(self.inputs, np.int32)
         sg.outputs = np.array(outputs, np.int32)
+        return sg
+
+    def build(self, outputs: Sequence[int]) -> bytes:
         m = S.ModelT()
         m.version = 3
-        m.subgraphs = [sg]
+        m.subgraphs = [self._subgraph(outputs)] + [s._subgraph(s.outputs)
+                                                   for s in self.subgraphs]
         m.buffers = self.buffers
         m.operatorCodes = []
         for c in self.codes:

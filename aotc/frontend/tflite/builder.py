@@ -28,16 +28,23 @@ class Builder:
     """The ONNX graph under construction: names of each TFLite tensor per layout, nodes,
     initializers, and the helpers the per-op converters (``builtins``) share."""
 
-    def __init__(self, model: Any, sub: Any, data: bytes, fname: str) -> None:
+    def __init__(self, model: Any, sub: Any, data: bytes, fname: str,
+                 bind: list[str] | None = None, parent: Builder | None = None) -> None:
+        """``bind``, ``parent``: another subgraph of the model (an IF branch, a WHILE
+        condition or body), its inputs the ONNX names ``bind`` (NHWC), its names unique
+        among the ``parent``'s (control.py)."""
         self.model, self.sub, self.data, self.fname = model, sub, data, fname
         self.nodes: list[onnx.NodeProto] = []
         self.inits: list[onnx.TensorProto] = []
+        # importer.py: converts subgraph ``index`` of the model with its inputs bound to ONNX
+        # names; returns its nodes, initializers and output names (IF, WHILE: control.py).
+        self.subgraph: Any = parent.subgraph if parent is not None else None
         # (tensor, layout) -> ONNX name. Layouts: "nhwc" (TFLite's order; every tensor of
         # another rank), "nchw" (4-D), "flat" (a 2-D [N, H*W*C] tensor held as its NCHW
         # source flattened, [N, C*H*W]: flat_src has the NHWC source shape).
         self.names: dict[tuple[int, str], str] = {}
         self.flat_src: dict[int, tuple[int, int, int, int]] = {}
-        self.taken: set[str] = set()
+        self.taken: set[str] = parent.taken if parent is not None else set()
         # Tensors computed at compile time (SHAPE, PACK of constants, FILL, ...): the
         # converters of constant-only builtins put their values here, read back by const().
         self.folded: dict[int, np.ndarray] = {}
@@ -58,6 +65,13 @@ class Builder:
                 if self.tensor(src).Type() == 1 and self.const(src) is not None:
                     self.folded_f16[int(op.Outputs(0))] = src
         self.input_names: dict[int, str] = {}
+        if bind is not None:
+            if len(bind) != len(self.inputs):
+                raise AotcError(f"{fname}: the subgraph has {len(self.inputs)} inputs; its "
+                                f"operator passes {len(bind)}")
+            self.names.update({(t, "nhwc"): name for t, name in zip(self.inputs, bind)})
+            self.reserved: dict[int, str] = {}
+            return
         for t in self.inputs:
             if self.const(t) is None:
                 self.names[(t, "nhwc")] = self.input_names[t] = self._claim(self.tname(t))
