@@ -420,7 +420,7 @@ ONNX_OPS: dict[str, tuple[str, ...]] = {
 
 
 # The other families (their modules import the helpers above).
-from aotc.frontend.tflite import math_ops, tensor_ops  # noqa: E402
+from aotc.frontend.tflite import math_ops, signal, tensor_ops  # noqa: E402
 from aotc.frontend.tflite.math_ops import elementwise as _elementwise  # noqa: E402
 from aotc.frontend.tflite.math_ops import op2 as _op2  # noqa: E402
 
@@ -430,6 +430,8 @@ CONVERTERS.update(math_ops.CONVERTERS)
 CONVERTERS.update(tensor_ops.CONVERTERS)
 ONNX_OPS.update(math_ops.ONNX_OPS)
 ONNX_OPS.update(tensor_ops.ONNX_OPS)
+CONVERTERS.update(signal.CONVERTERS)  # TFLM's Signal library custom operators
+ONNX_OPS.update(signal.ONNX_OPS)
 CONVERTERS = dict(sorted(CONVERTERS.items()))
 ONNX_OPS = dict(sorted(ONNX_OPS.items()))
 
@@ -489,6 +491,7 @@ TYPES: dict[str, tuple[str, ...]] = {
     **{k: ("float32", "int8", "int16", "int32", "int64", "bool")
        for k in ("READ_VARIABLE", "ASSIGN_VARIABLE")},
     "CALL_ONCE": ("none",),
+    **signal.TYPES,
 }
 # int16x8 (int16 activations, int8 weights, int64 bias): the builtins whose 16x8 form is
 # bit-exact with TFLM (tests/frontend/test_tflite_int16.py, test_tflm_integration.py). The

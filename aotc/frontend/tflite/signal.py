@@ -1,0 +1,187 @@
+"""TFLite Micro's Signal library custom operators (custom_code "Signal<Op>", parameters in a
+flexbuffer map) -> aotc's Signal ops (aotc/ops/sequence/audio_frontend.py, audio_stream.py).
+
+What TFLM keeps between calls (FilterBankSpectralSubtraction's noise estimate, the circular
+buffers of Delay, Framer, Stacker and OverlapAdd) becomes slots of the caller's state buffer
+(variables.py's mechanism: a graph input with its bytes after reset, and the next value as a
+graph output), which each op writes in place. Irfft and Rfft are refused by name (not yet
+bit-exact with kiss_fft's fixed point).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from aotc.errors import AotcError
+from aotc.frontend.tflite.variables import Variable, _state
+
+Builder = Any
+
+
+def options(op: Any) -> dict[str, Any]:
+    """The custom operator's flexbuffer map."""
+    from flatbuffers import flexbuffers
+
+    if op.CustomOptionsLength() == 0:
+        return {}
+    raw = op.CustomOptionsAsNumpy().tobytes()
+    try:
+        m = flexbuffers.Loads(raw)
+    except Exception as e:
+        raise AotcError(f"unreadable flexbuffer options ({type(e).__name__})") from None
+    if not isinstance(m, dict):
+        raise AotcError("the flexbuffer options are not a map")
+    return m
+
+
+def _int(opts: dict[str, Any], key: str, default: int | None = None) -> int:
+    v = opts.get(key, default)
+    if v is None:
+        raise AotcError(f"the options have no {key!r}")
+    return int(v)
+
+
+def _ins(op: Any) -> list[int]:
+    return [int(op.Inputs(i)) for i in range(op.InputsLength())]
+
+
+def _outs(op: Any) -> list[int]:
+    return [int(op.Outputs(i)) for i in range(op.OutputsLength())]
+
+
+def _const(b: Builder, t: int, what: str) -> str:
+    c = b.const(t)
+    if c is None:
+        raise AotcError(f"the {what} ({b.tname(t)!r}) must be a constant")
+    return str(b.init(c, what.replace(" ", "_")))
+
+
+def _define(b: Builder, t: int, value: str, shape: tuple[int, ...]) -> None:
+    """TFLite tensor ``t`` is ``value`` (of ``shape``), reshaped to its declared shape."""
+    if tuple(shape) != b.shape(t):
+        value = b.add("Reshape", [value, b.init(np.array(b.shape(t), np.int64), "shape")],
+                      "shape")[0]
+    b.define(t, value)
+
+
+def state(b: Builder, suffix: str, init: np.ndarray) -> Variable:
+    """A new slot of the caller's state buffer, holding ``init`` after reset."""
+    name = b._claim(f"{b.tname(b.cur_out)}/{suffix}")
+    var = Variable(f"signal:{name}", name, name, init.dtype, tuple(init.shape), init.tobytes())
+    _state(b)["vars"][var.key] = var
+    return var
+
+
+def _op(b: Builder, name: str, inputs: list[str], n_out: int = 1, **attrs: Any) -> list[str]:
+    return b.add(name, inputs, name.removeprefix("Signal").lower(), n_out=n_out, domain="aotc",
+                 **attrs)
+
+
+# ------------------------------------------------------------------------- stateless ops
+def window(b: Builder, op: Any) -> None:
+    x, w = _ins(op)[:2]
+    y = _op(b, "SignalWindow", [b.get(x), _const(b, w, "window")],
+            shift=_int(options(op), "shift"))[0]
+    _define(b, _outs(op)[0], y, b.shape(x))
+
+
+def fft_auto_scale(b: Builder, op: Any) -> None:
+    x = _ins(op)[0]
+    ys = _op(b, "SignalFftAutoScale", [b.get(x)], n_out=2)
+    outs = _outs(op)
+    _define(b, outs[0], ys[0], b.shape(x))
+    _define(b, outs[1], ys[1], ())
+
+
+def energy(b: Builder, op: Any) -> None:
+    x = _ins(op)[0]
+    o = options(op)
+    if len(b.shape(x)) != 1:
+        raise AotcError(f"a {len(b.shape(x))}-D spectrum is not supported (TFLM reads one)")
+    y = _op(b, "SignalEnergy", [b.get(x)], start_index=_int(o, "start_index"),
+            end_index=_int(o, "end_index"))[0]
+    _define(b, _outs(op)[0], y, (b.shape(x)[0] // 2,))
+
+
+def filter_bank(b: Builder, op: Any) -> None:
+    ins = _ins(op)
+    if len(ins) != 6:
+        raise AotcError(f"SignalFilterBank takes 6 inputs, got {len(ins)}")
+    names = ("weights", "unweights", "channel frequency starts", "channel weight starts",
+             "channel widths")
+    n = _int(options(op), "num_channels")
+    y = _op(b, "SignalFilterBank", [b.get(ins[0]), *(_const(b, t, w) for t, w in
+                                                      zip(ins[1:], names))],
+            num_channels=n)[0]
+    _define(b, _outs(op)[0], y, (n,))
+
+
+def filter_bank_square_root(b: Builder, op: Any) -> None:
+    x, s = _ins(op)[:2]
+    y = _op(b, "SignalFilterBankSquareRoot", [b.get(x), b.get(s)])[0]
+    _define(b, _outs(op)[0], y, b.shape(x))
+
+
+def filter_bank_log(b: Builder, op: Any) -> None:
+    x = _ins(op)[0]
+    o = options(op)
+    y = _op(b, "SignalFilterBankLog", [b.get(x)],
+            input_correction_bits=_int(o, "input_correction_bits"),
+            output_scale=_int(o, "output_scale"))[0]
+    _define(b, _outs(op)[0], y, b.shape(x))
+
+
+def pcan(b: Builder, op: Any) -> None:
+    x, noise, lut = _ins(op)[:3]
+    y = _op(b, "SignalPCAN", [b.get(x), b.get(noise), _const(b, lut, "gain lut")],
+            snr_shift=_int(options(op), "snr_shift"))[0]
+    _define(b, _outs(op)[0], y, b.shape(x))
+
+
+# -------------------------------------------------------------------------- stateful ops
+def spectral_subtraction(b: Builder, op: Any) -> None:
+    x = _ins(op)[0]
+    o = options(op)
+    n = _int(o, "num_channels")
+    if int(np.prod(b.shape(x))) != n:
+        raise AotcError(f"num_channels={n} but the input has shape {list(b.shape(x))}")
+    keys = ("smoothing", "one_minus_smoothing", "alternate_smoothing",
+            "alternate_one_minus_smoothing", "smoothing_bits", "min_signal_remaining",
+            "spectral_subtraction_bits")
+    attrs = {k: _int(o, k) for k in keys}
+    attrs["clamping"] = int(bool(o.get("clamping", False)))
+    var = state(b, "noise_estimate", np.zeros(b.shape(x), np.uint32))
+    ys = _op(b, "SignalFilterBankSpectralSubtraction", [b.get(x), var.current], n_out=2,
+             **attrs)
+    outs = _outs(op)
+    _define(b, outs[0], ys[0], b.shape(x))
+    if len(outs) > 1:  # TFLM's copy of the estimate (a graph output may be renamed)
+        _define(b, outs[1], b.add("Identity", [ys[1]], "noise_estimate")[0], b.shape(x))
+    var.current = ys[1]
+
+
+CONVERTERS = {
+    "CUSTOM:SignalWindow": window,
+    "CUSTOM:SignalFftAutoScale": fft_auto_scale,
+    "CUSTOM:SignalEnergy": energy,
+    "CUSTOM:SignalFilterBank": filter_bank,
+    "CUSTOM:SignalFilterBankSquareRoot": filter_bank_square_root,
+    "CUSTOM:SignalFilterBankLog": filter_bank_log,
+    "CUSTOM:SignalPCAN": pcan,
+    "CUSTOM:SignalFilterBankSpectralSubtraction": spectral_subtraction,
+}
+# The type of each one's data operand (input 0).
+TYPES: dict[str, tuple[str, ...]] = {
+    "CUSTOM:SignalWindow": ("int16",),
+    "CUSTOM:SignalFftAutoScale": ("int16",),
+    "CUSTOM:SignalEnergy": ("int16",),
+    "CUSTOM:SignalFilterBank": ("uint32",),
+    "CUSTOM:SignalFilterBankSquareRoot": ("uint64",),
+    "CUSTOM:SignalFilterBankLog": ("uint32",),
+    "CUSTOM:SignalPCAN": ("uint32",),
+    "CUSTOM:SignalFilterBankSpectralSubtraction": ("uint32",),
+}
+# The aotc op each one becomes (the TFLite column of `aotc ops`).
+ONNX_OPS = {k: ("aotc." + k.removeprefix("CUSTOM:"),) for k in CONVERTERS}

@@ -1,0 +1,185 @@
+"""TFLM's Signal operators (custom operators "Signal<Op>") compiled by aotc, bit-exact with
+TFLite Micro's own kernels (tflite_micro's Python interpreter) on audio-like data (tones plus
+noise, signal_tflite.py): every output element equal, no tolerance, over several calls; the
+stateful operators over 24 consecutive calls and again after reset.
+
+Energy writes only bins start_index .. end_index - 1 in TFLM (the others keep whatever the
+arena held): only those are compared.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from signal_tflite import hann_q14, mel_config, pcan_lut, pcm, single, tflm_calls
+
+import aotc
+from aotc.errors import AotcError
+
+N_CALLS = 24
+U32, U64, I16, I32 = np.uint32, np.uint64, np.int16, np.int32
+
+
+def _compile(tmp_path: Path, model: bytes, **kw: object) -> aotc.Bundle:
+    src = tmp_path / "model.tflite"
+    src.write_bytes(model)
+    return aotc.compile(src, tmp_path / "bundle", name="m", **kw)
+
+
+def _run(b: aotc.Bundle, calls: list[list[np.ndarray]]) -> list[list[np.ndarray]]:
+    r = b.load()
+    outs = []
+    for xs in calls:
+        res = r.run({f"input{k}": x for k, x in enumerate(xs)})
+        outs.append(list(res.values()))
+    return outs
+
+
+def _same(ours: list[list[np.ndarray]], ref: list[list[np.ndarray]],
+          pick: slice = slice(None)) -> None:
+    for k, (o, e) in enumerate(zip(ours, ref)):
+        for j, (a, b) in enumerate(zip(o, e)):
+            a = np.asarray(a).reshape(b.shape)
+            assert a.dtype == b.dtype, f"call {k} output {j}: {a.dtype} != TFLM {b.dtype}"
+            assert np.array_equal(a[pick] if j == 0 else a, b[pick] if j == 0 else b), \
+                f"call {k} output {j}: {a} != TFLM {b}"
+
+
+def _frames(n: int, size: int, seed: int = 0) -> list[np.ndarray]:
+    x = pcm(n * size, seed)
+    return [x[k * size:(k + 1) * size] for k in range(n)]
+
+
+def _spectra(n: int, bins: int, seed: int = 0) -> list[np.ndarray]:
+    """Complex int16 spectra (interleaved) with the magnitudes an FFT of audio has, and the
+    extremes (-32768) that wrap in TFLM's arithmetic."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n):
+        mag = 3000 * np.exp(-np.arange(bins) / bins * 4)[:, None]
+        z = np.round(rng.standard_normal((bins, 2)) * mag).clip(-32768, 32767).astype(I16)
+        z[0] = (-32768, -32768)
+        out.append(z.reshape(-1))
+    return out
+
+
+def _energies(n: int, bins: int, seed: int = 0, dtype: type = U32) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    hi = (1 << 31) if dtype == U32 else (1 << 40)
+    return [(rng.integers(0, hi, bins, dtype=np.int64) >> rng.integers(0, 30, bins))
+            .astype(dtype) for _ in range(n)]
+
+
+def test_window(tmp_path: Path) -> None:
+    w = hann_q14(64)
+    model = single("SignalWindow", [((2, 64), I16), ((64,), I16)], [((2, 64), I16)],
+                   {"shift": 14}, consts={1: w})
+    xs = [[np.stack([f, -f]).astype(I16)] for f in _frames(6, 64)]
+    xs[0][0][0, :3] = (-32768, 32767, -32768)
+    ref = tflm_calls(model, xs)
+    _same(_run(_compile(tmp_path, model), xs), ref)
+
+
+def test_fft_auto_scale(tmp_path: Path) -> None:
+    model = single("SignalFftAutoScale", [((64,), I16)], [((64,), I16), ((), I32)], {})
+    xs = [[f // (1 << k)] for k, f in enumerate(_frames(8, 64))]
+    xs.append([np.zeros(64, I16)])
+    xs.append([np.full(64, -32768, I16)])
+    ref = tflm_calls(model, xs, 2)
+    assert len({int(r[1]) for r in ref}) > 3, "the shifts differ between frames"
+    _same(_run(_compile(tmp_path, model), xs), ref)
+
+
+def test_energy(tmp_path: Path) -> None:
+    bins = 33
+    model = single("SignalEnergy", [((2 * bins,), I16)], [((bins,), U32)],
+                   {"end_index": 30, "start_index": 2})
+    xs = [[s] for s in _spectra(5, bins)]
+    ref = tflm_calls(model, xs)
+    _same(_run(_compile(tmp_path, model), xs), ref, slice(2, 30))
+
+
+def test_filter_bank(tmp_path: Path) -> None:
+    bins, ch = 129, 16
+    cfg = mel_config(ch, bins)
+    tabs = [cfg[k] for k in ("weights", "unweights", "freq_starts", "weight_starts", "widths")]
+    model = single("SignalFilterBank", [((bins,), U32)] + [(t.shape, I16) for t in tabs],
+                   [((ch,), U64)], {"num_channels": ch},
+                   consts={k + 1: t for k, t in enumerate(tabs)})
+    xs = [[e] for e in _energies(5, bins)]
+    ref = tflm_calls(model, xs)
+    _same(_run(_compile(tmp_path, model), xs), ref)
+
+
+def test_filter_bank_square_root(tmp_path: Path) -> None:
+    ch = 40
+    model = single("SignalFilterBankSquareRoot", [((ch,), U64), ((), I32)], [((ch,), U32)], {})
+    rng = np.random.default_rng(1)
+    xs = []
+    for k, e in enumerate(_energies(6, ch, dtype=U64)):
+        e[:4] = (0, 1, (1 << 32) - 1, (1 << 64) - 1)
+        e[4:8] = rng.integers(0, 1 << 62, 4, dtype=np.int64).astype(U64)
+        xs.append([e, np.array(k % 4, I32)])
+    ref = tflm_calls(model, xs)
+    _same(_run(_compile(tmp_path, model), xs), ref)
+
+
+@pytest.mark.parametrize("corr,scale", [(3, 1600), (0, 1 << 6)])
+def test_filter_bank_log(tmp_path: Path, corr: int, scale: int) -> None:
+    ch = 40
+    model = single("SignalFilterBankLog", [((ch,), U32)], [((ch,), I16)],
+                   {"input_correction_bits": corr, "output_scale": scale})
+    xs = [[e] for e in _energies(5, ch)]
+    xs[0][0][:4] = (0, 1, 2, (1 << 32) - 1)
+    ref = tflm_calls(model, xs)
+    _same(_run(_compile(tmp_path, model), xs), ref)
+
+
+def test_pcan(tmp_path: Path) -> None:
+    ch = 40
+    model = single("SignalPCAN", [((ch,), U32), ((ch,), U32), ((125,), I16)], [((ch,), U32)],
+                   {"snr_shift": 6}, consts={2: pcan_lut()})
+    rng = np.random.default_rng(2)
+    xs = []
+    for e in _energies(5, ch):
+        noise = (rng.integers(0, 1 << 20, ch) >> rng.integers(0, 20, ch)).astype(U32)
+        noise[:3] = (0, 1, 2)
+        xs.append([(e >> 12).astype(U32), noise])
+    ref = tflm_calls(model, xs)
+    _same(_run(_compile(tmp_path, model), xs), ref)
+
+
+SPECTRAL = {"alternate_one_minus_smoothing": 15565, "alternate_smoothing": 819,
+            "clamping": False, "min_signal_remaining": 1638, "num_channels": 40,
+            "one_minus_smoothing": 15974, "smoothing": 410, "smoothing_bits": 10,
+            "spectral_subtraction_bits": 14}
+
+
+@pytest.mark.parametrize("clamping", [False, True])
+def test_spectral_subtraction_state(tmp_path: Path, clamping: bool) -> None:
+    """The noise estimate lives between calls: 24 calls, then reset and 3 more."""
+    ch = 40
+    opts = dict(SPECTRAL, clamping=clamping)
+    model = single("SignalFilterBankSpectralSubtraction", [((ch,), U32)],
+                   [((ch,), U32), ((ch,), U32)], opts)
+    es = _energies(N_CALLS, ch, seed=3)
+    for k in range(8, 12):  # a quiet stretch: the estimate exceeds the signal
+        es[k] = (es[k] >> 12).astype(U32)
+    xs = [[(e >> 8).astype(U32)] for e in es]
+    ref = tflm_calls(model, xs + xs[:3], 2, reset_at=N_CALLS)
+    b = _compile(tmp_path, model)
+    assert b.compilation.state_bytes == ch * 4
+    r = b.load()
+    ours = [list(r.run({"input0": x[0]}).values()) for x in xs]
+    r.reset()
+    ours += [list(r.run({"input0": x[0]}).values()) for x in xs[:3]]
+    assert not all(np.array_equal(ref[0][1], e[1]) for e in ref[1:]), "no state"
+    _same(ours, ref)
+
+
+def test_unsupported_signal_op_is_refused_by_name(tmp_path: Path) -> None:
+    model = single("SignalIrfft", [((66,), I16)], [((64,), I16)], {"T": 7, "fft_length": 64})
+    with pytest.raises(AotcError, match="Signal operator SignalIrfft is not supported"):
+        _compile(tmp_path, model)
