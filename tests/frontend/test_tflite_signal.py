@@ -183,3 +183,68 @@ def test_unsupported_signal_op_is_refused_by_name(tmp_path: Path) -> None:
     model = single("SignalIrfft", [((66,), I16)], [((64,), I16)], {"T": 7, "fft_length": 64})
     with pytest.raises(AotcError, match="Signal operator SignalIrfft is not supported"):
         _compile(tmp_path, model)
+
+
+def _stateful(tmp_path: Path, model: bytes, xs: list[list[np.ndarray]], n_out: int,
+              state_bytes: int, valid_at: int | None = None) -> list[list[np.ndarray]]:
+    """24 calls and 3 more after reset, in the bundle and in TFLM (which resets too); output
+    0 compared only where output ``valid_at`` (TFLM's valid flag) is true: TFLM leaves the
+    frame unwritten otherwise."""
+    ref = tflm_calls(model, xs + xs[:3], n_out, reset_at=len(xs))
+    b = _compile(tmp_path, model)
+    assert b.compilation.state_bytes == state_bytes
+    r = b.load()
+    ours = [list(r.run({"input0": x[0]}).values()) for x in xs]
+    r.reset()
+    ours += [list(r.run({"input0": x[0]}).values()) for x in xs[:3]]
+    for k, (o, e) in enumerate(zip(ours, ref)):
+        for j, (a, want) in enumerate(zip(o, e)):
+            a = np.asarray(a).reshape(want.shape)
+            assert a.dtype == want.dtype, f"call {k} output {j}: {a.dtype} != {want.dtype}"
+            if j == 0 and valid_at is not None and not bool(e[valid_at]):
+                continue
+            assert np.array_equal(a, want), f"call {k} output {j}: {a} != TFLM {want}"
+    return ref
+
+
+@pytest.mark.parametrize("d", [3, 10, 0])
+def test_delay(tmp_path: Path, d: int) -> None:
+    model = single("SignalDelay", [((2, 6), I16)], [((2, 6), I16)], {"delay_length": d})
+    xs = [[f.reshape(2, 6)] for f in _frames(N_CALLS, 12)]
+    _stateful(tmp_path, model, xs, 1, 2 * d * 2)  # a [2, d] int16 slot
+
+
+@pytest.mark.parametrize("dtype", [I16, np.float32])
+def test_overlap_add(tmp_path: Path, dtype: type) -> None:
+    model = single("SignalOverlapAdd", [((3, 16), dtype)], [((3 * 4,), dtype)],
+                   {"T": 7 if dtype == I16 else 0, "frame_step": 4})
+    xs = [[f.reshape(3, 16).astype(dtype) * (4 if dtype == I16 else 1)]
+          for f in _frames(N_CALLS, 48)]
+    if dtype == np.float32:
+        xs = [[x[0] / 32768] for x in xs]
+    _stateful(tmp_path, model, xs, 1, 16 * np.dtype(dtype).itemsize)
+
+
+@pytest.mark.parametrize("size,step,prefill", [(10, 4, False), (10, 4, True), (8, 8, False),
+                                               (12, 4, True)])
+def test_framer(tmp_path: Path, size: int, step: int, prefill: bool) -> None:
+    n = 2
+    model = single("SignalFramer", [((2, n * step), I16)],
+                   [((2, n, size), I16), ((), np.bool_)],
+                   {"frame_size": size, "frame_step": step, "prefill": prefill})
+    xs = [[f.reshape(2, n * step)] for f in _frames(N_CALLS, 2 * n * step)]
+    cap = -(-size // step) * step
+    ref = _stateful(tmp_path, model, xs, 2, -(-2 * cap * 2 // 16) * 16 + 4, valid_at=1)
+    assert any(bool(r[1]) for r in ref)
+
+
+@pytest.mark.parametrize("left,right,step", [(2, 1, 1), (0, 0, 1), (3, 0, 2)])
+def test_stacker(tmp_path: Path, left: int, right: int, step: int) -> None:
+    c = 5
+    n = left + right + 1
+    model = single("SignalStacker", [((c,), I16)], [((c * n,), I16), ((), np.bool_)],
+                   {"num_channels": c, "stacker_left_context": left,
+                    "stacker_right_context": right, "stacker_step": step})
+    xs = [[f] for f in _frames(N_CALLS, c)]
+    ref = _stateful(tmp_path, model, xs, 2, -(-2 * c * n // 16) * 16 + 8, valid_at=1)
+    assert any(bool(r[1]) for r in ref) and (right == 0 or not bool(ref[0][1]))

@@ -162,6 +162,86 @@ def spectral_subtraction(b: Builder, op: Any) -> None:
     var.current = ys[1]
 
 
+def _rows(b: Builder, x: int) -> tuple[int, int]:
+    """(the rows of the last axis, its length) of tensor ``x``."""
+    shape = b.shape(x)
+    if not shape:
+        raise AotcError(f"{b.tname(x)!r} is a scalar; a signal has a last axis")
+    return int(np.prod(shape[:-1], dtype=np.int64)), int(shape[-1])
+
+
+def delay(b: Builder, op: Any) -> None:
+    x = _ins(op)[0]
+    d = _int(options(op), "delay_length")
+    if d < 0:
+        raise AotcError(f"delay_length={d} is negative")
+    if d == 0:
+        _define(b, _outs(op)[0], b.add("Identity", [b.get(x)], "delay")[0], b.shape(x))
+        return
+    rows, _ = _rows(b, x)
+    var = state(b, "delay", np.zeros((rows, d), np.int16))
+    ys = _op(b, "SignalDelay", [b.get(x), var.current], n_out=2)
+    _define(b, _outs(op)[0], ys[0], b.shape(x))
+    var.current = ys[1]
+
+
+def overlap_add(b: Builder, op: Any) -> None:
+    x = _ins(op)[0]
+    step = _int(options(op), "frame_step")
+    shape = b.shape(x)
+    if len(shape) < 2 or not 0 < step <= shape[-1]:
+        raise AotcError(f"needs frames [..., n, size] and 0 < frame_step={step} <= size, got "
+                        f"{list(shape)}")
+    rows = int(np.prod(shape[:-2], dtype=np.int64))
+    var = state(b, "overlap", np.zeros((rows, shape[-1]), b.dtype(x)))
+    ys = _op(b, "SignalOverlapAdd", [b.get(x), var.current], n_out=2, frame_step=step)
+    _define(b, _outs(op)[0], ys[0], (*shape[:-2], shape[-2] * step))
+    var.current = ys[1]
+
+
+def framer(b: Builder, op: Any) -> None:
+    x = _ins(op)[0]
+    o = options(op)
+    size, step = _int(o, "frame_size"), _int(o, "frame_step")
+    rows, width = _rows(b, x)
+    if size < 1 or step < 1 or width % step:
+        raise AotcError(f"frame_size={size}, frame_step={step}: both must be positive and the "
+                        f"input's last axis ({width}) a multiple of frame_step")
+    cap = -(-size // step) * step
+    prefill = size - step if o.get("prefill", False) and size > step else 0
+    buf = state(b, "frames", np.zeros((rows, cap), np.int16))
+    count = state(b, "pending", np.array([prefill], np.int32))
+    ys = _op(b, "SignalFramer", [b.get(x), buf.current, count.current], n_out=4,
+             frame_size=size, frame_step=step)
+    outs = _outs(op)
+    _define(b, outs[0], ys[0], (*b.shape(x)[:-1], width // step, size))
+    if len(outs) > 1:
+        _define(b, outs[1], ys[1], ())
+    buf.current, count.current = ys[2], ys[3]
+
+
+def stacker(b: Builder, op: Any) -> None:
+    x = _ins(op)[0]
+    o = options(op)
+    c, left = _int(o, "num_channels"), _int(o, "stacker_left_context")
+    right, step = _int(o, "stacker_right_context"), _int(o, "stacker_step")
+    n = left + right + 1
+    if c != int(np.prod(b.shape(x), dtype=np.int64)) or min(left, right) < 0 or \
+            not 0 < step <= n:
+        raise AotcError(f"num_channels={c} must be the input's size and 0 < stacker_step="
+                        f"{step} <= left + right + 1 = {n} (TFLM discards no more than it holds)")
+    buf = state(b, "stack", np.zeros(c * n, np.int16))
+    meta = state(b, "stack_count", np.zeros(2, np.int32))
+    ys = _op(b, "SignalStacker", [b.get(x), buf.current, meta.current], n_out=4,
+             num_channels=c, stacker_left_context=left, stacker_right_context=right,
+             stacker_step=step)
+    outs = _outs(op)
+    _define(b, outs[0], ys[0], (c * n,))
+    if len(outs) > 1:
+        _define(b, outs[1], ys[1], ())
+    buf.current, meta.current = ys[2], ys[3]
+
+
 CONVERTERS = {
     "CUSTOM:SignalWindow": window,
     "CUSTOM:SignalFftAutoScale": fft_auto_scale,
@@ -171,6 +251,10 @@ CONVERTERS = {
     "CUSTOM:SignalFilterBankLog": filter_bank_log,
     "CUSTOM:SignalPCAN": pcan,
     "CUSTOM:SignalFilterBankSpectralSubtraction": spectral_subtraction,
+    "CUSTOM:SignalDelay": delay,
+    "CUSTOM:SignalOverlapAdd": overlap_add,
+    "CUSTOM:SignalFramer": framer,
+    "CUSTOM:SignalStacker": stacker,
 }
 # The type of each one's data operand (input 0).
 TYPES: dict[str, tuple[str, ...]] = {
@@ -182,6 +266,10 @@ TYPES: dict[str, tuple[str, ...]] = {
     "CUSTOM:SignalFilterBankLog": ("uint32",),
     "CUSTOM:SignalPCAN": ("uint32",),
     "CUSTOM:SignalFilterBankSpectralSubtraction": ("uint32",),
+    "CUSTOM:SignalDelay": ("int16",),
+    "CUSTOM:SignalOverlapAdd": ("int16", "float32"),
+    "CUSTOM:SignalFramer": ("int16",),
+    "CUSTOM:SignalStacker": ("int16",),
 }
 # The aotc op each one becomes (the TFLite column of `aotc ops`).
 ONNX_OPS = {k: ("aotc." + k.removeprefix("CUSTOM:"),) for k in CONVERTERS}
