@@ -301,7 +301,7 @@ FAMILIES: dict[str, tuple[str, ...]] = {
     "math": ("elementwise", "logic", "reduce", "linalg", "topk_cumsum_trilu"),
     "image": ("resize", "sample", "roi_align_deform"),
     "sequence": ("recurrent", "attention", "linear_attention", "signal", "svdf",
-                 "audio_frontend", "audio_stream"),
+                 "audio_frontend", "audio_stream", "audio_fft"),
     "quant": ("conv_matmul", "matmul", "qlinear", "tables", "quantize_linear", "rescale",
               "conv_transpose", "reduce"),
     "control": ("if_loop_scan",),

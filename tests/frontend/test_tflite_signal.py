@@ -179,9 +179,60 @@ def test_spectral_subtraction_state(tmp_path: Path, clamping: bool) -> None:
     _same(ours, ref)
 
 
-def test_unsupported_signal_op_is_refused_by_name(tmp_path: Path) -> None:
-    model = single("SignalIrfft", [((66,), I16)], [((64,), I16)], {"T": 7, "fft_length": 64})
-    with pytest.raises(AotcError, match="Signal operator SignalIrfft is not supported"):
+TFL_T = {I16: 7, I32: 2, np.float32: 0}
+
+
+def _scaled(frames: list[np.ndarray], dtype: type) -> list[np.ndarray]:
+    if dtype == I16:
+        return frames
+    if dtype == I32:
+        return [(f.astype(np.int64) << 15).astype(I32) for f in frames]
+    return [(f / 32768).astype(np.float32) for f in frames]
+
+
+def _fft_same(ours: list[list[np.ndarray]], ref: list[list[np.ndarray]]) -> None:
+    """Bit-exact for every type: float32 too (the same float operations in the same order,
+    no contraction into fused multiply-adds on the host)."""
+    for k, (o, e) in enumerate(zip(ours, ref)):
+        a, want = np.asarray(o[0]).reshape(e[0].shape), e[0]
+        assert a.dtype == want.dtype
+        assert np.array_equal(a, want), f"call {k}: differs at {np.flatnonzero(a != want)[:8]}"
+
+
+@pytest.mark.parametrize("dtype", [I16, I32, np.float32], ids=["int16", "int32", "float32"])
+@pytest.mark.parametrize("n,width", [(64, 64), (512, 480), (32, 20)])
+def test_rfft(tmp_path: Path, dtype: type, n: int, width: int) -> None:
+    model = single("SignalRfft", [((2, width), dtype)], [((2, n + 2), dtype)],
+                   {"T": TFL_T[dtype], "fft_length": n})
+    frames = _scaled(_frames(8, 2 * width), dtype)
+    xs = [[f.reshape(2, width)] for f in frames]
+    xs[0][0][0, :4] = np.iinfo(dtype).min if dtype != np.float32 else -1.0
+    ref = tflm_calls(model, xs)
+    _fft_same(_run(_compile(tmp_path, model), xs), ref)
+
+
+@pytest.mark.parametrize("dtype", [I16, I32, np.float32], ids=["int16", "int32", "float32"])
+@pytest.mark.parametrize("n", [64, 256])
+def test_irfft(tmp_path: Path, dtype: type, n: int) -> None:
+    """The inverse of TFLM's own forward transform of audio (spectra a front end meets)."""
+    fwd = single("SignalRfft", [((n,), dtype)], [((n + 2,), dtype)],
+                 {"T": TFL_T[dtype], "fft_length": n})
+    frames = _scaled(_frames(6, n), dtype)
+    specs = [r[0] for r in tflm_calls(fwd, [[f] for f in frames])]
+    if dtype != np.float32:  # louder spectra: the fixed-point inverse scales down by n
+        specs = [np.clip(s.astype(np.int64) * 64, np.iinfo(dtype).min,
+                         np.iinfo(dtype).max).astype(dtype) for s in specs]
+    model = single("SignalIrfft", [((n + 2,), dtype)], [((n,), dtype)],
+                   {"T": TFL_T[dtype], "fft_length": n})
+    xs = [[s] for s in specs]
+    ref = tflm_calls(model, xs)
+    assert any(np.abs(r[0]).max() > 0 for r in ref)
+    _fft_same(_run(_compile(tmp_path, model), xs), ref)
+
+
+def test_unsupported_fft_length_is_refused(tmp_path: Path) -> None:
+    model = single("SignalRfft", [((48,), I16)], [((50,), I16)], {"T": 7, "fft_length": 48})
+    with pytest.raises(AotcError, match="fft_length=48 is not supported"):
         _compile(tmp_path, model)
 
 

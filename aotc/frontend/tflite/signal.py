@@ -4,8 +4,7 @@ flexbuffer map) -> aotc's Signal ops (aotc/ops/sequence/audio_frontend.py, audio
 What TFLM keeps between calls (FilterBankSpectralSubtraction's noise estimate, the circular
 buffers of Delay, Framer, Stacker and OverlapAdd) becomes slots of the caller's state buffer
 (variables.py's mechanism: a graph input with its bytes after reset, and the next value as a
-graph output), which each op writes in place. Irfft and Rfft are refused by name (not yet
-bit-exact with kiss_fft's fixed point).
+graph output), which each op writes in place.
 """
 
 from __future__ import annotations
@@ -242,6 +241,28 @@ def stacker(b: Builder, op: Any) -> None:
     buf.current, meta.current = ys[2], ys[3]
 
 
+_TFLITE_TYPES = {0: np.float32, 2: np.int32, 7: np.int16}  # options "T": TFLite type codes
+
+
+def _fft(b: Builder, op: Any, name: str, out_len: int) -> None:
+    x = _ins(op)[0]
+    o = options(op)
+    n = _int(o, "fft_length")
+    t = _TFLITE_TYPES.get(_int(o, "T", 7))
+    if t is None or np.dtype(t) != b.dtype(x):
+        raise AotcError(f"T={o.get('T')} does not name the input's type {b.dtype(x).name}")
+    y = _op(b, name, [b.get(x)], fft_length=n)[0]
+    _define(b, _outs(op)[0], y, (*b.shape(x)[:-1], out_len if out_len else n))
+
+
+def rfft(b: Builder, op: Any) -> None:
+    _fft(b, op, "SignalRfft", _int(options(op), "fft_length") + 2)
+
+
+def irfft(b: Builder, op: Any) -> None:
+    _fft(b, op, "SignalIrfft", 0)
+
+
 CONVERTERS = {
     "CUSTOM:SignalWindow": window,
     "CUSTOM:SignalFftAutoScale": fft_auto_scale,
@@ -255,6 +276,8 @@ CONVERTERS = {
     "CUSTOM:SignalOverlapAdd": overlap_add,
     "CUSTOM:SignalFramer": framer,
     "CUSTOM:SignalStacker": stacker,
+    "CUSTOM:SignalRfft": rfft,
+    "CUSTOM:SignalIrfft": irfft,
 }
 # The type of each one's data operand (input 0).
 TYPES: dict[str, tuple[str, ...]] = {
@@ -270,6 +293,8 @@ TYPES: dict[str, tuple[str, ...]] = {
     "CUSTOM:SignalOverlapAdd": ("int16", "float32"),
     "CUSTOM:SignalFramer": ("int16",),
     "CUSTOM:SignalStacker": ("int16",),
+    "CUSTOM:SignalRfft": ("int16", "int32", "float32"),
+    "CUSTOM:SignalIrfft": ("int16", "int32", "float32"),
 }
 # The aotc op each one becomes (the TFLite column of `aotc ops`).
 ONNX_OPS = {k: ("aotc." + k.removeprefix("CUSTOM:"),) for k in CONVERTERS}
