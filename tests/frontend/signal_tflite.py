@@ -102,3 +102,51 @@ def tflm_calls(model: bytes, calls: Sequence[Sequence[np.ndarray]], n_outputs: i
         it.invoke()
         outs.append([it.get_output(i).copy() for i in range(n_outputs)])
     return outs
+
+
+FRAME, HOP, FFT, CHANNELS = 480, 320, 512, 40
+
+
+def front_end() -> bytes:
+    """An audio front end of Signal operators, as TFLM's micro_speech feature generator
+    chains them: 30 ms of int16 PCM -> Window (Hann, Q14) -> FftAutoScale -> Rfft (512) ->
+    Energy -> FilterBank (40 mel channels) -> FilterBankSquareRoot (by the auto-scale shift)
+    -> FilterBankSpectralSubtraction -> PCAN (its noise estimate) -> FilterBankLog: 40 int16
+    features."""
+    net = Net(False)
+    x = net.input([FRAME], np.int16)
+    w = net.ints(hann_q14(FRAME), np.int16)
+    (xw,) = net.custom_typed("SignalWindow", [x, w], [([FRAME], np.int16)], {"shift": 14})
+    xs, scale = net.custom_typed("SignalFftAutoScale", [xw],
+                                 [([FRAME], np.int16), ([], np.int32)], {})
+    (spec,) = net.custom_typed("SignalRfft", [xs], [([FFT + 2], np.int16)],
+                               {"T": 7, "fft_length": FFT})
+    bins = FFT // 2 + 1
+    (energy,) = net.custom_typed("SignalEnergy", [spec], [([bins], np.uint32)],
+                                 {"end_index": bins, "start_index": 4})
+    cfg = mel_config(CHANNELS, bins, lo=4)
+    tabs = [net.ints(cfg[k], np.int16) for k in ("weights", "unweights", "freq_starts",
+                                                 "weight_starts", "widths")]
+    (fb,) = net.custom_typed("SignalFilterBank", [energy, *tabs], [([CHANNELS], np.uint64)],
+                             {"num_channels": CHANNELS})
+    (root,) = net.custom_typed("SignalFilterBankSquareRoot", [fb, scale],
+                               [([CHANNELS], np.uint32)], {})
+    sub, noise = net.custom_typed(
+        "SignalFilterBankSpectralSubtraction", [root],
+        [([CHANNELS], np.uint32), ([CHANNELS], np.uint32)],
+        {"alternate_one_minus_smoothing": 15565, "alternate_smoothing": 819,
+         "clamping": False, "min_signal_remaining": 819, "num_channels": CHANNELS,
+         "one_minus_smoothing": 15974, "smoothing": 410, "smoothing_bits": 10,
+         "spectral_subtraction_bits": 14})
+    lut = net.ints(pcan_lut(), np.int16)
+    (gain,) = net.custom_typed("SignalPCAN", [sub, noise, lut], [([CHANNELS], np.uint32)],
+                               {"snr_shift": 6})
+    (feat,) = net.custom_typed("SignalFilterBankLog", [gain], [([CHANNELS], np.int16)],
+                               {"input_correction_bits": 3, "output_scale": 1600})
+    return net.build([feat])
+
+
+def speech_frames(n: int, seed: int = 0) -> list[np.ndarray]:
+    """``n`` overlapping 30 ms frames (20 ms hop) of tones plus noise."""
+    x = pcm(HOP * (n - 1) + FRAME, seed)
+    return [x[k * HOP:k * HOP + FRAME] for k in range(n)]

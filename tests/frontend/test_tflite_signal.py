@@ -9,11 +9,22 @@ arena held): only those are compared.
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
-from signal_tflite import hann_q14, mel_config, pcan_lut, pcm, single, tflm_calls
+from signal_tflite import (
+    CHANNELS,
+    front_end,
+    hann_q14,
+    mel_config,
+    pcan_lut,
+    pcm,
+    single,
+    speech_frames,
+    tflm_calls,
+)
 
 import aotc
 from aotc.errors import AotcError
@@ -299,3 +310,30 @@ def test_stacker(tmp_path: Path, left: int, right: int, step: int) -> None:
     xs = [[f] for f in _frames(N_CALLS, c)]
     ref = _stateful(tmp_path, model, xs, 2, -(-2 * c * n // 16) * 16 + 8, valid_at=1)
     assert any(bool(r[1]) for r in ref) and (right == 0 or not bool(ref[0][1]))
+
+
+def test_front_end_matches_tflm(tmp_path: Path) -> None:
+    """Raw int16 PCM to 40 log-mel PCAN features in one bundle, bit-exact with TFLM for 24
+    consecutive frames (the noise estimate carried between them) and after reset."""
+    model = front_end()
+    xs = [[f] for f in speech_frames(N_CALLS)]
+    ref = tflm_calls(model, xs + xs[:3], reset_at=N_CALLS)
+    assert len({r[0].tobytes() for r in ref}) > N_CALLS // 2 and np.abs(ref[5][0]).max() > 0
+    b = _compile(tmp_path, model)
+    assert b.compilation.state_bytes == CHANNELS * 4  # the noise estimate
+    r = b.load()
+    ours = [list(r.run({"input0": x[0]}).values()) for x in xs]
+    r.reset()
+    ours += [list(r.run({"input0": x[0]}).values()) for x in xs[:3]]
+    _same(ours, ref)
+
+
+@pytest.mark.skipif(shutil.which("qemu-system-arm") is None, reason="needs qemu-system-arm")
+def test_front_end_on_cortex_m4f(tmp_path: Path) -> None:
+    model = front_end()
+    xs = [[f] for f in speech_frames(4)]
+    ref = tflm_calls(model, xs)
+    b = _compile(tmp_path, model, target="cortex-m4f")
+    board = b.load(board="cortex-m4f")
+    ours = [list(board.run({"input0": x[0]}).values()) for x in xs]
+    _same(ours, ref)
