@@ -337,3 +337,42 @@ def test_front_end_on_cortex_m4f(tmp_path: Path) -> None:
     board = b.load(board="cortex-m4f")
     ours = [list(board.run({"input0": x[0]}).values()) for x in xs]
     _same(ours, ref)
+
+
+def test_every_signal_operator_is_converted_and_tested() -> None:
+    """The 14 operators TFLM registers for its Signal library (micro_mutable_op_resolver.h):
+    each has a converter and a test of its own in this file."""
+    from aotc.frontend.tflite.builtins import CONVERTERS
+
+    tflm = {"Delay", "Energy", "FftAutoScale", "FilterBank", "FilterBankLog",
+            "FilterBankSpectralSubtraction", "FilterBankSquareRoot", "Framer", "Irfft",
+            "OverlapAdd", "PCAN", "Rfft", "Stacker", "Window"}
+    assert {k[len("CUSTOM:Signal"):] for k in CONVERTERS if k.startswith("CUSTOM:Signal")} \
+        == tflm
+    src = Path(__file__).read_text()
+    assert all(f'single("Signal{n}"' in src for n in tflm)
+
+
+@pytest.mark.parametrize("case", ["weights_not_const", "stacker_step", "energy_range", "rfft_T"])
+def test_misuse_is_one_line_error(tmp_path: Path, case: str) -> None:
+    """A model the Signal operators cannot run as TFLM would: an AotcError naming the
+    operator and the reason (no traceback)."""
+    if case == "weights_not_const":
+        model = single("SignalFilterBank", [((9,), U32)] + [((3,), I16)] * 5, [((2,), U64)],
+                       {"num_channels": 2})
+        want = "must be a constant"
+    elif case == "stacker_step":
+        model = single("SignalStacker", [((4,), I16)], [((8,), I16), ((), np.bool_)],
+                       {"num_channels": 4, "stacker_left_context": 1,
+                        "stacker_right_context": 0, "stacker_step": 3})
+        want = "stacker_step=3"
+    elif case == "energy_range":
+        model = single("SignalEnergy", [((8,), I16)], [((4,), U32)],
+                       {"end_index": 9, "start_index": 0})
+        want = "end_index"
+    else:
+        model = single("SignalRfft", [((16,), I16)], [((18,), I16)], {"T": 0, "fft_length": 16})
+        want = "T=0 does not name the input's type int16"
+    with pytest.raises(AotcError, match=want) as e:
+        _compile(tmp_path, model)
+    assert "\n" not in str(e.value).strip()
