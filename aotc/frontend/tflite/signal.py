@@ -79,6 +79,13 @@ def _op(b: Builder, name: str, inputs: list[str], n_out: int = 1, **attrs: Any) 
 
 
 # ------------------------------------------------------------------------- stateless ops
+def _one_d(b: Builder, x: int, op_name: str) -> None:
+    """TFLM's kernel reads dims[0] elements: only a 1-D input means the whole tensor."""
+    if len(b.shape(x)) != 1:
+        raise AotcError(f"{op_name} takes a 1-D input (TFLM's kernel reads its first "
+                        f"dimension only), got {list(b.shape(x))}")
+
+
 def window(b: Builder, op: Any) -> None:
     x, w = _ins(op)[:2]
     y = _op(b, "SignalWindow", [b.get(x), _const(b, w, "window")],
@@ -88,6 +95,7 @@ def window(b: Builder, op: Any) -> None:
 
 def fft_auto_scale(b: Builder, op: Any) -> None:
     x = _ins(op)[0]
+    _one_d(b, x, "FftAutoScale")
     ys = _op(b, "SignalFftAutoScale", [b.get(x)], n_out=2)
     outs = _outs(op)
     _define(b, outs[0], ys[0], b.shape(x))
@@ -97,8 +105,7 @@ def fft_auto_scale(b: Builder, op: Any) -> None:
 def energy(b: Builder, op: Any) -> None:
     x = _ins(op)[0]
     o = options(op)
-    if len(b.shape(x)) != 1:
-        raise AotcError(f"a {len(b.shape(x))}-D spectrum is not supported (TFLM reads one)")
+    _one_d(b, x, "Energy")
     y = _op(b, "SignalEnergy", [b.get(x)], start_index=_int(o, "start_index"),
             end_index=_int(o, "end_index"))[0]
     _define(b, _outs(op)[0], y, (b.shape(x)[0] // 2,))
@@ -119,12 +126,14 @@ def filter_bank(b: Builder, op: Any) -> None:
 
 def filter_bank_square_root(b: Builder, op: Any) -> None:
     x, s = _ins(op)[:2]
+    _one_d(b, x, "FilterBankSquareRoot")
     y = _op(b, "SignalFilterBankSquareRoot", [b.get(x), b.get(s)])[0]
     _define(b, _outs(op)[0], y, b.shape(x))
 
 
 def filter_bank_log(b: Builder, op: Any) -> None:
     x = _ins(op)[0]
+    _one_d(b, x, "FilterBankLog")
     o = options(op)
     y = _op(b, "SignalFilterBankLog", [b.get(x)],
             input_correction_bits=_int(o, "input_correction_bits"),
@@ -134,6 +143,7 @@ def filter_bank_log(b: Builder, op: Any) -> None:
 
 def pcan(b: Builder, op: Any) -> None:
     x, noise, lut = _ins(op)[:3]
+    _one_d(b, x, "PCAN")
     y = _op(b, "SignalPCAN", [b.get(x), b.get(noise), _const(b, lut, "gain lut")],
             snr_shift=_int(options(op), "snr_shift"))[0]
     _define(b, _outs(op)[0], y, b.shape(x))
