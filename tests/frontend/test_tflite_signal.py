@@ -376,3 +376,66 @@ def test_misuse_is_one_line_error(tmp_path: Path, case: str) -> None:
     with pytest.raises(AotcError, match=want) as e:
         _compile(tmp_path, model)
     assert "\n" not in str(e.value).strip()
+
+
+def _reference(op: str, *args: np.ndarray, **attrs: object) -> list[np.ndarray]:
+    from aotc.ops import resolve
+
+    opdef = resolve(op, 17, "aotc")
+    assert opdef is not None
+    out = opdef.reference(*args, **attrs)
+    return list(out) if isinstance(out, tuple) else [out]
+
+
+def test_numpy_references_match_tflm() -> None:
+    """The ops' numpy references (constant folding, shape inference) compute TFLM's answer
+    too: the stateless operators on the data of the tests above, and the spectral
+    subtraction's noise estimate threaded through 24 calls."""
+    w = hann_q14(64)
+    cases: list[tuple[str, bytes, list[list[np.ndarray]], list[np.ndarray], dict]] = []
+    frames = _frames(4, 64)
+    cases.append(("SignalWindow", single("SignalWindow", [((64,), I16), ((64,), I16)],
+                                         [((64,), I16)], {"shift": 14}, consts={1: w}),
+                  [[f] for f in frames], [w], {"shift": 14}))
+    scaled = [f // (1 << k) for k, f in enumerate(_frames(6, 64))] + [np.full(64, -32768, I16)]
+    cases.append(("SignalFftAutoScale", single("SignalFftAutoScale", [((64,), I16)],
+                                               [((64,), I16), ((), I32)], {}),
+                  [[f] for f in scaled], [], {}))
+    for dt in (I16, I32, np.float32):
+        xs = _scaled(_frames(3, 64), dt)
+        opts = {"T": TFL_T[dt], "fft_length": 64}
+        fwd = single("SignalRfft", [((64,), dt)], [((66,), dt)], opts)
+        cases.append(("SignalRfft", fwd, [[x] for x in xs], [], {"fft_length": 64}))
+        specs = [r[0] for r in tflm_calls(fwd, [[x] for x in xs])]
+        cases.append(("SignalIrfft", single("SignalIrfft", [((66,), dt)], [((64,), dt)], opts),
+                      [[s] for s in specs], [], {"fft_length": 64}))
+    cfg = mel_config(16, 129)
+    tabs = [cfg[k] for k in ("weights", "unweights", "freq_starts", "weight_starts", "widths")]
+    cases.append(("SignalFilterBank", single(
+        "SignalFilterBank", [((129,), U32)] + [(t.shape, I16) for t in tabs], [((16,), U64)],
+        {"num_channels": 16}, consts={k + 1: t for k, t in enumerate(tabs)}),
+        [[e] for e in _energies(3, 129)], tabs, {"num_channels": 16}))
+    roots = _energies(3, 40, dtype=U64)
+    roots[0][:4] = (0, 1, (1 << 32) - 1, (1 << 64) - 1)
+    cases.append(("SignalFilterBankSquareRoot", single(
+        "SignalFilterBankSquareRoot", [((40,), U64), ((), I32)], [((40,), U32)], {}),
+        [[e, np.array(2, I32)] for e in roots], [], {}))
+    log_opts = {"input_correction_bits": 3, "output_scale": 1600}
+    cases.append(("SignalFilterBankLog", single("SignalFilterBankLog", [((40,), U32)],
+                                                [((40,), I16)], log_opts),
+                  [[e] for e in _energies(3, 40)], [], log_opts))
+    for op, model, calls, consts, attrs in cases:
+        ref = tflm_calls(model, calls, 2 if op == "SignalFftAutoScale" else 1)
+        for xs, want in zip(calls, ref):
+            got = _reference(op, *xs, *consts, **attrs)
+            assert all(np.array_equal(g, e) for g, e in zip(got, want)), op
+    # The spectral subtraction, its estimate carried from call to call.
+    model = single("SignalFilterBankSpectralSubtraction", [((40,), U32)],
+                   [((40,), U32), ((40,), U32)], SPECTRAL)
+    xs = [(e >> 8).astype(U32) for e in _energies(N_CALLS, 40, seed=3)]
+    ref = tflm_calls(model, [[x] for x in xs], 2)
+    attrs = {k: int(v) for k, v in SPECTRAL.items() if k != "num_channels"}
+    noise = np.zeros(40, U32)
+    for x, want in zip(xs, ref):
+        y, noise = _reference("SignalFilterBankSpectralSubtraction", x, noise, **attrs)
+        assert np.array_equal(y, want[0]) and np.array_equal(noise, want[1])
