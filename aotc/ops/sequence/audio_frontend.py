@@ -67,9 +67,10 @@ def msb_expr(kb: Any, v: Expr, bits: int) -> Var:
     n = kb.local(0, "nbits", I32)
     s = bits // 2
     while s >= 1:
-        hi = cmp("ne", shr(x, Const(s, v.dtype)), 0)
+        top = kb.local(shr(x, Const(s, v.dtype)), "top", v.dtype)
+        hi = cmp("ne", top, 0)
         kb.assign(n, select(hi, n + s, n, I32))
-        kb.assign(x, Cast(select(hi, shr(x, Const(s, v.dtype)), x, v.dtype), v.dtype))
+        kb.assign(x, select(hi, top, x, v.dtype))
         s //= 2
     kb.assign(n, n + Cast(cmp("ne", x, 0), I32))
     return n  # type: ignore[no-any-return]
