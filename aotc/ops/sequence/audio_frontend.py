@@ -303,29 +303,39 @@ def isqrt_tflm(num: int) -> int:
     return res
 
 
-def isqrt_expr(kb: Any, v: Expr) -> Var:
-    """isqrt_tflm of a uint64 expression as a uint32 local: at most 32 steps of the bit
-    loop, the ones past the count TFLM runs skipped."""
-    num = kb.local(v, "num", U64)
-    small = kb.local(cmp("eq", shr(num, c(32, U64)), 0), "small", dtypes.BY_NAME["bool"])
-    width = kb.local(select(small, 32, 64, I32), "width", I32)
-    nb = msb_expr(kb, num, 64)
-    mbn = kb.local(bor(width - nb, 1), "mbn", I32)
+def _sqrt_loop(kb: Any, v: Expr, width: int) -> Expr:
+    """TFLM's Sqrt32 (``width`` 32, on uint32) or Sqrt64's own loop (64, on uint64) of a
+    non-zero ``v``, as a uint32 expression: the bit loop for TFLM's iteration count."""
+    dt = v.dtype
+    num = kb.local(v, "num", dt)
+    nb = msb_expr(kb, num, width)
+    mbn = kb.local(bor(Const(width, I32) - nb, 1), "mbn", I32)
     top = width - 1 - mbn
-    bit = kb.local(shl(Const(1, U64), Cast(select(cmp("lt", top, 0), 0, top, I32), U64)),
-                   "bit", U64)
+    bit = kb.local(shl(Const(1, dt), Cast(select(cmp("lt", top, 0), 0, top, I32), dt)), "bit",
+                   dt)
     iters = kb.local(top // 2 + 1, "iters", I32)
-    res = kb.local(0, "res", U64)
-    with kb.loop(32, "k") as k:
-        with kb.if_(cmp("lt", k, iters)):
-            ge = kb.local(cmp("ge", num, res + bit), "ge", dtypes.BY_NAME["bool"])
-            kb.assign(num, select(ge, num - (res + bit), num, U64))
-            kb.assign(res, select(ge, shr(res, c(1, U64)) + bit, shr(res, c(1, U64)), U64))
-            kb.assign(bit, shr(bit, c(2, U64)))
-    limit = select(small, 0xFFFF, 0xFFFFFFFF, U64)
-    up = Cast(Cast(cmp("gt", num, res), I32) * Cast(cmp("ne", res, limit), I32), U64)
-    out = kb.local(Cast(res + up, U32), "root", U32)
-    kb.assign(out, select(cmp("eq", v, 0), 0, out, U32))
+    res = kb.local(0, "res", dt)
+    # The loop runs from 32 - iters: TFLM's iteration count (at most 32).
+    with kb.loop(32, "k", start=32 - bmin(iters, 32)):
+        ge = kb.local(cmp("ge", num, res + bit), "ge", dtypes.BY_NAME["bool"])
+        kb.assign(num, select(ge, num - (res + bit), num, dt))
+        kb.assign(res, select(ge, shr(res, c(1, dt)) + bit, shr(res, c(1, dt)), dt))
+        kb.assign(bit, shr(bit, c(2, dt)))
+    limit = (1 << (width // 2)) - 1
+    up = Cast(Cast(cmp("gt", num, res), I32) * Cast(cmp("ne", res, limit), I32), dt)
+    return Cast(res + up, U32)
+
+
+def isqrt_expr(kb: Any, v: Expr) -> Var:
+    """isqrt_tflm of a uint64 expression as a uint32 local: Sqrt32 on uint32 below 2^32 (as
+    TFLM's Sqrt64 does; half the work on a 32-bit core), else the 64-bit loop."""
+    x = kb.local(v, "x", U64)
+    small = kb.local(cmp("eq", shr(x, c(32, U64)), 0), "small", dtypes.BY_NAME["bool"])
+    out = kb.local(0, "root", U32)
+    with kb.if_(land(small, cmp("ne", x, 0))):
+        kb.assign(out, _sqrt_loop(kb, Cast(x, U32), 32))
+    with kb.if_(cmp("eq", small, False)):
+        kb.assign(out, _sqrt_loop(kb, x, 64))
     return out  # type: ignore[no-any-return]
 
 
