@@ -1,5 +1,6 @@
 """TFLite Micro's Signal library custom operators (custom_code "Signal<Op>", parameters in a
-flexbuffer map) -> aotc's Signal ops (aotc/ops/sequence/audio_frontend.py, audio_stream.py).
+flexbuffer map, read by key) -> aotc's Signal ops (aotc/ops/sequence/audio_frontend.py,
+audio_fft.py, audio_stream.py).
 
 What TFLM keeps between calls (FilterBankSpectralSubtraction's noise estimate, the circular
 buffers of Delay, Framer, Stacker and OverlapAdd) becomes slots of the caller's state buffer
