@@ -9,6 +9,7 @@ arena held): only those are compared.
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -255,6 +256,9 @@ def _stateful(tmp_path: Path, model: bytes, xs: list[list[np.ndarray]], n_out: i
     ref = tflm_calls(model, xs + xs[:3], n_out, reset_at=len(xs))
     b = _compile(tmp_path, model)
     assert b.compilation.state_bytes == state_bytes
+    # Each kernel writes its next state over the old one: no copy per call.
+    slots = json.loads((b.directory / "bundle.json").read_text()).get("state", {"slots": []})
+    assert all(sl["written"] == "in place" for sl in slots["slots"])
     r = b.load()
     ours = [list(r.run({"input0": x[0]}).values()) for x in xs]
     r.reset()
