@@ -17,10 +17,11 @@ OPSET = 17
 TO_NCHW = (0, 3, 1, 2)
 TO_NHWC = (0, 2, 3, 1)
 # TFLite TensorType -> numpy dtype (the types aotc computes with).
+# uint32 and uint64: the spectra of TFLM's Signal operators (signal.py).
 _DTYPES = {0: np.float32, 1: np.float16, 2: np.int32, 3: np.uint8, 4: np.int64, 6: np.bool_,
-           7: np.int16, 9: np.int8}
-_TYPE_NAMES = {5: "STRING", 8: "COMPLEX64", 10: "FLOAT64", 11: "COMPLEX128", 12: "UINT64",
-               13: "RESOURCE", 14: "VARIANT", 15: "UINT32", 16: "UINT16", 17: "INT4"}
+           7: np.int16, 9: np.int8, 12: np.uint64, 15: np.uint32}
+_TYPE_NAMES = {5: "STRING", 8: "COMPLEX64", 10: "FLOAT64", 11: "COMPLEX128", 13: "RESOURCE",
+               14: "VARIANT", 16: "UINT16", 17: "INT4"}
 
 
 

@@ -420,7 +420,7 @@ ONNX_OPS: dict[str, tuple[str, ...]] = {
 
 
 # The other families (their modules import the helpers above).
-from aotc.frontend.tflite import control, math_ops, tensor_ops  # noqa: E402
+from aotc.frontend.tflite import control, math_ops, signal, tensor_ops  # noqa: E402
 from aotc.frontend.tflite.math_ops import elementwise as _elementwise  # noqa: E402
 from aotc.frontend.tflite.math_ops import op2 as _op2  # noqa: E402
 
@@ -432,6 +432,8 @@ CONVERTERS.update(control.CONVERTERS)
 ONNX_OPS.update(math_ops.ONNX_OPS)
 ONNX_OPS.update(tensor_ops.ONNX_OPS)
 ONNX_OPS.update(control.ONNX_OPS)
+CONVERTERS.update(signal.CONVERTERS)  # TFLM's Signal library custom operators
+ONNX_OPS.update(signal.ONNX_OPS)
 CONVERTERS = dict(sorted(CONVERTERS.items()))
 ONNX_OPS = dict(sorted(ONNX_OPS.items()))
 
@@ -493,6 +495,7 @@ TYPES: dict[str, tuple[str, ...]] = {
     "CALL_ONCE": ("none",),
     # Control flow (control.py): the type of the first value carried (WHILE) or given (IF).
     **{k: ("float32", "int8", "int32") for k in ("IF", "WHILE")},
+    **signal.TYPES,
 }
 # int16x8 (int16 activations, int8 weights, int64 bias): the builtins whose 16x8 form is
 # bit-exact with TFLM (tests/frontend/test_tflite_int16.py, test_tflm_integration.py). The
