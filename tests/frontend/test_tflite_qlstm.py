@@ -12,6 +12,7 @@ both states in place in the state buffer (no copy kernel, "in place" slots).
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -160,3 +161,20 @@ def test_integer_lstm_variants_tflm_lacks_are_refused(kw, needle, tmp_path):
 
     with pytest.raises(RuntimeError, match="failed to allocate"):  # TFLM refuses them too
         runtime.Interpreter.from_bytes(model, arena_size=1 << 20)
+
+
+@pytest.mark.skipif(shutil.which("qemu-system-arm") is None, reason="needs qemu-system-arm")
+@pytest.mark.parametrize("kw", [{}, {"batch": 1, "steps": 4, "n_in": 9, "hidden": 16, "seed": 9,
+                                     "time_major": True}], ids=["tiles_4_2", "tiles_8"])
+def test_integer_lstm_dsp_on_cortex_m4f(kw: dict, tmp_path: Path) -> None:
+    """The DSP extension's schedule (SMLAD, tiles of outputs, an odd input count, a narrower
+    last tile) against TFLM, the states carried from run to run on the board."""
+    model = qlstm_model(**kw)
+    b = _compile(tmp_path, model, target="cortex-m4f")
+    board = b.load(board="cortex-m4f")
+    (spec,) = board.meta["inputs"]
+    xs = vectors(np.int8, tuple(spec["shape"]))[:3]
+    ref = tflm_frames(model, xs)
+    for k, x in enumerate(xs):
+        o = board.run({spec["name"]: x})["out"]
+        assert np.array_equal(o.reshape(ref[k].shape), ref[k]), f"vector {k}"

@@ -32,9 +32,12 @@ import numpy as np
 from aotc import dtypes
 from aotc.errors import AotcError
 from aotc.ir.graph import Node, TensorType, Value
+from aotc.loops import dsp
 from aotc.loops.loop_ir import INDEX, Bin, Cast, Const, Expr, Store, bmax, bmin, call, cmp, select
 from aotc.ops import OpDef, register
 from aotc.ops.quant import arith as qmath
+from aotc.schedules.gemm import knobs as GEMM
+from aotc.schedules.gemm.tiled import tiled_dot_dsp
 
 I16, I32, I64 = dtypes.BY_NAME["int16"], dtypes.BY_NAME["int32"], dtypes.BY_NAME["int64"]
 U16 = dtypes.BY_NAME["uint16"]
@@ -261,9 +264,48 @@ class QLstm(OpDef):
         def x_at(t: Expr, b: Expr, k: Expr) -> Expr:
             return x[[t, b, k]] if tm else x[[b, t, k]]
 
+        dsp_tile = 0
+        if "dsp" in kb.features and kb.unroll_tiles and not wide:
+            # Cores with the DSP extension: each gate's two products two inputs at a time, one
+            # SMLAD per output, in tiles of outputs sharing each input pair (loops/dsp.py,
+            # the int8 gemm's schedule). The same int32 sums.
+            dsp_tile = GEMM.dsp_simd_tile_default(hid)
+            pre = kb.scratch_buffer("pre", I16, (hid,))
+
+            def words(w: np.ndarray, name: str) -> tuple[Any, int]:
+                """Gate after gate, tile after tile: pack_words of the [K, 1, tile] slice of
+                the gate's transposed weights (tiled_dot_dsp's layout); and one gate's size."""
+                per_gate = [np.concatenate([
+                    dsp.pack_words(w[g].T[:, None, n0:n0 + dsp_tile]).reshape(-1)
+                    for n0 in range(0, hid, dsp_tile)]) for g in range(4)]
+                return kb.const(name, np.concatenate(per_gate), I32), per_gate[0].size
+
+            (wq_in, n_in_words), (wq_rec, n_rec_words) = words(wi, "wq_in"), words(wr, "wq_rec")
+            arith = _DspArith(acc_t)
+
+        def gates_dsp(t: Expr, b: Expr, h_src: Any) -> None:
+            for g in range(4):
+                def store_in(n: Expr, v: Expr, g: int = g) -> None:
+                    kb.store(pre, [n], Cast(sat(requant(v, int(a["in_mult"][g]),
+                                                        int(a["in_shift"][g]))), I16))
+
+                def store_rec(n: Expr, v: Expr, g: int = g) -> None:
+                    r = sat(requant(v, int(a["rec_mult"][g]), int(a["rec_shift"][g])))
+                    s = kb.local(sat(Cast(pre[[n]], I32) + r), "pre", I32)
+                    kb.store(G, [g, n], Cast(tanh(s, -12) if g == 2 else sigmoid(s), I16))
+
+                tiled_dot_dsp(kb, hid, n_in, lambda k: x_at(t, b, k),
+                              _Offset(wq_in, g * n_in_words), store_in,
+                              lambda n, g=g: b_in[[g, n]], arith, dsp_tile)
+                tiled_dot_dsp(kb, hid, hid, lambda k: h_src.flat(b * hid + k),
+                              _Offset(wq_rec, g * n_rec_words), store_rec,
+                              lambda n, g=g: b_rec[[g, n]], arith, dsp_tile)
+
         def step(t: Expr, h_src: Any, c_src: Any) -> None:
             with kb.loop(batch, "b") as b:
-                for g in range(4):
+                if dsp_tile:
+                    gates_dsp(t, b, h_src)
+                for g in range(4 if not dsp_tile else 0):
                     with kb.loop(hid, "j") as j:
                         acc = kb.local(b_in[[g, j]], "acc", acc_t)
                         with kb.loop(n_in, "k") as k:
@@ -302,6 +344,24 @@ class QLstm(OpDef):
         if steps > 1:
             with kb.loop(steps - 1, "t") as t:
                 step(t + 1, h_out, c_out)
+
+
+class _DspArith:
+    """What tiled_dot_dsp reads of the gemm's arithmetic: the accumulator type, no input zero
+    point (the offsets are in the biases)."""
+
+    def __init__(self, acc: Any) -> None:
+        self.acc, self.x_zp = acc, 0
+
+
+class _Offset:
+    """A flat view of ``ref`` starting ``base`` elements in (one gate's packed weights)."""
+
+    def __init__(self, ref: Any, base: int) -> None:
+        self.ref, self.base = ref, base
+
+    def flat(self, i: Expr) -> Expr:
+        return self.ref.flat(i + self.base)
 
 
 def cell_power(cell_scale: float) -> int:
