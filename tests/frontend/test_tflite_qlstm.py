@@ -178,3 +178,25 @@ def test_integer_lstm_dsp_on_cortex_m4f(kw: dict, tmp_path: Path) -> None:
     for k, x in enumerate(xs):
         o = board.run({spec["name"]: x})["out"]
         assert np.array_equal(o.reshape(ref[k].shape), ref[k]), f"vector {k}"
+
+
+CMSIS_NN = Path(__file__).resolve().parents[3] / "shared" / "third_party" / "cmsis-nn"
+
+
+@pytest.mark.parametrize("kw", [{}, {"time_major": True, "cell_clip": 0.5, "seed": 4}],
+                         ids=["batch_major", "time_major_clip"])
+def test_integer_lstm_cmsis_nn_backend_bit_exact(kw: dict, tmp_path: Path) -> None:
+    """--byoc cmsis-nn hands the int8 LSTM to arm_lstm_unidirectional_s8 (the pure C path on
+    the host), its states in aotc's state buffer: bit-exact with TFLM over the 8 vectors."""
+    if not (CMSIS_NN / "Include" / "arm_nnfunctions.h").is_file():
+        pytest.fail(f"pinned CMSIS-NN not found at {CMSIS_NN} (../shared/third_party)")
+    model = qlstm_model(**kw)
+    b = _compile(tmp_path, model, byoc=("cmsis-nn",), cmsis_nn_path=str(CMSIS_NN))
+    assert [ls.backend for ls in b.compilation.lowered] == ["cmsis-nn"]
+    r = b.load()
+    (spec,) = r.meta["inputs"]
+    xs = vectors(np.int8, tuple(spec["shape"]))
+    ref = tflm_frames(model, xs)
+    for k, x in enumerate(xs):
+        o = r.run({spec["name"]: x})["out"]
+        assert np.array_equal(o.reshape(ref[k].shape), ref[k]), f"vector {k}"

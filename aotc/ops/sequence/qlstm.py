@@ -37,7 +37,7 @@ from aotc.loops.loop_ir import INDEX, Bin, Cast, Const, Expr, Store, bmax, bmin,
 from aotc.ops import OpDef, register
 from aotc.ops.quant import arith as qmath
 from aotc.schedules.gemm import knobs as GEMM
-from aotc.schedules.gemm.tiled import tiled_dot_dsp
+from aotc.schedules.gemm.tiled import over_tiles, store_tile
 
 I16, I32, I64 = dtypes.BY_NAME["int16"], dtypes.BY_NAME["int32"], dtypes.BY_NAME["int64"]
 U16 = dtypes.BY_NAME["uint16"]
@@ -281,9 +281,39 @@ class QLstm(OpDef):
                 return kb.const(name, np.concatenate(per_gate), I32), per_gate[0].size
 
             (wq_in, n_in_words), (wq_rec, n_rec_words) = words(wi, "wq_in"), words(wr, "wq_rec")
-            arith = _DspArith(acc_t)
+            xq_buf = kb.scratch_buffer("xq", I32, (-(-n_in // 2),))
+            hq_buf = kb.scratch_buffer("hq", I32, (-(-hid // 2),))
+
+        def pairs_of(n: int, at: Any, buf: Any) -> Any:
+            """The int16 pairs of n int8 values (SXTB16 lanes), once per step: every tile
+            of every gate reads them."""
+            if n // 2:
+                with kb.loop(n // 2, "kp") as kp:
+                    kb.store(buf, [kp], dsp.x_pair(at(2 * kp), at(2 * kp + 1), 0))
+            if n % 2:
+                kb.store(buf, [n // 2], dsp.x_pair(at(Const(n - 1, INDEX)), None, 0))
+            return buf
+
+        def dot_tiles(K: int, xq: Any, words: Any, base0: int, store: Any, init: Any) -> None:
+            """tiled_dot_dsp with the activation pairs read from ``xq``."""
+            pairs = -(-K // 2)
+
+            def block(n0: Expr, width: int, t: Expr) -> None:
+                half = -(-width // 2)
+                acc = kb.local_array(width, "acc", I32)
+                for j in range(width):
+                    kb.store(acc, [j], init(n0 + j))
+                base = t * (pairs * (dsp_tile // 2)) + base0
+                with kb.loop(pairs, "kp") as kp:
+                    xp = kb.local(xq[[kp]], "xp", I32)
+                    dsp.mac_tile(kb, acc, words, base + kp * half, width, xp)
+                store_tile(kb, acc, n0, width, store, I32)
+
+            over_tiles(kb, hid, dsp_tile, block)
 
         def gates_dsp(t: Expr, b: Expr, h_src: Any) -> None:
+            xq = pairs_of(n_in, lambda k: x_at(t, b, k), xq_buf)
+            hq = pairs_of(hid, lambda k: h_src.flat(b * hid + k), hq_buf)
             for g in range(4):
                 def store_in(n: Expr, v: Expr, g: int = g) -> None:
                     kb.store(pre, [n], Cast(sat(requant(v, int(a["in_mult"][g]),
@@ -294,12 +324,10 @@ class QLstm(OpDef):
                     s = kb.local(sat(Cast(pre[[n]], I32) + r), "pre", I32)
                     kb.store(G, [g, n], Cast(tanh(s, -12) if g == 2 else sigmoid(s), I16))
 
-                tiled_dot_dsp(kb, hid, n_in, lambda k: x_at(t, b, k),
-                              _Offset(wq_in, g * n_in_words), store_in,
-                              lambda n, g=g: b_in[[g, n]], arith, dsp_tile)
-                tiled_dot_dsp(kb, hid, hid, lambda k: h_src.flat(b * hid + k),
-                              _Offset(wq_rec, g * n_rec_words), store_rec,
-                              lambda n, g=g: b_rec[[g, n]], arith, dsp_tile)
+                dot_tiles(n_in, xq, wq_in, g * n_in_words, store_in,
+                          lambda n, g=g: b_in[[g, n]])
+                dot_tiles(hid, hq, wq_rec, g * n_rec_words, store_rec,
+                          lambda n, g=g: b_rec[[g, n]])
 
         def step(t: Expr, h_src: Any, c_src: Any) -> None:
             with kb.loop(batch, "b") as b:
@@ -344,24 +372,6 @@ class QLstm(OpDef):
         if steps > 1:
             with kb.loop(steps - 1, "t") as t:
                 step(t + 1, h_out, c_out)
-
-
-class _DspArith:
-    """What tiled_dot_dsp reads of the gemm's arithmetic: the accumulator type, no input zero
-    point (the offsets are in the biases)."""
-
-    def __init__(self, acc: Any) -> None:
-        self.acc, self.x_zp = acc, 0
-
-
-class _Offset:
-    """A flat view of ``ref`` starting ``base`` elements in (one gate's packed weights)."""
-
-    def __init__(self, ref: Any, base: int) -> None:
-        self.ref, self.base = ref, base
-
-    def flat(self, i: Expr) -> Expr:
-        return self.ref.flat(i + self.base)
 
 
 def cell_power(cell_scale: float) -> int:
