@@ -180,6 +180,23 @@ def test_integer_lstm_dsp_on_cortex_m4f(kw: dict, tmp_path: Path) -> None:
         assert np.array_equal(o.reshape(ref[k].shape), ref[k]), f"vector {k}"
 
 
+@pytest.mark.skipif(shutil.which("qemu-system-arm") is None, reason="needs qemu-system-arm")
+@pytest.mark.parametrize("board", ["cortex-m0plus", "cortex-m55"])
+@pytest.mark.parametrize("act", [np.int8, np.int16], ids=["int8", "int16"])
+def test_integer_lstm_on_other_boards(board: str, act: type, tmp_path: Path) -> None:
+    """No DSP extension (the scalar loops) and Helium's core (the SMLAD schedule; int16x8 the
+    scalar int64 loops): bit-exact with TFLM, the states carried from run to run."""
+    model = qlstm_model(act=act, hidden=8)
+    b = _compile(tmp_path, model, target=board)
+    r = b.load(board=board)
+    (spec,) = r.meta["inputs"]
+    xs = vectors(act, tuple(spec["shape"]))[:3]
+    ref = tflm_frames(model, xs)
+    for k, x in enumerate(xs):
+        o = r.run({spec["name"]: x})["out"]
+        assert np.array_equal(o.reshape(ref[k].shape), ref[k]), f"vector {k}"
+
+
 CMSIS_NN = Path(__file__).resolve().parents[3] / "shared" / "third_party" / "cmsis-nn"
 
 
