@@ -136,6 +136,28 @@ def test_integer_lstm_bit_exact_with_tflm(case: str, tmp_path: Path) -> None:
     assert np.array_equal(o.reshape(ref[0].shape), ref[0])
 
 
+@pytest.mark.parametrize("act", [np.int8, np.int16], ids=["int8", "int16"])
+def test_qlstm_numpy_reference_matches_tflm(act: type, tmp_path: Path) -> None:
+    """The op's numpy reference (what per-node verification compares the kernel with) is
+    TFLM's arithmetic too: one vector from the initial states."""
+    from aotc.ops.sequence.qlstm import QLstm
+
+    model = qlstm_model(act=act, seed=12)
+    b = _compile(tmp_path, model)
+    g = b.compilation.graph
+    (node,) = [n for n in g.nodes if n.op == "QLstm"]
+    consts = {v.name: v.const for v in g.constants()}
+    w_in, w_rec, bias = (consts[i] for i in node.inputs[1:4])
+    (spec,) = b.load().meta["inputs"]
+    x = vectors(act, tuple(spec["shape"]))[0]
+    zh = -2 if act == np.int8 else 0  # the hidden state's zero point in qlstm_model
+    h0 = np.full((2, 6), zh, act)
+    attrs = {k: v for k, v in node.attrs.items() if not k.startswith("_")}
+    y, _, _ = QLstm().reference(x, w_in, w_rec, bias, h0, np.zeros((2, 6), np.int16), **attrs)
+    (ref,) = tflm_frames(model, [x])
+    assert np.array_equal(y.reshape(ref.shape), ref)
+
+
 def _error(model: bytes, tmp: Path) -> str:
     path = tmp / "m.tflite"
     path.write_bytes(model)
