@@ -413,7 +413,7 @@ ONNX_OPS: dict[str, tuple[str, ...]] = {
     "TANH": ("Tanh",),
     "TRANSPOSE": ("Transpose",),
     "TRANSPOSE_CONV": ("ConvTranspose",),
-    "UNIDIRECTIONAL_SEQUENCE_LSTM": ("LSTM",),
+    "UNIDIRECTIONAL_SEQUENCE_LSTM": ("LSTM", "Scan", "aotc.QLstm"),
     **{k: () for k in VARIABLE_CONVERTERS if k != "SVDF"},  # no op: the caller's state buffer
     "SVDF": ("aotc.Svdf",),
 }
@@ -485,9 +485,10 @@ TYPES: dict[str, tuple[str, ...]] = {
     "L2_POOL_2D": ("float32",),
     "DYNAMIC_UPDATE_SLICE": _VALUES,
     "CAST": ("float32", "int32", "int64", "bool"),
-    # Recurrent and state (recurrent.py, variables.py): the LSTM in float32 only (its integer
-    # forms are refused by name); a variable's value in any type the state buffer holds.
-    "UNIDIRECTIONAL_SEQUENCE_LSTM": ("float32",),
+    # Recurrent and state (recurrent.py, variables.py): the LSTM in float32, and TFLM's
+    # integer LSTM, int8 and int16 (16x8) (tests/frontend/test_tflite_qlstm.py); a variable's
+    # value in any type the state buffer holds.
+    "UNIDIRECTIONAL_SEQUENCE_LSTM": ("float32", "int8", "int16"),
     "SVDF": ("float32", "int8"),
     "VAR_HANDLE": ("resource",),
     **{k: ("float32", "int8", "int16", "int32", "int64", "bool")
