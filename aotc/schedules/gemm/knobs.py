@@ -28,8 +28,8 @@ PATH = knob("gemm.path", ("simd", "scalar"), "simd",
             "the target's SIMD schedule (DSP dual MAC or Helium) where it applies, or the "
             "generic scalar one")
 SIMD_TILE = knob("gemm.simd_tile", (2, 4, 8), 4,
-                 "output columns per tile of the SIMD schedules; default 8 on the DSP "
-                 "extension for column counts that are multiples of 8, else 4")
+                 "output columns per tile of the SIMD schedules; default 4, and 8 on the DSP "
+                 "extension with gemm.dsp_k=2 for column counts that are multiples of 8")
 
 
 def dsp_simd_tile_default(columns: int) -> int:
