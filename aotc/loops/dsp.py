@@ -8,7 +8,9 @@ two output channels x two input channels, in SXTB16's lane order (CMSIS-NN's "re
 SXTB16 of the word gives channel j's pair, SXTB16 of the word shifted right by 8 (SXTB16's rotate
 operand) gives channel j + 1's. The sums are the same int32 sums as the generic kernels (a 16 x 16
 product of 8-bit values and the int32 sum of two cannot overflow where the plain sum does not), so
-both schedules are bit-identical. """
+both schedules are bit-identical. Matmuls of signed 8-bit activations may instead read four
+activations per word load (ld_word8, x_quad) against words of one column's four consecutive k
+(pack_quads): the same four products, summed in another order, the same int32 sum."""
 
 from __future__ import annotations
 
