@@ -201,8 +201,10 @@ def test_pack_quads_lane_order():
 
 INT8_MODELS = ["kws_ref_model_int8_qdq", "vww_96_int8_qdq", "pretrainedResnet_int8_qdq",
                "ad01_int8_qdq", "str_ww_ref_model_int8_qdq"]
-MODEL_CASES = [("cortex-m4f", s) for s in INT8_MODELS] + [("cortex-m33",
-                                                           "kws_ref_model_int8_qdq")]
+MODEL_CASES = [("cortex-m4f", s) for s in INT8_MODELS] + [
+    ("cortex-m33", "kws_ref_model_int8_qdq"),
+    # gemm.dsp_k's quads (AD: all matmuls) on the other two cores of the DSP extension.
+    ("cortex-m33", "ad01_int8_qdq"), ("cortex-m7", "ad01_int8_qdq")]
 
 
 @pytest.mark.parametrize("board,stem", MODEL_CASES)
