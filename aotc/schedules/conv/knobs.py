@@ -61,7 +61,7 @@ def dsp_pixels_default(taps: int, flat: bool = False) -> int:
     # The DSP schedule (cortex-m4f, aotc bench -Os), KWS's four 64 -> 64 pointwise convs:
     # 2 pixels 3.79 M instructions, 4 pixels 3.27 M (the 4 x 2 tile's 8 accumulators, its
     # two weight lanes, the activation pair and 3 pointers just fit); KWS's 10x4 first conv
-    # loses with 4 (0.74 M -> 0.79 M) in instructions, with the pairs column it had then.
+    # lost with 4 then (0.74 M -> 0.79 M; now, with its flat column: 545,196 -> 534,201).
     # Flat columns (odd channel counts: the first convs of KWS, 1 channel, and of VWW and
     # ResNet-8, 3), estimated cycles of that conv (bench/boards.py --int8 --verbose), 2 -> 4
     # pixels: cortex-m4f KWS 672,856 -> 594,819, VWW 1,803,915 -> 1,723,169, ResNet-8
