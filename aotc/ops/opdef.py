@@ -302,7 +302,7 @@ FAMILIES: dict[str, tuple[str, ...]] = {
     "image": ("resize", "sample", "roi_align_deform"),
     "sequence": ("recurrent", "attention", "linear_attention", "signal", "svdf"),
     "quant": ("conv_matmul", "matmul", "qlinear", "tables", "quantize_linear", "rescale",
-              "conv_transpose", "reduce"),
+              "conv_transpose", "reduce", "act16"),
     "control": ("if_loop_scan",),
 }
 

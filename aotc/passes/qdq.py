@@ -13,6 +13,7 @@ match (per-axis activation scales, a float tensor used elsewhere) stays DQ -> fl
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -25,7 +26,8 @@ QDQ_DOMAINS = ("", "aotc")  # aotc: the TFLite frontend's int16 / int64 Q and DQ
 QUANT_OPS = {"QLinearConv", "QLinearMatMul", "ConvInteger", "MatMulInteger", "QLinearAdd",
              "QLinearSub", "QRequantize", "QLeakyRelu", "QConvTranspose", "QLinearMul",
              "QLinearAveragePool", "QLinearGlobalAveragePool", "QLinearSoftmax", "QLinearSigmoid",
-             "QLinearLeakyRelu", "QLinearConcat", "QLut", "QReduce"}
+             "QLinearLeakyRelu", "QLinearConcat", "QLut", "QReduce", "QRelu", "QLogistic16",
+             "QTanh16", "QSoftmax16"}
 TRANSPARENT = {"Reshape", "Transpose", "Flatten", "Squeeze", "Unsqueeze", "Identity",
                "MaxPool", "GlobalMaxPool", "Slice", "Gather", "Split", "DepthToSpace",
                "SpaceToDepth", "Pad", "ReduceMax", "ReduceMin"}
@@ -433,6 +435,37 @@ class _Rewriter:
         ins = [x.inputs[0], x.inputs[1], self.zp_in(x), q.inputs[1], q.inputs[2]]
         return self.node(p, "QLeakyRelu", ins, q, "aotc",
                          {"alpha": float(p.attrs.get("alpha", 0.01))})
+
+    def r_Relu(self, p: Node, q: Node) -> Node | None:
+        """int16: TFLM's RELU (one multiplier, QRelu); 8-bit: a table."""
+        return self._int16_unary(p, q, "QRelu", {"kind": "relu"}) or self.r_lut(p, q)
+
+    def r_Clip(self, p: Node, q: Node) -> Node | None:
+        """int16 RELU6 (Clip to [0, 6]): TFLM's, the input's codes clamped (QRelu); 8-bit
+        clips: a table."""
+        if self.clip_bounds(p) == (0.0, 6.0):
+            new = self._int16_unary(p, q, "QRelu", {"kind": "relu6"})
+            if new is not None:
+                return new
+        return self.r_lut(p, q)
+
+    def r_Sigmoid(self, p: Node, q: Node) -> Node | None:
+        """int16: TFLM's LOGISTIC (QLogistic16: its interpolated table); 8-bit: a table."""
+        return self._int16_unary(p, q, "QLogistic16", {}) or self.r_lut(p, q)
+
+    def r_Tanh(self, p: Node, q: Node) -> Node | None:
+        """int16: TFLM's TANH (QTanh16: the same table); 8-bit: a table."""
+        return self._int16_unary(p, q, "QTanh16", {}) or self.r_lut(p, q)
+
+    def _int16_unary(self, p: Node, q: Node, op: str, attrs: dict[str, Any]) -> Node | None:
+        """The aotc-domain int16 kernel ``op`` of a one-input ``p`` between an int16
+        DequantizeLinear and an int16 QuantizeLinear (tflite mode), else None."""
+        x = self.act_dq(p.inputs[0], wide=True)
+        if self.mode != "tflite" or x is None or not self.same_type(x, q) \
+                or self.value(x.inputs[0]).type.dtype.name != "int16":  # type: ignore
+            return None
+        ins = [x.inputs[0], x.inputs[1], self.zp_in(x), q.inputs[1], q.inputs[2]]
+        return self.node(p, op, ins, q, "aotc", attrs)
 
     def r_ConvTranspose(self, p: Node, q: Node) -> Node | None:
         """TFLite's 16x8 TRANSPOSE_CONV (int16 in and out, int8 weights, int64 or int32

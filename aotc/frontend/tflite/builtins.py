@@ -396,21 +396,21 @@ ONNX_OPS: dict[str, tuple[str, ...]] = {
     "FULLY_CONNECTED": ("MatMul", "QLinearMatMul"),
     "HARD_SWISH": ("HardSwish",),
     "LEAKY_RELU": ("LeakyRelu",),
-    "LOGISTIC": ("Sigmoid",),
+    "LOGISTIC": ("Sigmoid", "aotc.QLogistic16"),
     "MAX_POOL_2D": ("MaxPool",),
     "MEAN": ("ReduceMean", "GlobalAveragePool", "aotc.QReduce"),
     "MUL": ("Mul", "com.microsoft.QLinearMul"),
     "PAD": ("Pad",),
     "QUANTIZE": ("QuantizeLinear",),
-    "RELU": ("Relu",),
-    "RELU6": ("Clip",),
+    "RELU": ("Relu", "aotc.QRelu"),
+    "RELU6": ("Clip", "aotc.QRelu"),
     "RESHAPE": ("Reshape",),
     "SOFTMAX": ("Softmax", "com.microsoft.QLinearSoftmax"),
     "SPLIT": ("Split",),
     "SQUEEZE": ("Reshape",),
     "STRIDED_SLICE": ("Slice",),
     "SUB": ("Sub",),
-    "TANH": ("Tanh",),
+    "TANH": ("Tanh", "aotc.QTanh16"),
     "TRANSPOSE": ("Transpose",),
     "TRANSPOSE_CONV": ("ConvTranspose",),
     "UNIDIRECTIONAL_SEQUENCE_LSTM": ("LSTM",),
@@ -492,8 +492,10 @@ TYPES: dict[str, tuple[str, ...]] = {
 }
 # int16x8 (int16 activations, int8 weights, int64 bias): the builtins whose 16x8 form is
 # bit-exact with TFLM (tests/frontend/test_tflite_int16.py, test_tflm_integration.py). The
-# others (MEAN, RELU, LOGISTIC, SOFTMAX, ...) would run through float and are refused.
+# others would run through float and are refused (HARD_SWISH, REDUCE_MAX, ...: TFLM has no
+# int16 kernel for them either).
 for _k in ("ADD", "SUB", "MUL", "CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "LEAKY_RELU",
            "QUANTIZE", "DEQUANTIZE", "TRANSPOSE_CONV", "PAD", "STRIDED_SLICE", "RESHAPE",
-           "TRANSPOSE", "AVERAGE_POOL_2D", "MAX_POOL_2D", "CONCATENATION", "SPLIT"):
+           "TRANSPOSE", "AVERAGE_POOL_2D", "MAX_POOL_2D", "CONCATENATION", "SPLIT", "RELU",
+           "RELU6", "LOGISTIC", "TANH", "MEAN", "SUM"):
     TYPES[_k] = (*TYPES[_k], "int16")
