@@ -379,6 +379,9 @@ class _Rewriter:
         return xv is not None and yv is not None and xv.type.dtype == yv.type.dtype
 
     def r_Softmax(self, p: Node, q: Node) -> Node | None:
+        new = self._softmax16(p, q)
+        if new is not None:
+            return new
         x = self.act_dq(p.inputs[0])
         xv = self.value(p.inputs[0])
         if x is None or xv is None:
@@ -389,6 +392,25 @@ class _Rewriter:
             return None
         ins = [x.inputs[0], x.inputs[1], self.zp_in(x), q.inputs[1], q.inputs[2]]
         return self.node(p, "QLinearSoftmax", ins, q, "com.microsoft", {"axis": -1})
+
+    def _softmax16(self, p: Node, q: Node) -> Node | None:
+        """int16 SOFTMAX on the last axis: TFLM's (QSoftmax16), its beta the constant of a
+        Mul between the DequantizeLinear and the Softmax (the TFLite frontend's beta)."""
+        src, beta = p.inputs[0], 1.0
+        m = self.prod.get(src)
+        if m is not None and m.op == "Mul" and self.only_user(src):
+            c = self.const(m.inputs[1])
+            if c is None or c.size != 1:
+                return None
+            src, beta = m.inputs[0], float(c.reshape(-1)[0])
+        xv = self.value(p.inputs[0])
+        if xv is None:
+            return None
+        r = len(xv.type.shape)
+        axis = int(p.attrs.get("axis", -1 if self.g.opset >= 13 else 1))
+        if (axis + r if axis < 0 else axis) != r - 1:
+            return None
+        return self._int16_unary(p.with_(inputs=(src,)), q, "QSoftmax16", {"beta": beta})
 
     def r_Concat(self, p: Node, q: Node) -> Node | None:
         ds = [self.act_dq(i) for i in p.inputs]

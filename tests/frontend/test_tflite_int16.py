@@ -118,7 +118,8 @@ INT16_CASES = ("CONV_2D", "CONV_2D_valid_stride2_dil", "CONV_2D_dilated", "DEPTH
                "FULLY_CONNECTED", "ADD", "ADD_const", "SUB", "MUL", "LEAKY_RELU",
                "TRANSPOSE_CONV", "PAD", "STRIDED_SLICE", "STRIDED_SLICE_shrink", "RESHAPE",
                "TRANSPOSE", "AVERAGE_POOL_2D", "MAX_POOL_2D", "CONCATENATION", "SPLIT",
-               "RELU", "RELU6", "LOGISTIC", "TANH", "MEAN", "MEAN_squeezed", "SUM")
+               "RELU", "RELU6", "LOGISTIC", "TANH", "MEAN", "MEAN_squeezed", "SUM",
+               "SOFTMAX_4D")
 
 
 def _spec(case: str, after_conv: bool) -> Callable[[Net], list[int]]:

@@ -1,6 +1,8 @@
 """TFLite's int16 (16x8) RELU, RELU6, LOGISTIC, TANH, SOFTMAX, MEAN and SUM on every int16
 input code (-32768..32767), for several input and output scales (powers of two, which take
-TFLM's power-of-two paths, and others), each a single-op model with the parameters set here.
+TFLM's power-of-two paths, and others; SOFTMAX also several betas), each a single-op model
+with the parameters set here. HARD_SWISH, REDUCE_MAX and REDUCE_MIN have no int16 kernel in
+TFLM (its interpreter refuses them) and stay refused.
 
 Reference: TensorFlow Lite Micro's Python interpreter. Tolerance: none (bit-exact), and the
 compiled graph runs aotc's integer kernel (no DequantizeLinear / QuantizeLinear left).
@@ -86,6 +88,17 @@ def test_reduce_every_code(code, sx, sy, tmp_path):
     model = _model(code, shape, sx, sy, (1, 1, 1, 256), [1, 2],
                    options("ReducerOptions", keepDims=True))
     _exact(model, x, tmp_path, "QReduce")
+
+
+@pytest.mark.parametrize("sx,beta", [(1e-3, 1.0), (2.0 ** -12, 1.0), (3e-5, 1.0), (1e-2, 1.0),
+                                     (1e-3, 0.5), (4e-4, 2.3)])
+def test_softmax_every_code(sx, beta, tmp_path):
+    """Rows of 256 consecutive codes (small differences from the row maximum) and the same
+    codes shuffled (differences up to 65535): every code twice."""
+    shape = (512, 256)
+    x = np.concatenate([CODES, np.random.default_rng(1).permutation(CODES)]).reshape(shape)
+    model = _model("SOFTMAX", shape, sx, 2.0 ** -15, opts=options("SoftmaxOptions", beta=beta))
+    _exact(model, x, tmp_path, "QSoftmax16")
 
 
 def test_refused_output_scale(tmp_path):

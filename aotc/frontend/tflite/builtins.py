@@ -185,7 +185,8 @@ def _unary(onnx_op: str, **attrs: Any) -> Callable[[Builder, Any], None]:
 def softmax(b: Builder, op: Any) -> None:
     o = _opts(op, "SoftmaxOptions")
     (x, *_), (y,) = _ins(op), _outs(op)
-    layout = b.layout_of(x) if b.rank(x) == 4 else "nhwc"
+    # int16: TFLM's kernel (aotc.ops.quant.act16.QSoftmax16) takes rows on the last axis.
+    layout = b.layout_of(x) if b.rank(x) == 4 and b.dtype(x) != np.int16 else "nhwc"
     xf = b.fin(x, layout)
     beta = float(o.Beta()) if o is not None else 1.0
     if beta != 1.0:
@@ -405,7 +406,7 @@ ONNX_OPS: dict[str, tuple[str, ...]] = {
     "RELU": ("Relu", "aotc.QRelu"),
     "RELU6": ("Clip", "aotc.QRelu"),
     "RESHAPE": ("Reshape",),
-    "SOFTMAX": ("Softmax", "com.microsoft.QLinearSoftmax"),
+    "SOFTMAX": ("Softmax", "com.microsoft.QLinearSoftmax", "aotc.QSoftmax16"),
     "SPLIT": ("Split",),
     "SQUEEZE": ("Reshape",),
     "STRIDED_SLICE": ("Slice",),
@@ -497,5 +498,5 @@ TYPES: dict[str, tuple[str, ...]] = {
 for _k in ("ADD", "SUB", "MUL", "CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "LEAKY_RELU",
            "QUANTIZE", "DEQUANTIZE", "TRANSPOSE_CONV", "PAD", "STRIDED_SLICE", "RESHAPE",
            "TRANSPOSE", "AVERAGE_POOL_2D", "MAX_POOL_2D", "CONCATENATION", "SPLIT", "RELU",
-           "RELU6", "LOGISTIC", "TANH", "MEAN", "SUM"):
+           "RELU6", "LOGISTIC", "TANH", "MEAN", "SUM", "SOFTMAX"):
     TYPES[_k] = (*TYPES[_k], "int16")

@@ -1,5 +1,7 @@
-"""TFLM's int16 (16x8) LOGISTIC and TANH: QLogistic16 and QTanh16, aotc-domain ops the QDQ
-pass makes from an int16 DequantizeLinear -> Sigmoid / Tanh -> QuantizeLinear. Both are TFLM's
+"""TFLM's int16 (16x8) LOGISTIC, TANH and SOFTMAX: QLogistic16, QTanh16 and QSoftmax16,
+aotc-domain ops the QDQ pass makes from an int16 DequantizeLinear -> Sigmoid / Tanh / Softmax
+-> QuantizeLinear. QSoftmax16 is reference_ops::SoftmaxInt16 with its two 513-entry tables
+(LUTPopulate<int16_t>, computed at compile time in float32 as TFLM's Prepare does). Both are TFLM's
 reference_integer_ops::Logistic / Tanh for int16: the input rescaled by a 15-bit multiplier
 (TFLM's Prepare: logistic_common.cc, tanh.cc), then the 256-entry ``sigmoid_table_uint16``
 (tensorflow/lite/kernels/internal/common.h) read at the top bits of |x| and interpolated with
@@ -17,12 +19,14 @@ import numpy as np
 from aotc import dtypes
 from aotc.errors import AotcError
 from aotc.ir.graph import Node, TensorType, Value
-from aotc.loops.loop_ir import Bin, Cast, Const, bmin, call, cmp, select
+from aotc.loops.loop_ir import Bin, Cast, Const, Expr, bmax, bmin, call, cmp, select
 from aotc.ops import register
+from aotc.ops.quant import arith as qmath
 from aotc.ops.quant.conv_matmul import I32, QuantOp
 from aotc.ops.quant.qlinear import _scalar, unary_params
 
 I16 = dtypes.BY_NAME["int16"]
+I64 = dtypes.BY_NAME["int64"]
 U16 = dtypes.BY_NAME["uint16"]
 
 # sigmoid(i / 24) in 0.16 fixed point, i = 0..255 (TFLite's sigmoid_table_uint16).
@@ -189,3 +193,167 @@ class QTanh16(_Act16):
 
     name = "QTanh16"
     tanh = True
+
+
+# ------------------------------------------------------------------------------ softmax
+def lut_populate_int16(fn: Any, in_scale: float, in_zp: int, out_scale: float, out_zp: int
+                       ) -> np.ndarray:
+    """TFLite's LUTPopulate<int16_t> (common.h, LUTPopulateInt16<float>): ``fn`` sampled at
+    512 steps over the input range plus the end, each sample corrected by half its midpoint
+    interpolation error, every operation in float32 as TFLM computes it. 513 entries."""
+    f = np.float32
+
+    def rnd(v: np.float32) -> np.float32:  # TfLiteRound: half away from zero
+        return f(np.sign(v) * np.floor(abs(float(v)) + 0.5))
+
+    in_min, in_max = f(in_scale) * f(-32768 - in_zp), f(in_scale) * f(32767 - in_zp)
+    out_min, out_max = f(out_scale) * f(-32768 - out_zp), f(out_scale) * f(32767 - out_zp)
+    step = (in_max - in_min) / f(512)
+    half = step / f(2)
+    inv = f(65536) / (out_max - out_min)
+    lut = np.zeros(513, np.int16)
+    for i in range(512):
+        at = in_min + f(i) * step
+        val, mid, nxt = fn(at), fn(at + half), fn(in_min + f(i + 1) * step)
+        sample = rnd(val * inv)
+        interp = rnd((nxt * inv + rnd(val * inv)) / f(2))
+        bias = rnd((interp - rnd(mid * inv)) / f(2))
+        lut[i] = int(min(max(sample - bias, f(-32768)), f(32767)))
+    lut[512] = int(min(max(rnd(fn(in_max) * inv), f(-32768)), f(32767)))
+    return lut
+
+
+def _expf(v: np.float32) -> np.float32:
+    """C's expf (correctly rounded: the double exp rounded to float)."""
+    return np.float32(np.exp(np.float64(v)))
+
+
+def _one_over_one_plus_x(v: np.float32) -> np.float32:
+    return np.float32(1.0) / (np.float32(1.0) + np.float32(v))
+
+
+def softmax16_luts() -> tuple[np.ndarray, np.ndarray]:
+    """TFLM's int16 softmax tables (softmax_common.cc InitializeLutForInt16): exp over
+    [-10, 0] and 1 / (1 + x) over [0, 1], both into [-1, 1) at 2^-15."""
+    rng = 65535
+    exp = lut_populate_int16(_expf, float(np.float32(10.0) / np.float32(rng)), 32767,
+                             float(np.float32(2.0) / np.float32(rng)), 0)
+    inv = lut_populate_int16(_one_over_one_plus_x, float(np.float32(1.0) / np.float32(rng)),
+                             -32768, float(np.float32(2.0) / np.float32(rng)), 0)
+    return exp, inv
+
+
+def lut_lookup_np(v: np.ndarray, lut: np.ndarray) -> np.ndarray:
+    """TFLite's LUTLookup(int16_t, const int16_t*): the 9 top bits index, the 7 low ones
+    interpolate."""
+    v = v.astype(np.int64)
+    idx = 256 + (v >> 7)
+    base = lut[idx].astype(np.int64)
+    slope = (lut[idx + 1].astype(np.int64) - base).astype(np.int16).astype(np.int64)
+    return (base + ((slope * (v & 0x7F) + 64) >> 7)).astype(np.int16)
+
+
+@register
+class QSoftmax16(QuantOp):
+    """TFLM's int16 SOFTMAX over the last axis (reference_ops::SoftmaxInt16): x - max rescaled
+    to [-65535, 0] by one multiplier (x_scale * beta / (10 / 65535)), exp through the 513-entry
+    table, the row's sum inverted through the 1 / (1 + x) table, and each exp times it. Zero
+    points 0 and the output scale 2^-15, as TFLM's Prepare requires."""
+
+    name = "QSoftmax16"
+    domain = "aotc"
+    since = 1
+    dtypes = ("int16",)
+
+    def reference(self, X: np.ndarray, X_scale: np.ndarray, X_zero_point: np.ndarray,
+                  Y_scale: np.ndarray, Y_zero_point: np.ndarray, *,
+                  beta: float = 1.0) -> np.ndarray:
+        raise NotImplementedError  # compute(): the parameters come from the node
+
+    def check(self, node: Node, ins: Sequence[Value | None]) -> None:
+        _Act16.check(self, node, ins)  # type: ignore[arg-type]
+
+    def params(self, node: Node, p: dict[str, Any]) -> tuple[int, int]:
+        if p["zx"] or p["zy"]:
+            raise AotcError("int16 SOFTMAX needs zero points 0 (TFLM's kernel)", node.name,
+                            node.op)
+        if abs(np.float32(p["sy"]) - np.float32(1 / 32768)) > np.float32(0.001 / 32768):
+            raise AotcError(f"int16 SOFTMAX needs the output scale 2^-15 (TFLM's kernel), "
+                            f"got {p['sy']:g}", node.name, node.op)
+        beta = float(np.float32(node.attrs.get("beta", 1.0)))
+        return qmath.quantize_multiplier(float(np.float32(p["sx"])) * beta / (10.0 / 65535.0))
+
+    def infer(self, node: Node, ins: Sequence[Value | None]) -> list[TensorType]:
+        assert ins[0] is not None
+        return [TensorType(ins[0].type.shape, I16)]
+
+    def prepare(self, node: Node, ins: Sequence[Value | None]) -> Node:
+        m, s = self.params(node, unary_params(ins))
+        return node.with_(inputs=node.inputs[:1], attrs={**node.attrs, "_m": m, "_s": s})
+
+    def compute(self, args: list[np.ndarray | None], attrs: dict[str, Any], node: Node) -> Any:
+        x = args[0]
+        assert x is not None
+        m, s = self.params(node, unary_params(args))
+        exp_lut, inv_lut = softmax16_luts()
+        rows = x.reshape(-1, x.shape[-1]).astype(np.int64)
+        out = np.zeros(rows.shape, np.int16)
+        for r, row in enumerate(rows):
+            diff = row - row.max()
+            scaled = np.array([qmath.mbqm(int(d), m, s) for d in diff], np.int64)
+            e = lut_lookup_np(np.clip(scaled + 32767, -32768, 32767), exp_lut).astype(np.int64)
+            total = int(e.sum())
+            h = qmath.clz32(total)
+            shifted = ((total << (h - 1)) + (1 << 13)) >> 14
+            sym = np.clip(shifted - ((1 << 15) + (1 << 16)), -32768, 32767)
+            recip = int(lut_lookup_np(np.array([sym]), inv_lut)[0])
+            rs = 31 - h
+            out[r] = np.clip((e * recip + (1 << (rs - 1))) >> rs, 0, 32767)
+        return out.reshape(x.shape)
+
+    def lower(self, node: Node, kb: Any) -> None:
+        X = kb.inputs[0]
+        m, s = int(node.attrs["_m"]), int(node.attrs["_s"])
+        exp_lut, inv_lut = softmax16_luts()
+        texp = kb.const("exp_lut", exp_lut, I16)
+        tinv = kb.const("recip_lut", inv_lut, I16)
+        depth = X.shape[-1]
+        rows = X.numel // depth
+
+        def c32(v: int) -> Expr:
+            return Const(v, I32)
+
+        def lookup(v: Expr, lut: Any) -> Expr:  # LUTLookup: v in [-32768, 32767]
+            idx = kb.local(Bin("shr", v, c32(7), I32) + c32(256), "idx", I32)
+            base = kb.local(Cast(lut[[idx]], I32), "base", I32)
+            slope = Cast(Cast(Cast(lut[[idx + c32(1)]], I32) - base, I16), I32)
+            delta = Bin("shr", slope * Bin("band", v, c32(0x7F), I32) + c32(64), c32(7), I32)
+            return Cast(Cast(base + delta, I16), I32)
+
+        with kb.loop(rows, "r") as r:
+            base_i = r * depth
+            mx = kb.local(Cast(X.flat(base_i), I32), "mx", I32)
+            with kb.loop(depth, "c") as c:
+                kb.assign(mx, bmax(mx, Cast(X.flat(base_i + c), I32)))
+
+            def exp_at(c: Expr) -> Expr:
+                diff = Cast(X.flat(base_i + c), I32) - mx
+                scaled = call("q_mbqm", diff, c32(m), c32(s), dtype=I32) + c32(32767)
+                sym = kb.local(bmin(bmax(scaled, c32(-32768)), c32(32767)), "sym", I32)
+                return kb.local(lookup(sym, texp), "e", I32)
+
+            total = kb.local(c32(0), "sum", I32)
+            with kb.loop(depth, "c") as c:
+                kb.assign(total, total + exp_at(c))
+            h = kb.local(call("q_clz", total, dtype=I32), "headroom", I32)
+            shifted = Bin("shr", Bin("shl", Cast(total, I64), Cast(h - c32(1), I64), I64)
+                          + Const(1 << 13, I64), Const(14, I64), I64)
+            sym_sum = Cast(shifted, I32) - c32((1 << 15) + (1 << 16))
+            ssum = kb.local(bmin(bmax(sym_sum, c32(-32768)), c32(32767)), "ssum", I32)
+            recip = kb.local(lookup(ssum, tinv), "recip", I32)
+            rs = kb.local(c32(31) - h, "rs", I32)
+            rnd = kb.local(Bin("shl", c32(1), rs - c32(1), I32), "rnd", I32)
+            with kb.loop(depth, "c") as c:
+                y = Bin("shr", exp_at(c) * recip + rnd, rs, I32)
+                kb.store_output([], Cast(bmin(bmax(y, c32(0)), c32(32767)), I16),
+                                flat=base_i + c)
