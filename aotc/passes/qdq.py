@@ -245,7 +245,16 @@ class _Rewriter:
             if bias is None:
                 return None
             ins.append(bias)
-        return self.node(p, op, ins, q, domain)
+        return self.int4(w, self.node(p, op, ins, q, domain))
+
+    @staticmethod
+    def int4(w: Node, new: Node) -> Node:
+        """``new`` reading the weights of ``w``, a TFLite int4 filter's DequantizeLinear (the
+        frontend's ``int4`` attribute): marked ``_int4``, its lowering keeps them packed
+        (aotc.ops.quant.int4)."""
+        if not w.attrs.get("int4"):
+            return new
+        return new.with_(attrs={**new.attrs, "_int4": 1})
 
     def node(self, like: Node, op: str, inputs: list[str], q: Node, domain: str = "",
              attrs: dict | None = None) -> Node:  # type: ignore[type-arg]
@@ -293,7 +302,7 @@ class _Rewriter:
             if b_in is None:
                 return None
             ins.append(b_in)
-        return self.node(like, "QLinearMatMul", ins, q, attrs={})
+        return self.int4(w, self.node(like, "QLinearMatMul", ins, q, attrs={}))
 
     def r_MatMul(self, p: Node, q: Node) -> Node | None:
         return self._fc(p, None, q, p)

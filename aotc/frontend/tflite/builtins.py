@@ -34,6 +34,7 @@ from aotc.frontend.tflite.variables import CONVERTERS as VARIABLE_CONVERTERS
 def conv_2d(b: Builder, op: Any) -> None:
     o = _opts(op, "Conv2DOptions")
     ins = _ins(op)
+    b.allow_int4(ins[0], ins[1])
     wc = _need_const(b, ins[1], "filter")
     ci, c = wc.shape[3], b.shape(ins[0])[3]
     if ci == 0 or c % ci:
@@ -44,6 +45,7 @@ def conv_2d(b: Builder, op: Any) -> None:
 def depthwise_conv_2d(b: Builder, op: Any) -> None:
     o = _opts(op, "DepthwiseConv2DOptions")
     ins = _ins(op)
+    b.allow_int4(ins[0], ins[1])
     wc = _need_const(b, ins[1], "filter")
     cm, c = wc.shape[3], b.shape(ins[0])[3]
     if cm % c:
@@ -122,6 +124,7 @@ def fully_connected(b: Builder, op: Any) -> None:
     x, w = ins[0], ins[1]
     if o is not None and o.WeightsFormat() != 0:
         raise AotcError("only the DEFAULT weights format is supported")
+    b.allow_int4(x, w)
     wc = _need_const(b, w, "weights")
     n_out, n_in = wc.shape
     xs = b.shape(x)
