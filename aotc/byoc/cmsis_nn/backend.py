@@ -332,7 +332,7 @@ class CmsisNNBackend(Backend):
             _dims("input_dims", call.input_dims), _dims("filter_dims", call.filter_dims),
             _dims("bias_dims", call.bias_dims), _dims("output_dims", call.output_dims),
         ]
-        if s16:  # the bias as a cmsis_nn_bias_data: int64 (TFLite's 16x8) or int32
+        if s16 and not call.depthwise:  # the bias as a cmsis_nn_bias_data: int64 or int32
             is32 = call.bias is not None and call.bias.dtype == np.int32
             body.append(f"const cmsis_nn_bias_data bias_data = {{{bias_arg}, "
                         f"{'true' if is32 else 'false'}}};")

@@ -231,18 +231,24 @@ def _s16_refusal(x_shape: Sequence[int], w: np.ndarray, bias: np.ndarray | None,
     if np.any(np.asarray(w_zp) != 0):
         return "weights must be symmetric (zero point 0)"
     if group != 1:
-        return "16x8 depthwise / grouped convolutions are not claimed (arm_convolve_s16 only)"
+        c_in = int(x_shape[1])
+        if not (group == c_in and w.shape[1] == 1 and w.shape[0] % c_in == 0):
+            return "16x8 grouped convolutions are not claimed (depthwise only)"
+        if bias is not None and np.asarray(bias).dtype != np.int64:
+            return ("arm_depthwise_conv_wrapper_s16 takes an int64 bias (TFLM's 16x8 depthwise "
+                    "reads int64 only)")
     if any(int(d) != 1 for d in dilations):
         return f"dilations {list(dilations)} are not supported (only 1)"
     if any(int(p) < 0 for p in pads):
         return f"negative pads {list(pads)} are not supported"
-    # arm_convolve_s16 sums the products in int32 before it adds the (int64) bias; TFLM sums
-    # in int64: equal only while no partial sum can leave int32.
+    # arm_convolve_s16 (and arm_depthwise_conv_fast_s16) sums the products in int32 before it
+    # adds the (int64) bias; TFLM sums in int64: equal only while no partial sum can leave
+    # int32.
     bound = np.abs(w.reshape(w.shape[0], -1).astype(np.int64)).sum(axis=1) * 32768
     if bias is not None and np.asarray(bias).dtype == np.int32:
         bound = bound + np.abs(np.asarray(bias, np.int64).reshape(-1))
     if (bound >= 2 ** 31).any():
-        return "the int32 sum of products in arm_convolve_s16 could overflow"
+        return "the int32 sum of products in CMSIS-NN's s16 kernel could overflow"
     return None
 
 
@@ -275,7 +281,8 @@ def conv_call(x_shape: Sequence[int], w: np.ndarray, bias: np.ndarray | None,
     if group > 1:
         params: ConvParams | DwConvParams = DwConvParams(
             -int(x_zp), int(y_zp), c_out // group, stride, padding, dil, act)
-        return ConvCall("arm_depthwise_conv_wrapper_s8", params, x_dims, Dims(1, kh, kw, c_out),
+        fn = "arm_depthwise_conv_wrapper_s16" if s16 else "arm_depthwise_conv_wrapper_s8"
+        return ConvCall(fn, params, x_dims, Dims(1, kh, kw, c_out),
                         Dims(1, 1, 1, c_out), y_dims, depthwise_weights_1hwc(w), b, mult, shift)
     params = ConvParams(-int(x_zp), int(y_zp), stride, padding, dil, act)
     fn = "arm_convolve_wrapper_s16" if s16 else "arm_convolve_wrapper_s8"
