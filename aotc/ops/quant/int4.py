@@ -5,9 +5,9 @@ QLinearMatMul it makes. The weights stay two to a byte in the constant array, lo
 on the generic schedules (their weight reads are single-element loads; the DSP and Helium
 schedules read weights as words of lanes and are not used), then every load of an int8 weight
 array (the weight input, or a copy at least as large that a schedule re-laid out at compile
-time) becomes a load of its byte and the nibble sign-extended: ((byte >> 4 * (i % 2)) & 15 ^ 8) - 8. TFLM unpacks the whole
-filter into a RAM scratch buffer at each Eval instead; the values, and so the results, are the
-same.
+time) becomes a load of its byte and the nibble sign-extended:
+((byte >> 4 * (i % 2)) & 15 ^ 8) - 8. TFLM unpacks the whole filter into a RAM scratch buffer
+at each Eval instead; the values, and so the results, are the same.
 """
 
 from __future__ import annotations
