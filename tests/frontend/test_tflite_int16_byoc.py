@@ -1,7 +1,9 @@
-"""TFLite's 16x8 DEPTHWISE_CONV_2D through ``--byoc cmsis-nn`` (arm_depthwise_conv_wrapper_s16,
-int64 bias): claimed, and bit-exact with TFLM's interpreter on the host (CMSIS-NN's pure C
-path) and on cortex-m4f in QEMU (its DSP path, arm_depthwise_conv_fast_s16, which sums in int32:
-aotc refuses weights whose sum could leave int32). Tolerance: none.
+"""TFLite's 16x8 DEPTHWISE_CONV_2D and FULLY_CONNECTED through ``--byoc cmsis-nn``
+(arm_depthwise_conv_wrapper_s16, arm_fully_connected_s16; int64 bias): claimed, and bit-exact
+with TFLM's interpreter on the host (CMSIS-NN's pure C path) and on cortex-m4f in QEMU (its DSP
+paths, which sum in int32: aotc refuses weights whose sum could leave int32). What CMSIS-NN
+cannot take (an int32 bias, per-channel FULLY_CONNECTED weights) runs on aotc's kernels.
+Tolerance: none.
 """
 
 from __future__ import annotations
@@ -32,6 +34,17 @@ def depthwise(shape: tuple[int, int, int, int], k: tuple[int, int], mult: int = 
         return [net.op("DEPTHWISE_CONV_2D", [x, wt, b], (n, oh, ow, c * mult), options(
             "DepthwiseConv2DOptions", padding=padding, strideH=stride, strideW=stride,
             depthMultiplier=mult, fusedActivationFunction=0))]
+    return spec
+
+
+def fully_connected(n_in: int, n_out: int, axis: int | None = None
+                    ) -> Callable[[Net], list[int]]:
+    def spec(net: Net) -> list[int]:
+        x = net.input((1, n_in))
+        wt = net.weight(net.rng.normal(scale=0.1, size=(n_out, n_in)), axis=axis)
+        b = net.bias(net.rng.normal(scale=0.1, size=n_out), x, wt)
+        return [net.op("FULLY_CONNECTED", [x, wt, b], (1, n_out), options(
+            "FullyConnectedOptions", fusedActivationFunction=0))]
     return spec
 
 
@@ -80,3 +93,30 @@ def test_s16_depthwise_int32_bias_not_claimed(tmp_path):
                                 shape=shape)
     runner = _compile(model, tmp_path, None).load()
     assert not runner.meta.get("byoc"), runner.meta["byoc"]
+
+
+@pytest.mark.parametrize("target", [None, "cortex-m4f"])
+def test_s16_fully_connected(target, tmp_path):
+    model, xs = float_and_int16(fully_connected(256, 24), shape=(1, 256))
+    bundle = _compile(model, tmp_path, target)
+    meta = bundle.load().meta
+    assert set(meta["byoc"].values()) == {"cmsis-nn"}, meta["byoc"]
+    if target is None:
+        runner: Any = bundle.load()
+    else:
+        from aotc.targets.runner import BoardRunner
+
+        runner = BoardRunner(bundle.directory, target, build_dir=tmp_path / "fw")
+    got = runner.run({meta["inputs"][0]["name"]: xs[0]})[meta["outputs"][0]["name"]]
+    np.testing.assert_array_equal(got, interpret_tflm(model, xs)[0])
+
+
+@pytest.mark.parametrize("why", ["per_channel", "int32_bias"])
+def test_s16_fully_connected_not_claimed(why, tmp_path):
+    model, xs = float_and_int16(fully_connected(64, 8, 0 if why == "per_channel" else None),
+                                bias32=why == "int32_bias", shape=(1, 64))
+    runner = _compile(model, tmp_path, None).load()
+    assert not runner.meta.get("byoc"), runner.meta["byoc"]
+    got = runner.run({runner.meta["inputs"][0]["name"]: xs[0]})
+    np.testing.assert_array_equal(got[runner.meta["outputs"][0]["name"]],
+                                  interpret_tflm(model, xs)[0])

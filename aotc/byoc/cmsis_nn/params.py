@@ -321,6 +321,8 @@ def fc_refusal(a_shape: Sequence[int], b: np.ndarray, bias: np.ndarray | None, *
     b = np.asarray(b)
     if b.ndim != 2:
         return f"B must be a 2-D constant, got shape {b.shape}"
+    if a_dtype == "int16":
+        return _fc_s16_refusal(a_shape, b, bias, y_dtype, b_zp, transposed)
     if a_dtype != "int8" or y_dtype != "int8" or b.dtype != np.int8:
         return (f"activations and weights must be int8 (TFLite int8 spec), got a {a_dtype}, "
                 f"b {b.dtype}, y {y_dtype}")
@@ -337,14 +339,38 @@ def fc_refusal(a_shape: Sequence[int], b: np.ndarray, bias: np.ndarray | None, *
     return None
 
 
+def _fc_s16_refusal(a_shape: Sequence[int], b: np.ndarray, bias: np.ndarray | None,
+                    y_dtype: str, b_zp: np.ndarray | Sequence[int] | int, transposed: bool
+                    ) -> str | None:
+    """TFLite's 16x8 FULLY_CONNECTED as arm_fully_connected_s16 (int64 bias, one multiplier:
+    fc_call checks that)."""
+    if y_dtype != "int16" or b.dtype != np.int8:
+        return f"16x8 takes int8 weights and an int16 output, got b {b.dtype}, y {y_dtype}"
+    if np.any(np.asarray(b_zp) != 0):
+        return "weights must be symmetric (zero point 0)"
+    k = int(b.shape[1] if transposed else b.shape[0])
+    if not a_shape or int(a_shape[-1]) != k:
+        return f"A {list(a_shape)} does not match B {list(b.shape)}"
+    if bias is not None and np.asarray(bias).dtype != np.int64:
+        return "arm_fully_connected_s16 takes an int64 bias (TFLite's 16x8 with an int32 bias)"
+    # arm_nn_vec_mat_mult_t_s16 sums up to 512 products in int32 before int64 (TFLM: int64).
+    rows = np.abs(fc_weights(b, transposed).astype(np.int64)).sum(axis=1)
+    if (rows * 32768 >= 2 ** 31).any():
+        return "the int32 sum of products in arm_nn_vec_mat_mult_t_s16 could overflow"
+    return None
+
+
 def fc_call(a_shape: Sequence[int], b: np.ndarray, bias: np.ndarray | None, *, x_zp: int,
             real: np.ndarray | Sequence[float], y_zp: int,
             w_zp: np.ndarray | Sequence[int] | int = 0, act_lo: int | None = None,
-            act_hi: int | None = None, transposed: bool = False) -> FcCall:
+            act_hi: int | None = None, transposed: bool = False, a_dtype: str = "int8"
+            ) -> FcCall:
     """A QLinearMatMul (+ int32 bias, as aotc's QDQ pass builds it) with a constant 2-D B as a
     CMSIS-NN fully connected call: the rows of A (all leading dims are batches) times B.
     One multiplier: arm_fully_connected_s8; one per column: arm_fully_connected_per_channel_s8."""
-    why = fc_refusal(a_shape, b, bias, b_zp=w_zp, transposed=transposed)
+    s16 = a_dtype == "int16"
+    why = fc_refusal(a_shape, b, bias, b_zp=w_zp, transposed=transposed, a_dtype=a_dtype,
+                     y_dtype=a_dtype)
     if why is not None:
         raise AotcError(f"CMSIS-NN fully connected: {why}")
     w = fc_weights(b, transposed)
@@ -354,9 +380,16 @@ def fc_call(a_shape: Sequence[int], b: np.ndarray, bias: np.ndarray | None, *, x
         r = r[:1]
     mult, shift = requant(r)
     batches = int(np.prod([int(d) for d in a_shape[:-1]], dtype=np.int64))
-    params = FcParams(-int(x_zp), 0, int(y_zp), activation(act_lo, act_hi))
+    params = FcParams(-int(x_zp), 0, int(y_zp),
+                      activation(act_lo, act_hi, INT16 if s16 else INT8))
     fn = "arm_fully_connected_per_channel_s8" if mult.size > 1 else "arm_fully_connected_s8"
-    b32 = None if bias is None else np.ascontiguousarray(np.asarray(bias).reshape(-1), np.int32)
+    if s16 and mult.size > 1:
+        raise AotcError("CMSIS-NN fully connected: arm_fully_connected_s16 takes one "
+                        "multiplier (per-tensor weights)")
+    if s16:
+        fn = "arm_fully_connected_s16"
+    b32 = None if bias is None else np.ascontiguousarray(np.asarray(bias).reshape(-1),
+                                                         np.int64 if s16 else np.int32)
     # filter_dims: n = accumulation depth K, c = output depth N (h, w unused).
     return FcCall(fn, params, Dims(batches, 1, 1, k), Dims(k, 1, 1, n_out), Dims(1, 1, 1, n_out),
                   Dims(batches, 1, 1, n_out), w, b32, mult, shift)
