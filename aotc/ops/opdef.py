@@ -303,7 +303,7 @@ FAMILIES: dict[str, tuple[str, ...]] = {
     "sequence": ("recurrent", "attention", "linear_attention", "signal", "svdf",
                  "audio_frontend", "audio_stream", "audio_fft"),
     "quant": ("conv_matmul", "matmul", "qlinear", "tables", "quantize_linear", "rescale",
-              "conv_transpose", "reduce"),
+              "conv_transpose", "reduce", "act16"),
     "control": ("if_loop_scan",),
 }
 

@@ -41,6 +41,9 @@ VERSIONS = {S.BuiltinOperator.BROADCAST_TO: 2}
 
 
 class Net:
+    # Output parameters the int8 kernels require (Net16: the int16 ones).
+    fixed_out: dict[str, tuple[float, int]] = FIXED_OUT
+
     def __init__(self, quant: bool, ranges: dict[str, tuple[float, float]] | None = None,
                  seed: int = 0) -> None:
         self.quant = quant
@@ -224,7 +227,7 @@ class Net:
                 src = self.tensors[inputs[SAME_FROM.get(code, 0)]].quantization
                 s, z = float(src.scale[0]), int(src.zeroPoint[0])
             else:
-                s, z = FIXED_OUT.get(code) or self.qparams(name)
+                s, z = self.fixed_out.get(code) or self.qparams(name)
             outs.append(self._tensor(shape, np.int8, name, None, s, z))
         o = S.OperatorT()
         o.opcodeIndex = self.codes.index(c)

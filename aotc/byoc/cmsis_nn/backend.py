@@ -89,8 +89,12 @@ def _fc_check(sub: Subgraph) -> str | None:
         return f"A must be 2-D (rows x features), got {list(a.shape)}"
     if len(sub.inputs) > 8 and sub.inputs[8] and sub.const(8) is None:
         return "the bias must be a compile-time constant"
-    return params.fc_refusal(a.shape, b, sub.const(8), a_dtype=a.dtype.name,
-                             y_dtype=y.dtype.name, b_zp=sub.attr("_wz"))
+    why = params.fc_refusal(a.shape, b, sub.const(8), a_dtype=a.dtype.name,
+                            y_dtype=y.dtype.name, b_zp=sub.attr("_wz"))
+    real = np.atleast_1d(np.asarray(sub.attr("_real"), float))
+    if why is None and a.dtype.name == "int16" and np.any(real != real[0]):
+        return "per-channel 16x8 weights: arm_fully_connected_s16 takes one multiplier"
+    return why
 
 
 # ------------------------------------------------------------------------------ pooling
@@ -218,7 +222,8 @@ class CmsisNNBackend(Backend):
     def patterns(self) -> Sequence[Pattern]:
         return [
             Pattern("conv2d", "QLinearConv", dtypes=("int8", "int16"), check=_conv_check),
-            Pattern("fully_connected", "QLinearMatMul", dtypes=("int8",), check=_fc_check),
+            Pattern("fully_connected", "QLinearMatMul", dtypes=("int8", "int16"),
+                    check=_fc_check),
             Pattern("avgpool", "QLinearAveragePool", MS, dtypes=("int8",), check=_pool_check),
             Pattern("avgpool", "QLinearGlobalAveragePool", MS, dtypes=("int8",),
                     check=_pool_check),
@@ -345,7 +350,7 @@ class CmsisNNBackend(Backend):
             _dims("input_dims", call.input_dims), _dims("filter_dims", call.filter_dims),
             _dims("bias_dims", call.bias_dims), _dims("output_dims", call.output_dims),
         ]
-        if s16:  # the bias as a cmsis_nn_bias_data: int64 (TFLite's 16x8) or int32
+        if s16 and not call.depthwise:  # the bias as a cmsis_nn_bias_data: int64 or int32
             is32 = call.bias is not None and call.bias.dtype == np.int32
             body.append(f"const cmsis_nn_bias_data bias_data = {{{bias_arg}, "
                         f"{'true' if is32 else 'false'}}};")
@@ -366,15 +371,17 @@ class CmsisNNBackend(Backend):
         lo, hi = _act(sub)
         call = params.fc_call(a.shape, b, sub.const(8), x_zp=sub.attr("_xz"),
                               real=sub.attr("_real"), y_zp=sub.attr("_yz"), w_zp=sub.attr("_wz"),
-                              act_lo=lo, act_hi=hi)
+                              act_lo=lo, act_hi=hi, a_dtype=a.dtype.name)
+        s16 = call.function.endswith("_s16")  # no context: no scratch, no kernel sums
+        act_t = "int16_t" if s16 else "int8_t"
         consts = [Constant("weights", call.weights)]
-        args = ["const int8_t *input", "int8_t *output", "const int8_t *weights"]
+        args = [f"const {act_t} *input", f"{act_t} *output", "const int8_t *weights"]
         if call.bias is not None:
             consts.append(Constant("bias", call.bias))
-            args.append("const int32_t *bias")
+            args.append(f"const {'int64_t' if s16 else 'int32_t'} *bias")
         consts += [Constant("multiplier", call.multiplier), Constant("shift", call.shift)]
         args += ["const int32_t *multiplier", "const int32_t *shift"]
-        mve = "mve" in self.features
+        mve = "mve" in self.features and not s16
         n_out = call.output_dims.c
         if mve:
             consts.append(Constant("kernel_sums", self.scratch.kernel_sums(call)))
