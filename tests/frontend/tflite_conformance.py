@@ -84,6 +84,37 @@ class Net16Conf(Net16):
         return out
 
 
+class NetInt(Net):
+    """A float Net whose float32 tensors (inputs, constants, outputs) are ``act`` (int32):
+    the same graphs on integer tensors, without quantisation; float constants x 3 rounded,
+    zeros made 1."""
+
+    def __init__(self, act: Any = np.int32) -> None:
+        super().__init__(False)
+        self.act = act
+
+    def _tensor(self, shape: Sequence[int], dtype: Any, name: str, data: np.ndarray | None = None,
+                *args: Any, **kw: Any) -> int:
+        if np.dtype(dtype) == np.float32:
+            dtype = self.act
+            if data is not None:  # no zero divisor for DIV / FLOOR_DIV / FLOOR_MOD
+                data = np.round(np.asarray(data) * 3).astype(dtype)
+                data = np.where(data == 0, 1, data).astype(dtype)
+        return super()._tensor(shape, dtype, name, data, *args, **kw)
+
+
+# The builtins whose base and attribute cases are also built on int32 tensors (TFLM's kernels
+# that take int32; a case TFLM refuses is "not in TFLM").
+INT32_OPS = {"RESHAPE", "PAD", "PADV2", "MIRROR_PAD", "STRIDED_SLICE", "CONCATENATION", "SPLIT",
+             "SPLIT_V", "SLICE", "EXPAND_DIMS", "SQUEEZE", "PACK", "UNPACK", "TILE",
+             "BROADCAST_TO", "GATHER", "GATHER_ND", "TRANSPOSE", "REVERSE_V2", "ADD", "SUB", "MUL",
+             "MAXIMUM", "MINIMUM", "SELECT_V2", "REDUCE_MAX", "REDUCE_MIN", "SUM", "DEPTH_TO_SPACE",
+             "SPACE_TO_DEPTH", "BATCH_TO_SPACE_ND", "SPACE_TO_BATCH_ND", "EMBEDDING_LOOKUP",
+             "CUMSUM", "ABS", "NEG", "FILL", "ZEROS_LIKE", "ARG_MAX", "ARG_MIN", "EQUAL",
+             "NOT_EQUAL", "GREATER", "GREATER_EQUAL", "LESS", "LESS_EQUAL", "DIV", "FLOOR_DIV",
+             "FLOOR_MOD", "RESIZE_NEAREST_NEIGHBOR", "SQUARED_DIFFERENCE"}
+
+
 # ------------------------------------------------------------------ attribute-grid families
 def _out_hw(h: int, w: int, k: int, stride: int, padding: int, dil: int = 1) -> tuple[int, int]:
     eff = (k - 1) * dil + 1
@@ -447,6 +478,8 @@ def cases() -> list[Case]:
             kinds = list(fam.types)
             if fam.zp_ends and "int8" in kinds:
                 kinds += ["int8_zp-128", "int8_zp127"]
+            if fam.builtin in INT32_OPS:
+                kinds.append("int32")
             for kind in kinds:
                 out.append(Case(f"{fam.builtin}/{variant}/{kind}", fam.builtin, kind.split("_")[0],
                                 _builder(spec, shape, kind)))
@@ -491,6 +524,9 @@ def _builder(spec: Spec, shape: tuple[int, ...], kind: str
         xs = _inputs(fnet, np.random.default_rng(0), dist)
         if kind == "float32":
             return fmodel, xs
+        if kind == "int32":
+            inet = NetInt()
+            return inet.build(graph(inet)), _inputs(inet, np.random.default_rng(0), dist)
         _, named = interpret(fmodel, xs, all_tensors=True)
         ranges = {k: (float(v.min()), float(v.max())) for k, v in named.items()
                   if v.dtype == np.float32 and v.size}
