@@ -37,6 +37,13 @@ QEMU (seed: `AOTC_CONF_SEED`, else the date). Integer outputs must be bit-exact 
 outputs within rtol = atol = 1e-5 (1e-4 for the builtins using libm functions or summing in
 another order: `TOL` in the suite).
 
+Run it with `python3 -m pytest -q tests/frontend/test_tflite_conformance.py` (the cases run in
+batches of 8 merged into one model: one aotc compile and one host build per batch). A new case
+family (a builtin's attribute variants and the types to build them in) is one `Family(...)`
+entry of `FAMILIES` in `tests/frontend/tflite_conformance.py`; after a change that moves an
+outcome, `python3 scripts/tflite_conformance.py --record` rewrites the expected outcomes from a
+full run (review its diff) and the page.
+
 A cell is `passing/cases TFLM runs` (int8 counts the zero-point-end variants too); `ref.`:
 refused by aotc with its one-line error; `-`: every case of the cell is refused by TFLM itself
 (not counted). A builtin x type is supported when at least one case passes and none fails.

@@ -28,7 +28,7 @@ import os
 import re
 import sys
 import tempfile
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -781,11 +781,9 @@ def table(all_cases: Sequence[Case], exp: dict[str, tuple[str, str]]) -> str:
     summary = (f"{tot['pass']} of {in_tflm} cases pass ({tot['refused']} refused, "
                f"{tot['fail']} fail; {tot['not-in-tflm']} more built but not in TFLM); "
                f"{len(supported)} builtins x types supported of TFLM's {len(pairs)}.")
-    listed = [f"- `{cid}`: {o}: {r}" for cid, (o, r) in sorted(exp.items())
+    common = "m.tflite: 1 operator(s) cannot be converted (see `aotc ops` and docs/frontends.md): "
+    listed = [f"- `{cid}`: {o}: {r.replace(common, '')}" for cid, (o, r) in sorted(exp.items())
               if o in ("refused", "fail")]
     return "\n".join([summary, "", *rows, "", "Cases that are refused or fail, with the reason:",
                       "", *listed]) + "\n"
 
-
-def iter_ids() -> Iterator[str]:
-    return (c.id for c in cases())
