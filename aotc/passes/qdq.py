@@ -208,7 +208,7 @@ class _Rewriter:
         act_attrs: dict[str, int] = {}
         if p.op in ("Relu", "Clip") and self.prod.get(p.inputs[0]) is not None \
                 and self.prod[p.inputs[0]].op in ("Conv", "MatMul", "Add", "Gemm", "Mul",
-                                                  "Sub", "ConvTranspose") \
+                                                  "Sub", "ConvTranspose", "AveragePool") \
                 and self.only_user(p.inputs[0]):
             bounds = self.clip_bounds(p)
             if bounds is None:
@@ -457,11 +457,13 @@ class _Rewriter:
         return Node("QRequantize", f"{p.name}_q", tuple(ins), (q.outputs[0],), {}, 1, "aotc")
 
     def r_LeakyRelu(self, p: Node, q: Node) -> Node | None:
-        """int16: TFLM's LEAKY_RELU (two fixed-point multipliers); 8-bit: a table."""
+        """int16, and int8 in tflite mode: TFLM's LEAKY_RELU (two fixed-point multipliers);
+        8-bit otherwise: a table of the float function."""
         x = self.act_dq(p.inputs[0], wide=True)
-        if x is None or self.value(x.inputs[0]).type.dtype.name != "int16":  # type: ignore
+        xt = self.value(x.inputs[0]).type.dtype.name if x is not None else None  # type: ignore
+        if x is None or not (xt == "int16" or (xt == "int8" and self.mode == "tflite")):
             return self.r_lut(p, q)
-        if self.value(q.inputs[2]).type.dtype.name != "int16":  # type: ignore[union-attr]
+        if self.value(q.inputs[2]).type.dtype.name != xt:  # type: ignore[union-attr]
             return None
         ins = [x.inputs[0], x.inputs[1], self.zp_in(x), q.inputs[1], q.inputs[2]]
         return self.node(p, "QLeakyRelu", ins, q, "aotc",

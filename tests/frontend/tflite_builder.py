@@ -22,7 +22,8 @@ _TYPES = {np.dtype(np.float32): S.TensorType.FLOAT32, np.dtype(np.int8): S.Tenso
           np.dtype(np.bool_): S.TensorType.BOOL, np.dtype(np.int16): S.TensorType.INT16,
           np.dtype(np.uint32): S.TensorType.UINT32, np.dtype(np.uint64): S.TensorType.UINT64}
 # Output parameters TFLite requires for int8 outputs of these ops.
-FIXED_OUT = {"LOGISTIC": (1 / 256, -128), "SOFTMAX": (1 / 256, -128), "TANH": (1 / 128, 0)}
+FIXED_OUT = {"LOGISTIC": (1 / 256, -128), "SOFTMAX": (1 / 256, -128), "TANH": (1 / 128, 0),
+             "LOG_SOFTMAX": (16 / 256, 127)}
 # Ops whose int8 output has the input's parameters.
 # (the int8 AVERAGE_POOL_2D, CONCATENATION and, in TFLM, RELU6 kernels assume it.)
 SAME_OUT = {"RESHAPE", "SQUEEZE", "MAX_POOL_2D", "PAD", "TRANSPOSE", "STRIDED_SLICE", "SPLIT",

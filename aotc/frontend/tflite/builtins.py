@@ -511,3 +511,8 @@ for _k in ("ADD", "SUB", "MUL", "CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED
            "TRANSPOSE", "AVERAGE_POOL_2D", "MAX_POOL_2D", "CONCATENATION", "SPLIT", "RELU",
            "RELU6", "LOGISTIC", "TANH", "MEAN", "SUM", "SOFTMAX"):
     TYPES[_k] = (*TYPES[_k], "int16")
+# int16 data movement (the values copied, parameters equal): bit-exact with TFLM in the
+# conformance suite (tests/frontend/test_tflite_conformance.py).
+for _k in ("EXPAND_DIMS", "SQUEEZE", "PACK", "UNPACK", "SPLIT_V", "SLICE", "PADV2", "REVERSE_V2",
+           "BROADCAST_TO", "DYNAMIC_UPDATE_SLICE"):
+    TYPES[_k] = (*TYPES[_k], "int16")

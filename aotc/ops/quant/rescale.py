@@ -113,12 +113,12 @@ class QRequantize(_Rescale):
 
 @register
 class QLeakyRelu(_Rescale):
-    """TFLM's int16 LEAKY_RELU: x - zx >= 0 scaled by x_scale / y_scale, below 0 by
+    """TFLM's int8 / int16 LEAKY_RELU: x - zx >= 0 scaled by x_scale / y_scale, below 0 by
     x_scale * alpha / y_scale (both computed in float32, as TFLM's Prepare does; a negative
     alpha's multiplier is applied as |M| and negated)."""
 
     name = "QLeakyRelu"
-    dtypes = ("int16",)
+    dtypes = ("int8", "int16")
 
     def reference(self, X: np.ndarray, X_scale: np.ndarray, X_zero_point: np.ndarray,
                   Y_scale: np.ndarray, Y_zero_point: np.ndarray, *,
