@@ -331,10 +331,11 @@ def test_every_builtin_has_a_test_and_an_ops_row():
     assert set(ONNX_OPS) == set(CONVERTERS) == set(TYPES)
     tested = {builtin_of(k) for k in [*CASES, *TYPED]}
     # QUANTIZE/DEQUANTIZE: test_quantize_dequantize below; UNIDIRECTIONAL_SEQUENCE_LSTM:
-    # test_tflite_lstm.py; the resource variables and SVDF: test_tflite_state.py.
+    # test_tflite_lstm.py; the resource variables and SVDF: test_tflite_state.py; IF and
+    # WHILE: test_tflite_control.py.
     assert set(CONVERTERS) - tested == {"QUANTIZE", "DEQUANTIZE", "UNIDIRECTIONAL_SEQUENCE_LSTM",
                                         "VAR_HANDLE", "READ_VARIABLE", "ASSIGN_VARIABLE",
-                                        "CALL_ONCE", "SVDF"}
+                                        "CALL_ONCE", "SVDF", "IF", "WHILE"}
 
 
 def test_quantize_dequantize(tmp_path):
