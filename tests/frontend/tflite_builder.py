@@ -19,7 +19,8 @@ from ai_edge_litert.interpreter import Interpreter, OpResolverType
 
 _TYPES = {np.dtype(np.float32): S.TensorType.FLOAT32, np.dtype(np.int8): S.TensorType.INT8,
           np.dtype(np.int32): S.TensorType.INT32, np.dtype(np.int64): S.TensorType.INT64,
-          np.dtype(np.bool_): S.TensorType.BOOL, np.dtype(np.int16): S.TensorType.INT16}
+          np.dtype(np.bool_): S.TensorType.BOOL, np.dtype(np.int16): S.TensorType.INT16,
+          np.dtype(np.uint32): S.TensorType.UINT32, np.dtype(np.uint64): S.TensorType.UINT64}
 # Output parameters TFLite requires for int8 outputs of these ops.
 FIXED_OUT = {"LOGISTIC": (1 / 256, -128), "SOFTMAX": (1 / 256, -128), "TANH": (1 / 128, 0)}
 # Ops whose int8 output has the input's parameters.
@@ -40,6 +41,9 @@ VERSIONS = {S.BuiltinOperator.BROADCAST_TO: 2}
 
 
 class Net:
+    # Output parameters the int8 kernels require (Net16: the int16 ones).
+    fixed_out: dict[str, tuple[float, int]] = FIXED_OUT
+
     def __init__(self, quant: bool, ranges: dict[str, tuple[float, float]] | None = None,
                  seed: int = 0) -> None:
         self.quant = quant
@@ -223,7 +227,7 @@ class Net:
                 src = self.tensors[inputs[SAME_FROM.get(code, 0)]].quantization
                 s, z = float(src.scale[0]), int(src.zeroPoint[0])
             else:
-                s, z = FIXED_OUT.get(code) or self.qparams(name)
+                s, z = self.fixed_out.get(code) or self.qparams(name)
             outs.append(self._tensor(shape, np.int8, name, None, s, z))
         o = S.OperatorT()
         o.opcodeIndex = self.codes.index(c)
@@ -248,6 +252,25 @@ class Net:
         o.outputs = np.array([y], np.int32)
         self.ops.append(o)
         return y
+
+    def custom_typed(self, name: str, inputs: Sequence[int],
+                     outs: Sequence[tuple[Sequence[int], Any]], opts: dict[str, Any]) -> list[int]:
+        """A custom operator ``name`` with typed outputs (shape, dtype) and its parameters as
+        a flexbuffer map (TFLM's Signal operators read theirs so)."""
+        from flatbuffers import flexbuffers
+
+        if name not in self.codes:
+            self.codes.append(name)  # type: ignore[arg-type]
+        ys = [self._tensor(shape, dt, f"{name}_{len(self.ops)}_{k}")
+              for k, (shape, dt) in enumerate(outs)]
+        o = S.OperatorT()
+        o.opcodeIndex = self.codes.index(name)  # type: ignore[arg-type]
+        o.inputs = np.array(inputs, np.int32)
+        o.outputs = np.array(ys, np.int32)
+        o.customOptions = np.frombuffer(flexbuffers.Dumps(opts), np.uint8)
+        o.customOptionsFormat = S.CustomOptionsFormat.FLEXBUFFERS
+        self.ops.append(o)
+        return ys
 
     def op_into(self, code: str, inputs: Sequence[int], outputs: Sequence[int],
                 options: Any = None) -> None:

@@ -242,7 +242,8 @@ def _check(sub: Any, i: int, name: str) -> str | None:
     if name in WHY_NOT:
         why = WHY_NOT[name]
     elif name.startswith("CUSTOM:Signal"):
-        why = "TFLM's Signal library custom operators are not supported yet"
+        why = f"TFLM's Signal operator {name[7:]} is not supported yet (aotc converts " \
+              f"{', '.join(k[7:] for k in CONVERTERS if k.startswith('CUSTOM:Signal'))})"
     elif name.startswith("CUSTOM:"):
         why = "custom operators are not supported (only TFLM's builtins)"
     elif name in CONTROL_FLOW:
