@@ -63,10 +63,15 @@ class CompileOptions:
     # A model exported from PyTorch (aotc/frontend/torch.py) may carry more weight bytes than
     # the module's parameters and buffers (> 1.05x + 1 KB) only when this is set.
     allow_weight_growth: bool = False
-    # Keep a .tflite model's float16 weights (behind DEQUANTIZE) float16 in flash, converted in
-    # the kernels: not implemented; float16 weights are folded to float32 at compile time, and
-    # asking for this is an error (aotc.compiler).
+    # Keep float16 weights (a .tflite model's behind DEQUANTIZE/DENSIFY, an ONNX model's
+    # float16 initializers cast to float32) float16 in flash, converted where the kernels load
+    # them: every float32 constant a kernel reads whose values all are float16 numbers
+    # (aotc/lower/half.py); the outputs are bit-identical. Without it they are float32.
     keep_float16_weights: bool = False
+    # Every Loop without a trip count (a TFLite WHILE, an ONNX Loop without M) stops after
+    # this many iterations at most (aotc/passes/bodies.py bound_loops); None: it runs while
+    # its condition holds.
+    max_loop_iterations: int | None = None
     # Memory pools, fastest first: Pool objects or "NAME:BYTES[:SECTION]" strings (--pool).
     # None: the --target board's pools (board.toml [[pools]]) if it lists any, else one arena;
     # (): one arena.

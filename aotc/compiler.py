@@ -39,6 +39,7 @@ from aotc.frontend.torch import (
 )
 from aotc.ir.graph import Graph
 from aotc.loops.builder import STACK_TEMP_MAX
+from aotc.lower.half import keep_float16
 from aotc.lower.lowering import LoweredStep, lower_step
 from aotc.memory.buffers import BufferReq, Plan, check_no_overlap
 from aotc.memory.liveness import Liveness, analyse, bounds, choose_inplace
@@ -48,6 +49,7 @@ from aotc.memory.pools import Pool, PoolsDoNotFit, plan_pools, resolve_pools
 from aotc.names import Namer, c_ident
 from aotc.ops.quant.arith import REQUANT_MODES
 from aotc.passes import PASS_NAMES, Pass, default_pipeline, run_pipeline
+from aotc.passes.bodies import bound_loops
 from aotc.passes.layout import permuted_views, to_layout
 from aotc.passes.patches import stage_chain
 from aotc.progress import QUIET, Progress
@@ -127,13 +129,14 @@ def compile_model(model: str | os.PathLike[str] | onnx.ModelProto, options: Comp
     if not 0 <= options.patch_macs < 1e6:
         raise AotcError(f"--patch-macs {100 * options.patch_macs:g}: the budget of extra MACs "
                         f"must be a percentage >= 0")
-    if options.keep_float16_weights:
-        raise AotcError("--keep-float16-weights is not implemented: the kernels cannot read "
-                        "float16 weights yet; without it float16 weights are folded to float32 "
-                        "at compile time (twice their flash)")
+    limit = options.max_loop_iterations
+    if limit is not None and limit < 1:
+        raise AotcError(f"--max-loop-iterations {limit}: the bound must be at least 1")
     source = _read(model, options, progress)
     shapes = {k: tuple(int(d) for d in v) for k, v in options.input_shapes.items()}
     graph = attach_state(import_model(source.proto, shapes, name), source.proto, options.state)
+    if limit is not None:
+        graph = bound_loops(graph, limit)
     model_const_bytes = graph.const_bytes()
     progress.detail("graph passes")
     graph = run_pipeline(graph, _pipeline(options.passes, options.requant),
@@ -290,7 +293,15 @@ def _relower(sched: Schedule, ls: LoweredStep, ctx: _Context, key: str, value: A
     stack)."""
     step = ls.step
     step = Step(step.index, step.node.with_(attrs={**step.node.attrs, key: value}))
-    return lower_step(sched, step, ctx.options.unroll_max, ctx.features, ctx.options.schedules)
+    return _lower_step(sched, step, ctx)
+
+
+def _lower_step(sched: Schedule, step: Step, ctx: _Context) -> LoweredStep:
+    """One step lowered; with --keep-float16-weights its float16-valued constants kept as
+    float16 (lower/half.py)."""
+    options = ctx.options
+    ls = lower_step(sched, step, options.unroll_max, ctx.features, options.schedules)
+    return keep_float16(ls, sched.graph) if options.keep_float16_weights else ls
 
 
 def _memory(options: CompileOptions) -> Memory:
@@ -348,8 +359,7 @@ def _lower(sched: Schedule, ctx: _Context) -> list[LoweredStep]:
         ctx.progress.detail(f"lowering kernel {st.index + 1}/{len(sched.steps)}")
         lowered.append(lower_external(sched, st, by_name, options.requant)
                        if "_byoc" in st.node.attrs
-                       else lower_step(sched, st, options.unroll_max, ctx.features,
-                                       options.schedules))
+                       else _lower_step(sched, st, ctx))
     return lowered
 
 

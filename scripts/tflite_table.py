@@ -28,7 +28,11 @@ TFLM_BUILTINS = (
     "SQUEEZE STRIDED_SLICE SUB SUM SVDF TANH TRANSPOSE TRANSPOSE_CONV "
     "UNIDIRECTIONAL_SEQUENCE_LSTM UNPACK VAR_HANDLE WHILE ZEROS_LIKE").split()
 TFLM_CUSTOM = ("ethos-u (refused: an NPU command stream)", "TFLM_DECODE (refused)",
-               "TFLite_Detection_PostProcess", "Signal* (the Signal library, 13 ops)")
+               "TFLite_Detection_PostProcess (refused)")
+# The Signal library's custom operators TFLM registers (custom_code "Signal<Op>").
+TFLM_SIGNAL = ("Delay Energy FftAutoScale FilterBank FilterBankLog FilterBankSpectralSubtraction "
+               "FilterBankSquareRoot Framer Irfft OverlapAdd PCAN Rfft Stacker Window").split()
+SIGNAL_TYPES = ("int16", "int32", "float32", "uint32", "uint64")
 COLUMNS = ("float32", "int8", "int16")
 # Resource variables: no op, a slot of the caller's state buffer (docs/streaming.md).
 STATE = ("VAR_HANDLE", "READ_VARIABLE", "ASSIGN_VARIABLE", "CALL_ONCE")
@@ -39,7 +43,8 @@ def render() -> str:
     sys.path.insert(0, str(DOC.parent.parent))
     from aotc.frontend.tflite.builtins import ONNX_OPS, TYPES
 
-    names = sorted(set(TFLM_BUILTINS) | set(TYPES))
+    builtins = {n for n in TYPES if not n.startswith("CUSTOM:")}
+    names = sorted(set(TFLM_BUILTINS) | builtins)
     rows = ["| builtin | in TFLM | float32 | int8 | int16 | other types | becomes |",
             "| --- | --- | --- | --- | --- | --- | --- |"]
     for n in names:
@@ -52,17 +57,29 @@ def render() -> str:
                     f"| {other} | {onnx} |")
     counts = {t: sum(1 for n in TFLM_BUILTINS if t in TYPES.get(n, ())) for t in COLUMNS}
     any_type = sum(1 for n in TFLM_BUILTINS if n in TYPES)
-    extra = sorted(set(TYPES) - set(TFLM_BUILTINS))
+    extra = sorted(builtins - set(TFLM_BUILTINS))
+    signal = [f"CUSTOM:Signal{n}" for n in TFLM_SIGNAL]
+    done = [n for n in signal if n in TYPES]
+    srows = ["| custom operator | types | becomes |", "| --- | --- | --- |"]
+    for n in signal:
+        types = ", ".join(t for t in SIGNAL_TYPES if t in TYPES.get(n, ())) or "refused"
+        srows.append(f"| {n[7:]} | {types} | {', '.join(ONNX_OPS.get(n, ())) or '-'} |")
     lines = [
         f"Of the {len(TFLM_BUILTINS)} builtins TFLM registers, aotc converts {any_type} "
         f"(float32: {counts['float32']}, int8: {counts['int8']}, int16: {counts['int16']}); "
         f"it also converts {len(extra)} that TFLM does not register ({', '.join(extra)}). "
-        f"TFLM's custom operators: {'; '.join(TFLM_CUSTOM)}: none converted. A \"no\" is "
+        f"TFLM's custom operators: {'; '.join(TFLM_CUSTOM)}; of its Signal library's "
+        f"{len(signal)}, aotc converts {len(done)} (the second table). A \"no\" is "
         "refused with the one-line error of the operator (never converted to a different "
         "answer); \"becomes\" names the ONNX ops of the import (\"folded\": computed at "
         "compile time).",
         "",
         *rows,
+        "",
+        "The Signal library (data operand types; the aotc ops are in "
+        "aotc/ops/sequence/audio_*.py):",
+        "",
+        *srows,
     ]
     return "\n".join(lines) + "\n"
 

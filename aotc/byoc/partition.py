@@ -103,7 +103,8 @@ def partition(g: Graph, backends: Sequence[Any], requant: str = "tflite") -> Gra
     work = list(reversed(g.nodes))
     while work:
         n = work.pop()
-        if subgraph_of(g, n, requant) is None or n.domain == "aotc":
+        if subgraph_of(g, n, requant) is None or n.domain == "aotc" and not any(
+                p.applies(n) for ps in table.values() for p in ps):  # aotc's ops: by pattern
             nodes.append(n)
             continue
         claim, reasons = _claim(g, n, backends, table, requant)

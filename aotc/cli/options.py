@@ -82,8 +82,16 @@ def add_compile_options(p: argparse.ArgumentParser) -> None:
                    help="a .pt2 model: allow the bundle more weight bytes than 1.05x + 1 KB of "
                         "the module's parameters and buffers (docs/pytorch.md)")
     p.add_argument("--keep-float16-weights", action="store_true",
-                   help="keep float16 weights float16 in flash (not implemented: refused; "
-                        "float16 weights are folded to float32 at compile time)")
+                   help="store float16 weights (a .tflite model's float16 weights, an ONNX "
+                        "model's float16 initializers cast to float) as float16 in flash, half "
+                        "the bytes, converted to float32 as the kernels load them; applies to "
+                        "every float32 constant whose values all are float16 numbers; outputs "
+                        "are bit-identical (default: float32 in flash)")
+    p.add_argument("--max-loop-iterations", type=int, default=None, metavar="N",
+                   help="bound every loop without a trip count (a TFLite WHILE, an ONNX Loop "
+                        "without M): at most N iterations, then the loop's outputs are the "
+                        "values after N (default: it runs while its condition holds, as in "
+                        "TFLM and onnxruntime; docs/control-flow.md)")
     p.add_argument("--cmsis-nn-path", default=None, metavar="DIR",
                    help="the CMSIS-NN tree for --byoc cmsis-nn (default: $CMSIS_NN_PATH)")
     p.add_argument("--tuning-log", default=None, metavar="LOG.jsonl",
@@ -128,6 +136,7 @@ def compile_options(args: argparse.Namespace, argv: Sequence[str]) -> dict[str, 
                 allow_weight_growth=args.allow_weight_growth,
                 state=tuple(args.state),
                 keep_float16_weights=args.keep_float16_weights,
+                max_loop_iterations=args.max_loop_iterations,
                 schedules=tuning_schedules(args.tuning_log, target, args.requant))
 
 

@@ -82,23 +82,29 @@ FLOAT_CALLS = {
     "bits": "aotc_f32_bits",  # BitCast (runtime_c/aotc_runtime.h)
     "isnan": "isnan", "isinf": "isinf",  # C99 <math.h> classification macros
 }
+# A float16 weight's bits as float32 (--keep-float16-weights, aotc/lower/half.py): a helper
+# model.c.j2 defines in the bundles whose kernels call it.
+HALF_CALLS = {"f16_to_f32": "aotc_f16_f32"}
 INT_CALLS = {"abs": "AOTC_ABS", "float_from_bits": "aotc_bits_f32",  # BitCast
              "ipow": "aotc_ipow",  # Pow on integers (runtime_c/aotc_runtime.h)
              # fixed-point requantisation primitives (runtime_c/aotc_runtime.h)
              "q_srdhm": "aotc_q_srdhm", "q_rdbpot": "aotc_q_rdbpot", "q_mbqm": "aotc_q_mbqm",
              "q_requant": "aotc_q_requant", "q_requant_r": "aotc_q_requant_r",
              "q_requant_h": "aotc_q_requant_h",
-             "q_sat_shl": "aotc_q_sat_shl", "q_softmax_scale": "aotc_q_softmax_scale"}
+             "q_sat_shl": "aotc_q_sat_shl", "q_softmax_scale": "aotc_q_softmax_scale",
+             "q_clz": "aotc_q_clz", **HALF_CALLS}
 # Arm C Language Extensions intrinsics (<arm_acle.h>, __ARM_FEATURE_DSP), on int32 words of
 # packed lanes; the lowering emits them only for targets with the "dsp" feature (loops/dsp.py).
 # sxtb16_ror8 is SXTB16 with its rotate operand, which arm_acle.h does not offer (CMSIS's
 # __SXTB16_RORn): an inline-asm helper in model.c.j2.
 # ld_pair16 loads two adjacent int16 (its argument a Load printed as its address) as one
-# word of two lanes: a plain, possibly unaligned, 32-bit load (memcpy) on these cores.
+# word of two lanes: a plain, possibly unaligned, 32-bit load (memcpy) on these cores;
+# ld_word8 the same for four adjacent int8 (the matmuls' quads, loops/dsp.py).
 ACLE_CALLS = {"sxtb16": "__sxtb16", "smlad": "__smlad", "smuad": "__smuad",
               "sadd16": "__sadd16",
               "ssat": "__ssat", "usat": "__usat",  # saturate to a constant bit width
-              "sxtb16_ror8": "aotc_sxtb16_ror8", "ld_pair16": "aotc_ld_pair16"}
+              "sxtb16_ror8": "aotc_sxtb16_ror8", "ld_pair16": "aotc_ld_pair16",
+              "ld_word8": "aotc_ld_word8"}
 
 # Helium (MVE) intrinsics (<arm_mve.h>, __ARM_FEATURE_MVE), under their non-polymorphic names
 # (the polymorphic ones are C11 _Generic macros): loops/mve.py's int8 dot products, emitted
@@ -117,7 +123,7 @@ MVE_CALLS = {f: f for f in (
 # vmladavaq_s8 followed by a scheduling barrier (loops/mve.py dot, ordered): a helper of
 # intrinsics.c.j2.
 MVE_CALLS["vmladavaq_s8_ordered"] = "aotc_vmladavaq_s8_ordered"
-ADDRESS_ARG_CALLS = frozenset({"vldrbq_s8", "vldrbq_z_s8", "ld_pair16", "vldrwq_s32",
+ADDRESS_ARG_CALLS = frozenset({"vldrbq_s8", "vldrbq_z_s8", "ld_pair16", "ld_word8", "vldrwq_s32",
                                "vldrbq_s32", "vldrhq_u16", "vldrbq_gather_offset_s16",
                                "vldrbq_gather_offset_s32"})
 VECTOR_STORES = frozenset({"vstrbq_s32", "vstrbq_scatter_offset_s32", "vstrbq_s16",

@@ -11,7 +11,7 @@ import numpy as np
 from aotc import dtypes
 from aotc.byoc.backend import Library
 from aotc.codegen.bundle import TensorDecl, format_array, provenance
-from aotc.codegen.c import MVE_CALLS, CPrinter, acle_calls, vldm_sizes
+from aotc.codegen.c import HALF_CALLS, MVE_CALLS, CPrinter, acle_calls, vldm_sizes
 from aotc.loops.loop_ir import Kernel
 from aotc.lower.lowering import LoweredStep
 from aotc.names import Namer, c_comment
@@ -194,6 +194,9 @@ def render_context(c: Compilation) -> dict[str, Any]:
                                     if ls.source is None])),
         "vldm": sorted(set().union(*[vldm_sizes(ls.kernel) for ls in c.lowered
                                      if ls.source is None])),
+        # --keep-float16-weights (aotc/lower/half.py): model.c defines aotc_f16_f32
+        "half": any(acle_calls(ls.kernel, HALF_CALLS) for ls in c.lowered
+                    if ls.source is None),
         "locals": local_decls, "pools": pools, **_state_context(c),
     }
 

@@ -34,6 +34,7 @@ from aotc.loops.loop_ir import (
     Store,
     Var,
     as_expr,
+    map_stmts,
 )
 from aotc.loops.simplify import simplify
 from aotc.schedules import Context, Knob, Schedule
@@ -281,6 +282,17 @@ class KernelBuilder:
         self.consts[cname] = np.ascontiguousarray(array).astype(dtype.np)
         self._params.append(buf)
         return BufRef(buf, tuple(array.shape))
+
+    def drop_const(self, name: str) -> None:
+        """Remove a constant const() added (a rewrite replaced its every load)."""
+        del self.consts[name]
+        self._params = [b for b in self._params if b.name != name]
+
+    def map_body(self, fe: Callable[[Expr], Expr]) -> None:
+        """Rewrite every expression emitted so far with ``fe`` (loop_ir.map_stmts), after
+        the lowering: e.g. a buffer's loads read from another storage."""
+        assert len(self._stack) == 1, "unclosed loop"
+        self._stack[0] = list(map_stmts(tuple(self._stack[0]), fe))
 
     def scratch_buffer(self, name: str, dtype: DType, shape: Sequence[int]) -> BufRef:
         """Request a scratch buffer; the memory planner places it (first == last step)."""

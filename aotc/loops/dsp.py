@@ -8,7 +8,9 @@ two output channels x two input channels, in SXTB16's lane order (CMSIS-NN's "re
 SXTB16 of the word gives channel j's pair, SXTB16 of the word shifted right by 8 (SXTB16's rotate
 operand) gives channel j + 1's. The sums are the same int32 sums as the generic kernels (a 16 x 16
 product of 8-bit values and the int32 sum of two cannot overflow where the plain sum does not), so
-both schedules are bit-identical. """
+both schedules are bit-identical. Matmuls of signed 8-bit activations may instead read four
+activations per word load (ld_word8, x_quad) against words of one column's four consecutive k
+(pack_quads): the same four products, summed in another order, the same int32 sum."""
 
 from __future__ import annotations
 
@@ -35,6 +37,34 @@ def pack_words(w: np.ndarray) -> np.ndarray:
     padded[:c, :, :j] = w
     quads = padded.reshape(cp, 2, k, jp, 2).transpose(0, 2, 3, 1, 4)  # (cp, k, jp, c2, j2)
     return np.ascontiguousarray(quads).reshape(cp, k, jp, 4).view("<i4")[..., 0]
+
+
+def pack_quads(w: np.ndarray) -> np.ndarray:
+    """Weights (K, J), K a multiple of 4 -> int32 words (K / 4, J): the word [q, j] holds the
+    bytes w[4q, j], w[4q + 1, j], w[4q + 2, j], w[4q + 3, j], little-endian (column j's four
+    consecutive k, as x_quad loads the activations)."""
+    k, j = w.shape
+    assert k % 4 == 0, w.shape
+    quads = np.ascontiguousarray(w.astype(np.int8).T.reshape(j, k // 4, 4).transpose(1, 0, 2))
+    return quads.view("<i4")[..., 0]
+
+
+def ld_word8(x: Expr) -> Expr:
+    """Four adjacent 8-bit values from the Load ``x`` on as one int32 word (one LDR)."""
+    assert x.dtype.itemsize == 1, x.dtype
+    return call("ld_word8", x, dtype=I32)
+
+
+def x_quad(word: Expr, x_zp: int) -> tuple[Expr, Expr]:
+    """The int16 pairs (x[0] - x_zp, x[2] - x_zp) and (x[1] - x_zp, x[3] - x_zp) of a word of
+    four signed 8-bit activations (ld_word8): SXTB16 and SXTB16 ROR 8. Against a pack_quads
+    word w, smlad(sxtb16(w), even) + smlad(sxtb16_ror8(w), odd) is the four products' sum."""
+    pairs = [call("sxtb16", word, dtype=I32), call("sxtb16_ror8", word, dtype=I32)]
+    if x_zp:
+        both = ((-x_zp) & 0xFFFF) * 0x10001  # -x_zp in each 16-bit lane
+        zp = Const(both - (1 << 32) if both >= 1 << 31 else both, I32)
+        pairs = [call("sadd16", p, zp, dtype=I32) for p in pairs]
+    return pairs[0], pairs[1]
 
 
 def x_pair(x0: Expr, x1: Expr | None, x_zp: int) -> Expr:

@@ -25,6 +25,7 @@ class Pass:
 def default_pipeline(requant: str = "tflite") -> list[Pass]:
     from functools import partial
 
+    from aotc.passes.bodies import in_bodies
     from aotc.passes.dce import dce
     from aotc.passes.fold_batchnorm import fold_batchnorm
     from aotc.passes.fold_constants import fold_constants
@@ -34,14 +35,14 @@ def default_pipeline(requant: str = "tflite") -> list[Pass]:
     from aotc.passes.views import views
 
     return [
-        Pass("qdq", partial(qdq, mode=requant),
+        Pass("qdq", in_bodies(partial(qdq, mode=requant)),
              "DequantizeLinear -> op -> QuantizeLinear into integer kernels"),
         Pass("qrecurrent", qrecurrent,
              "RNN/GRU/LSTM with DequantizeLinear int8 W and R into int8-weight kernels"),
         Pass("fold", fold_constants, "evaluate every weight-only subgraph at compile time"),
         Pass("fold-bn", fold_batchnorm, "fold BatchNormalization into the preceding Conv/Gemm"),
         Pass("views", views, "drop Identity/Dropout; collapse chains of reshapes"),
-        Pass("dce", dce, "remove nodes and constants nothing uses"),
+        Pass("dce", in_bodies(dce), "remove nodes and constants nothing uses"),
         Pass("fuse", fuse, "fuse anchors with their elementwise epilogue"),
     ]
 

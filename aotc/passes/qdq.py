@@ -13,6 +13,7 @@ match (per-axis activation scales, a float tensor used elsewhere) stays DQ -> fl
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -25,7 +26,8 @@ QDQ_DOMAINS = ("", "aotc")  # aotc: the TFLite frontend's int16 / int64 Q and DQ
 QUANT_OPS = {"QLinearConv", "QLinearMatMul", "ConvInteger", "MatMulInteger", "QLinearAdd",
              "QLinearSub", "QRequantize", "QLeakyRelu", "QConvTranspose", "QLinearMul",
              "QLinearAveragePool", "QLinearGlobalAveragePool", "QLinearSoftmax", "QLinearSigmoid",
-             "QLinearLeakyRelu", "QLinearConcat", "QLut", "QReduce"}
+             "QLinearLeakyRelu", "QLinearConcat", "QLut", "QReduce", "QRelu", "QLogistic16",
+             "QTanh16", "QSoftmax16"}
 TRANSPARENT = {"Reshape", "Transpose", "Flatten", "Squeeze", "Unsqueeze", "Identity",
                "MaxPool", "GlobalMaxPool", "Slice", "Gather", "Split", "DepthToSpace",
                "SpaceToDepth", "Pad", "ReduceMax", "ReduceMin"}
@@ -206,7 +208,7 @@ class _Rewriter:
         act_attrs: dict[str, int] = {}
         if p.op in ("Relu", "Clip") and self.prod.get(p.inputs[0]) is not None \
                 and self.prod[p.inputs[0]].op in ("Conv", "MatMul", "Add", "Gemm", "Mul",
-                                                  "Sub", "ConvTranspose") \
+                                                  "Sub", "ConvTranspose", "AveragePool") \
                 and self.only_user(p.inputs[0]):
             bounds = self.clip_bounds(p)
             if bounds is None:
@@ -243,7 +245,16 @@ class _Rewriter:
             if bias is None:
                 return None
             ins.append(bias)
-        return self.node(p, op, ins, q, domain)
+        return self.int4(w, self.node(p, op, ins, q, domain))
+
+    @staticmethod
+    def int4(w: Node, new: Node) -> Node:
+        """``new`` reading the weights of ``w``, a TFLite int4 filter's DequantizeLinear (the
+        frontend's ``int4`` attribute): marked ``_int4``, its lowering keeps them packed
+        (aotc.ops.quant.int4)."""
+        if not w.attrs.get("int4"):
+            return new
+        return new.with_(attrs={**new.attrs, "_int4": 1})
 
     def node(self, like: Node, op: str, inputs: list[str], q: Node, domain: str = "",
              attrs: dict | None = None) -> Node:  # type: ignore[type-arg]
@@ -291,7 +302,7 @@ class _Rewriter:
             if b_in is None:
                 return None
             ins.append(b_in)
-        return self.node(like, "QLinearMatMul", ins, q, attrs={})
+        return self.int4(w, self.node(like, "QLinearMatMul", ins, q, attrs={}))
 
     def r_MatMul(self, p: Node, q: Node) -> Node | None:
         return self._fc(p, None, q, p)
@@ -377,6 +388,9 @@ class _Rewriter:
         return xv is not None and yv is not None and xv.type.dtype == yv.type.dtype
 
     def r_Softmax(self, p: Node, q: Node) -> Node | None:
+        new = self._softmax16(p, q)
+        if new is not None:
+            return new
         x = self.act_dq(p.inputs[0])
         xv = self.value(p.inputs[0])
         if x is None or xv is None:
@@ -387,6 +401,25 @@ class _Rewriter:
             return None
         ins = [x.inputs[0], x.inputs[1], self.zp_in(x), q.inputs[1], q.inputs[2]]
         return self.node(p, "QLinearSoftmax", ins, q, "com.microsoft", {"axis": -1})
+
+    def _softmax16(self, p: Node, q: Node) -> Node | None:
+        """int16 SOFTMAX on the last axis: TFLM's (QSoftmax16), its beta the constant of a
+        Mul between the DequantizeLinear and the Softmax (the TFLite frontend's beta)."""
+        src, beta = p.inputs[0], 1.0
+        m = self.prod.get(src)
+        if m is not None and m.op == "Mul" and self.only_user(src):
+            c = self.const(m.inputs[1])
+            if c is None or c.size != 1:
+                return None
+            src, beta = m.inputs[0], float(c.reshape(-1)[0])
+        xv = self.value(p.inputs[0])
+        if xv is None:
+            return None
+        r = len(xv.type.shape)
+        axis = int(p.attrs.get("axis", -1 if self.g.opset >= 13 else 1))
+        if (axis + r if axis < 0 else axis) != r - 1:
+            return None
+        return self._int16_unary(p.with_(inputs=(src,)), q, "QSoftmax16", {"beta": beta})
 
     def r_Concat(self, p: Node, q: Node) -> Node | None:
         ds = [self.act_dq(i) for i in p.inputs]
@@ -424,15 +457,48 @@ class _Rewriter:
         return Node("QRequantize", f"{p.name}_q", tuple(ins), (q.outputs[0],), {}, 1, "aotc")
 
     def r_LeakyRelu(self, p: Node, q: Node) -> Node | None:
-        """int16: TFLM's LEAKY_RELU (two fixed-point multipliers); 8-bit: a table."""
+        """int16, and int8 in tflite mode: TFLM's LEAKY_RELU (two fixed-point multipliers);
+        8-bit otherwise: a table of the float function."""
         x = self.act_dq(p.inputs[0], wide=True)
-        if x is None or self.value(x.inputs[0]).type.dtype.name != "int16":  # type: ignore
+        xt = self.value(x.inputs[0]).type.dtype.name if x is not None else None  # type: ignore
+        if x is None or not (xt == "int16" or (xt == "int8" and self.mode == "tflite")):
             return self.r_lut(p, q)
-        if self.value(q.inputs[2]).type.dtype.name != "int16":  # type: ignore[union-attr]
+        if self.value(q.inputs[2]).type.dtype.name != xt:  # type: ignore[union-attr]
             return None
         ins = [x.inputs[0], x.inputs[1], self.zp_in(x), q.inputs[1], q.inputs[2]]
         return self.node(p, "QLeakyRelu", ins, q, "aotc",
                          {"alpha": float(p.attrs.get("alpha", 0.01))})
+
+    def r_Relu(self, p: Node, q: Node) -> Node | None:
+        """int16: TFLM's RELU (one multiplier, QRelu); 8-bit: a table."""
+        return self._int16_unary(p, q, "QRelu", {"kind": "relu"}) or self.r_lut(p, q)
+
+    def r_Clip(self, p: Node, q: Node) -> Node | None:
+        """int16 RELU6 (Clip to [0, 6]): TFLM's, the input's codes clamped (QRelu); 8-bit
+        clips: a table."""
+        if self.clip_bounds(p) == (0.0, 6.0):
+            new = self._int16_unary(p, q, "QRelu", {"kind": "relu6"})
+            if new is not None:
+                return new
+        return self.r_lut(p, q)
+
+    def r_Sigmoid(self, p: Node, q: Node) -> Node | None:
+        """int16: TFLM's LOGISTIC (QLogistic16: its interpolated table); 8-bit: a table."""
+        return self._int16_unary(p, q, "QLogistic16", {}) or self.r_lut(p, q)
+
+    def r_Tanh(self, p: Node, q: Node) -> Node | None:
+        """int16: TFLM's TANH (QTanh16: the same table); 8-bit: a table."""
+        return self._int16_unary(p, q, "QTanh16", {}) or self.r_lut(p, q)
+
+    def _int16_unary(self, p: Node, q: Node, op: str, attrs: dict[str, Any]) -> Node | None:
+        """The aotc-domain int16 kernel ``op`` of a one-input ``p`` between an int16
+        DequantizeLinear and an int16 QuantizeLinear (tflite mode), else None."""
+        x = self.act_dq(p.inputs[0], wide=True)
+        if self.mode != "tflite" or x is None or not self.same_type(x, q) \
+                or self.value(x.inputs[0]).type.dtype.name != "int16":  # type: ignore
+            return None
+        ins = [x.inputs[0], x.inputs[1], self.zp_in(x), q.inputs[1], q.inputs[2]]
+        return self.node(p, op, ins, q, "aotc", attrs)
 
     def r_ConvTranspose(self, p: Node, q: Node) -> Node | None:
         """TFLite's 16x8 TRANSPOSE_CONV (int16 in and out, int8 weights, int64 or int32

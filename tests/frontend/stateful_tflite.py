@@ -196,11 +196,12 @@ def tflm_frames(model: bytes, xs: Sequence[np.ndarray], reset_at: int | None = N
 
 
 def svdf(quant: bool, state_dtype: Any = np.int16, seed: int = 0, rank: int = 2,
-         act: int = 1) -> bytes:
+         act: int = 1, int16x8: bool = False) -> bytes:
     """x [1, 16] -> SVDF (8 filters, memory 10, rank ``rank``: 8 / rank units, activation
     state [1, 80] a variable tensor) -> out. int8: int8 input, feature weights and output,
     ``state_dtype`` (int16 or int8) time weights and state, int32 bias with scale state x
-    time weights, as TFLite's converter writes them."""
+    time weights, as TFLite's converter writes them. ``int16x8``: int16 input and output
+    instead (a model TFLM refuses)."""
     rng = np.random.default_rng(seed)
     n_in, n_filter, n_memory = 16, 8, 10
     n_unit = n_filter // rank
@@ -218,7 +219,9 @@ def svdf(quant: bool, state_dtype: Any = np.int16, seed: int = 0, rank: int = 2,
     else:
         wide = np.dtype(state_dtype) == np.int16
         qmax = 32767 if wide else 127
-        x = net._tensor([1, n_in], np.int8, "input0", None, 1 / 40, 3)
+        xt = np.int16 if int16x8 else np.int8
+        x = net._tensor([1, n_in], xt, "input0", None,
+                        *((1 / 4096, 0) if int16x8 else (1 / 40, 3)))
         s1 = float(np.abs(wf).max() / 127)
         twf = net._tensor(wf.shape, np.int8, "weights_feature",
                           np.round(wf / s1).astype(np.int8), s1, 0)
@@ -231,7 +234,8 @@ def svdf(quant: bool, state_dtype: Any = np.int16, seed: int = 0, rank: int = 2,
                          sb, 0)
         st = net._tensor([1, n_filter * n_memory], state_dtype, "activation_state", None,
                          sst, zst)
-        out = net._tensor([1, n_unit], np.int8, "out", None, 1 / 32, -5)
+        out = net._tensor([1, n_unit], xt, "out", None,
+                          *((1 / 4096, 0) if int16x8 else (1 / 32, -5)))
     net.tensors[st].isVariable = True
     net.inputs.append(x)
     net.ops.append(_op(net, "SVDF", [x, twf, twt, tb, st], [out],

@@ -37,7 +37,7 @@ def test_unsupported_ops_are_listed_in_one_error(tmp_path):
     y = net.op("RFFT2D", [y, net.ints([4, 4])], SHAPE)  # 2: no converter
     y = net.custom("ethos-u", [y], SHAPE)               # 3: the NPU
     y = net.custom("TFLM_DECODE", [y], SHAPE)           # 4: compressed tensors
-    y = net.custom("SignalWindow", [y], SHAPE)          # 5: TFLM's Signal library
+    y = net.custom("SignalWindow", [y], SHAPE)          # 5: a Signal operator, not for int8
     y = net.custom("MyOp", [y], SHAPE)                  # 6: someone's custom op
     path = tmp_path / "m.tflite"
     path.write_bytes(net.build([y]))
@@ -52,7 +52,7 @@ def test_unsupported_ops_are_listed_in_one_error(tmp_path):
             ("operator 2 RFFT2D (int8, int32 -> int8)", "no converter"),
             ("operator 3 CUSTOM:ethos-u", "Ethos-U"),
             ("operator 4 CUSTOM:TFLM_DECODE", "DECODE is not supported"),
-            ("operator 5 CUSTOM:SignalWindow", "Signal library"),
+            ("operator 5 CUSTOM:SignalWindow", "int8 is not supported", "for int16"),
             ("operator 6 CUSTOM:MyOp", "custom operators are not supported")]
     for line, needles in zip(body, want):
         for n in needles:

@@ -32,6 +32,9 @@ class Net16(Net):
     constants) is int16 with a symmetric scale; weights stay int8; biases are int64 (int32 with
     ``bias32``)."""
 
+    # TFLM's int16 LOGISTIC, TANH and SOFTMAX want the output scale 2^-15, zero point 0.
+    fixed_out = {k: (1 / 32768, 0) for k in ("LOGISTIC", "TANH", "SOFTMAX")}
+
     def __init__(self, ranges: dict[str, tuple[float, float]], bias32: bool = False) -> None:
         super().__init__(True, ranges)
         self.bias32 = bias32
@@ -114,7 +117,9 @@ def _requantize(to: str) -> Callable[[Net], list[int]]:
 INT16_CASES = ("CONV_2D", "CONV_2D_valid_stride2_dil", "CONV_2D_dilated", "DEPTHWISE_CONV_2D",
                "FULLY_CONNECTED", "ADD", "ADD_const", "SUB", "MUL", "LEAKY_RELU",
                "TRANSPOSE_CONV", "PAD", "STRIDED_SLICE", "STRIDED_SLICE_shrink", "RESHAPE",
-               "TRANSPOSE", "AVERAGE_POOL_2D", "MAX_POOL_2D", "CONCATENATION", "SPLIT")
+               "TRANSPOSE", "AVERAGE_POOL_2D", "MAX_POOL_2D", "CONCATENATION", "SPLIT",
+               "RELU", "RELU6", "LOGISTIC", "TANH", "MEAN", "MEAN_squeezed", "SUM",
+               "SOFTMAX_4D")
 
 
 def _spec(case: str, after_conv: bool) -> Callable[[Net], list[int]]:

@@ -5,8 +5,8 @@ References: LiteRT's reference kernels, and TensorFlow Lite Micro's interpreter 
 runs the model (not with peepholes, projection, CIFG or layer norm), each on a fresh interpreter
 (the output and cell states are variable tensors, zero before the first invoke).
 Tolerance: rtol 1e-4, atol 1e-5 (expf/tanhf of glibc against TFLite's own sigmoid and tanh
-over a few time steps). What aotc refuses (activations other than TANH, integer LSTMs) is one
-`aotc: error:` line naming the operator.
+over a few time steps). What aotc refuses (activations other than TANH, an int8 cell state) is
+one `aotc: error:` line naming the operator. The integer LSTM: test_tflite_qlstm.py.
 """
 
 from __future__ import annotations
@@ -31,7 +31,8 @@ def _lstm_model(batch: int = 2, steps: int = 5, n_in: int = 3, hidden: int = 4,
                 projection: bool = False, proj_bias: bool = False, layer_norm: bool = False,
                 seed: int = 0, int8: bool = False) -> tuple[bytes, np.ndarray]:
     """One LSTM layer (input [batch, steps, n_in], or [steps, batch, n_in] time-major) and
-    a random input. ``int8``: int8 input, weights and output (only to test the refusal)."""
+    a random input. ``int8``: int8 input, weights, output and cell state (only to test the
+    refusal)."""
     net = Net(int8, seed=seed)
     rng = net.rng
     shape = (steps, batch, n_in) if time_major else (batch, steps, n_in)
@@ -143,8 +144,9 @@ def _error(model: bytes, tmp: Path) -> str:
 @pytest.mark.parametrize("kw, needle", [
     ({"act": 3}, "the RELU6 activation (TANH only)"),
     ({"act": 1}, "the RELU activation (TANH only)"),
-    ({"int8": True}, "int8 is not supported; aotc converts UNIDIRECTIONAL_SEQUENCE_LSTM for "
-                     "float32"),
+    # int8 with an int8 cell state (TFLM's integer LSTM needs int16: test_tflite_qlstm.py)
+    ({"int8": True}, "int8 cell state, int8 output: an integer LSTM needs the input's type for "
+                     "the output state and output, and an int16 cell state"),
 ])
 def test_lstm_variants_refused_in_one_line(kw, needle, tmp_path):
     model, _ = _lstm_model(**kw)

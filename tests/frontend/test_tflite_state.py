@@ -163,6 +163,19 @@ def test_svdf_frames_match_tflm(tmp_path: Path, case: str, rank: int) -> None:
     _check([r.run({"input0": x})["out"] for x in xs[:2]], ref[:2], quant)
 
 
+def test_svdf_int16x8_refused_as_tflm_refuses_it(tmp_path: Path) -> None:
+    """TFLM's SVDF takes float32 or int8 input (svdf_common.cc's Prepare): there is no int16x8
+    SVDF to be bit-exact with, so aotc refuses it in one line."""
+    from tflite_micro.python.tflite_micro import runtime
+
+    model = svdf(True, np.int16, int16x8=True)
+    with pytest.raises(RuntimeError, match="failed to allocate"):
+        runtime.Interpreter.from_bytes(model, arena_size=1 << 20)
+    with pytest.raises(AotcError, match="operator 0 SVDF .*: int16 is not supported; aotc "
+                                        "converts SVDF for float32, int8"):
+        _compile(tmp_path, model)
+
+
 @pytest.mark.skipif(shutil.which("qemu-system-arm") is None, reason="needs qemu-system-arm")
 def test_svdf_int8_on_cortex_m4f(tmp_path: Path) -> None:
     model = svdf(True, np.int16)

@@ -19,9 +19,11 @@ from ai_edge_litert.interpreter import Interpreter, OpResolverType
 
 _TYPES = {np.dtype(np.float32): S.TensorType.FLOAT32, np.dtype(np.int8): S.TensorType.INT8,
           np.dtype(np.int32): S.TensorType.INT32, np.dtype(np.int64): S.TensorType.INT64,
-          np.dtype(np.bool_): S.TensorType.BOOL, np.dtype(np.int16): S.TensorType.INT16}
+          np.dtype(np.bool_): S.TensorType.BOOL, np.dtype(np.int16): S.TensorType.INT16,
+          np.dtype(np.uint32): S.TensorType.UINT32, np.dtype(np.uint64): S.TensorType.UINT64}
 # Output parameters TFLite requires for int8 outputs of these ops.
-FIXED_OUT = {"LOGISTIC": (1 / 256, -128), "SOFTMAX": (1 / 256, -128), "TANH": (1 / 128, 0)}
+FIXED_OUT = {"LOGISTIC": (1 / 256, -128), "SOFTMAX": (1 / 256, -128), "TANH": (1 / 128, 0),
+             "LOG_SOFTMAX": (16 / 256, 127)}
 # Ops whose int8 output has the input's parameters.
 # (the int8 AVERAGE_POOL_2D, CONCATENATION and, in TFLM, RELU6 kernels assume it.)
 SAME_OUT = {"RESHAPE", "SQUEEZE", "MAX_POOL_2D", "PAD", "TRANSPOSE", "STRIDED_SLICE", "SPLIT",
@@ -40,6 +42,9 @@ VERSIONS = {S.BuiltinOperator.BROADCAST_TO: 2}
 
 
 class Net:
+    # Output parameters the int8 kernels require (Net16: the int16 ones).
+    fixed_out: dict[str, tuple[float, int]] = FIXED_OUT
+
     def __init__(self, quant: bool, ranges: dict[str, tuple[float, float]] | None = None,
                  seed: int = 0) -> None:
         self.quant = quant
@@ -50,6 +55,19 @@ class Net:
         self.ops: list[Any] = []
         self.codes: list[int] = []
         self.inputs: list[int] = []
+        self.outputs: list[int] = []  # a further subgraph's (subgraph())
+        self.subgraphs: list[Net] = []  # the model's further subgraphs, in index order
+        self.root = self
+
+    def subgraph(self) -> Net:
+        """A further subgraph of the model (an IF branch, a WHILE condition or body): its own
+        tensors, operators and inputs (``input``), outputs set as ``.outputs``; the buffers
+        and operator codes are the model's. Its index in the model is ``.index``."""
+        s = Net(self.quant, self.ranges)
+        s.rng, s.buffers, s.codes, s.root = self.rng, self.buffers, self.codes, self.root
+        self.root.subgraphs.append(s)
+        s.index = len(self.root.subgraphs)
+        return s
 
     # ------------------------------------------------------------------ tensors
     def _tensor(self, shape: Sequence[int], dtype: Any, name: str, data: np.ndarray | None = None,
@@ -210,7 +228,7 @@ class Net:
                 src = self.tensors[inputs[SAME_FROM.get(code, 0)]].quantization
                 s, z = float(src.scale[0]), int(src.zeroPoint[0])
             else:
-                s, z = FIXED_OUT.get(code) or self.qparams(name)
+                s, z = self.fixed_out.get(code) or self.qparams(name)
             outs.append(self._tensor(shape, np.int8, name, None, s, z))
         o = S.OperatorT()
         o.opcodeIndex = self.codes.index(c)
@@ -236,7 +254,27 @@ class Net:
         self.ops.append(o)
         return y
 
-    def op_into(self, code: str, inputs: Sequence[int], outputs: Sequence[int]) -> None:
+    def custom_typed(self, name: str, inputs: Sequence[int],
+                     outs: Sequence[tuple[Sequence[int], Any]], opts: dict[str, Any]) -> list[int]:
+        """A custom operator ``name`` with typed outputs (shape, dtype) and its parameters as
+        a flexbuffer map (TFLM's Signal operators read theirs so)."""
+        from flatbuffers import flexbuffers
+
+        if name not in self.codes:
+            self.codes.append(name)  # type: ignore[arg-type]
+        ys = [self._tensor(shape, dt, f"{name}_{len(self.ops)}_{k}")
+              for k, (shape, dt) in enumerate(outs)]
+        o = S.OperatorT()
+        o.opcodeIndex = self.codes.index(name)  # type: ignore[arg-type]
+        o.inputs = np.array(inputs, np.int32)
+        o.outputs = np.array(ys, np.int32)
+        o.customOptions = np.frombuffer(flexbuffers.Dumps(opts), np.uint8)
+        o.customOptionsFormat = S.CustomOptionsFormat.FLEXBUFFERS
+        self.ops.append(o)
+        return ys
+
+    def op_into(self, code: str, inputs: Sequence[int], outputs: Sequence[int],
+                options: Any = None) -> None:
         """An operator writing tensors the test made itself."""
         c = getattr(S.BuiltinOperator, code)
         if c not in self.codes:
@@ -245,16 +283,31 @@ class Net:
         o.opcodeIndex = self.codes.index(c)
         o.inputs = np.array(inputs, np.int32)
         o.outputs = np.array(outputs, np.int32)
+        if options is not None:
+            o.builtinOptionsType = getattr(S.BuiltinOptions, type(options).__name__[:-1])
+            o.builtinOptions = options
         self.ops.append(o)
 
-    def build(self, outputs: Sequence[int]) -> bytes:
+    def like(self, t: int, name: str) -> int:
+        """A new tensor with tensor ``t``'s shape, type and quantisation parameters."""
+        src = self.tensors[t]
+        q = src.quantization
+        return self._tensor(src.shape, {v: k for k, v in _TYPES.items()}[src.type], name, None,
+                            None if q is None or q.scale is None else q.scale,
+                            None if q is None or q.scale is None else q.zeroPoint)
+
+    def _subgraph(self, outputs: Sequence[int]) -> Any:
         sg = S.SubGraphT()
         sg.tensors, sg.operators = self.tensors, self.ops
         sg.inputs = np.array(self.inputs, np.int32)
         sg.outputs = np.array(outputs, np.int32)
+        return sg
+
+    def build(self, outputs: Sequence[int]) -> bytes:
         m = S.ModelT()
         m.version = 3
-        m.subgraphs = [sg]
+        m.subgraphs = [self._subgraph(outputs)] + [s._subgraph(s.outputs)
+                                                   for s in self.subgraphs]
         m.buffers = self.buffers
         m.operatorCodes = []
         for c in self.codes:

@@ -14,7 +14,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import aotc
-from aotc.loops.dsp import pack_words
+from aotc.loops.dsp import pack_quads, pack_words
 
 
 def _model(node: onnx.NodeProto, inits: dict, x_shape: tuple, xdt: type, opset: int
@@ -74,6 +74,14 @@ CASES = {
     "matmul_k1": (qmatmul, dict(K=1, N=4)),
     "matmul_uint8": (qmatmul, dict(xdt=np.uint8, xz=120, K=33, N=13)),
 }
+# K a multiple of 4 with int8 activations: gemm.dsp_k's quads (a word of four activations per
+# SMLAD pair); K = 40 is 2 loop steps of 16 and 2 quads after them, N = 10 two tiles of 4 and
+# one of 2; with and without the activations' zero point (SADD16).
+QUADS = {
+    "matmul_quads": (qmatmul, dict(K=40, N=10, M=2)),
+    "matmul_quads_zp0": (qmatmul, dict(K=16, N=8, xz=0, seed=3)),
+    "matmul_quads_one_column": (qmatmul, dict(K=4, N=1, xz=-128, M=1, seed=4)),
+}
 
 
 def check_target_build(model, x, tmp_path, target, present=(), absent=()):
@@ -98,6 +106,14 @@ def test_dsp_build_equals_generic_build(case, tmp_path):
     check_target_build(model, x, tmp_path, "cortex-m4f",
                        present=("__smlad(", "#include <arm_acle.h>"),
                        absent=("smlad", "arm_acle"))
+
+
+@pytest.mark.parametrize("case", sorted(QUADS))
+def test_dsp_quads_build_equals_generic_build(case, tmp_path):
+    make, kw = QUADS[case]
+    model, x = make(**kw)
+    check_target_build(model, x, tmp_path, "cortex-m4f",
+                       present=("__smlad(", "aotc_ld_word8(&"), absent=("smlad", "arm_acle"))
 
 
 DEPTHWISE = {
@@ -171,10 +187,24 @@ def test_pack_words_lane_order():
         np.testing.assert_array_equal(lanes, want)
 
 
+def test_pack_quads_lane_order():
+    """A pack_quads word holds column j's four consecutive k, first k in byte 0: SXTB16 of
+    it gives k 0 and 2, of it >> 8 k 1 and 3, as x_quad splits four activations."""
+    rng = np.random.default_rng(2)
+    w = rng.integers(-128, 128, (12, 5)).astype(np.int8)  # (K, J)
+    words = pack_quads(w)
+    assert words.shape == (3, 5) and words.dtype == np.int32
+    quads = w.astype(np.int64).reshape(3, 4, 5).transpose(0, 2, 1)  # (q, j, 4)
+    np.testing.assert_array_equal(_sxtb16(words, 0), quads[..., 0::2])
+    np.testing.assert_array_equal(_sxtb16(words, 8), quads[..., 1::2])
+
+
 INT8_MODELS = ["kws_ref_model_int8_qdq", "vww_96_int8_qdq", "pretrainedResnet_int8_qdq",
                "ad01_int8_qdq", "str_ww_ref_model_int8_qdq"]
-MODEL_CASES = [("cortex-m4f", s) for s in INT8_MODELS] + [("cortex-m33",
-                                                           "kws_ref_model_int8_qdq")]
+MODEL_CASES = [("cortex-m4f", s) for s in INT8_MODELS] + [
+    ("cortex-m33", "kws_ref_model_int8_qdq"),
+    # gemm.dsp_k's quads (AD: all matmuls) on the other two cores of the DSP extension.
+    ("cortex-m33", "ad01_int8_qdq"), ("cortex-m7", "ad01_int8_qdq")]
 
 
 @pytest.mark.parametrize("board,stem", MODEL_CASES)

@@ -49,7 +49,11 @@ def _c(bundle: aotc.Bundle) -> str:
 INT_CASES = [
     *[(("conv.path", v), None, "cortex-m4f", {}) for v in ("scalar",)],
     *[(("conv.path", v), None, "cortex-m55", {}) for v in ("scalar",)],
-    *[(("conv.pixels", v), None, t, {}) for v in (1, 4) for t in ("cortex-m4f", "cortex-m55")],
+    *[(("conv.pixels", v), None, "cortex-m55", {}) for v in (1, 4)],
+    # cortex-m4f: 5 input channels, a flat column, 4 pixels by default; 3x3 on 4 channels
+    # (pairs) 2.
+    *[(("conv.pixels", v), None, "cortex-m4f", {}) for v in (1, 2)],
+    (("conv.pixels", 4), "even", "cortex-m4f", {}),
     *[(("conv.simd_tile", 4), None, t, {}) for t in ("cortex-m4f", "cortex-m55")],
     *[(("conv.tile", v), None, None, {}) for v in (2, 8)],
     *[(("conv.requant", "scalar"), k, "cortex-m55", {}) for k in (None, "depthwise")],
@@ -76,6 +80,8 @@ INT_CASES = [
     *[(("gemm.path", "scalar"), "matmul", t, {}) for t in ("cortex-m4f", "cortex-m55")],
     *[(("gemm.simd_tile", v), "matmul", t, {}) for v in (2, 8)  # 11 columns: default 4
       for t in ("cortex-m4f", "cortex-m55")],
+    # K = 24, six quads: 16 k a step by default (one step, two quads after it).
+    *[(("gemm.dsp_k", v), "matmul_quads", "cortex-m4f", {}) for v in (2, 4, 8)],
     *[(("gemm.tile", v), "matmul", None, {}) for v in (4, 16)],
     *[(("gemm.mve_order", v), "matmul", "cortex-m55", {}) for v in ("ordered", "compiler")],
     (("gemm.unroll", False), "matmul", None, {}),
@@ -100,6 +106,8 @@ INT_CASES = [
 def _int_model(kind):
     if kind == "matmul":
         return qmatmul(M=3, K=21, N=11)
+    if kind == "matmul_quads":
+        return qmatmul(M=3, K=24, N=11)
     if kind == "depthwise":  # odd kernel width: the last word's idle lane; stride 2
         return qconv(cin=6, m=6, group=6, hw=(7, 8), kernel=(3, 3), strides=(2, 1))
     if kind == "depthwise_wide":  # 5 output rows of 11

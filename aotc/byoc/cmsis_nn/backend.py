@@ -89,8 +89,12 @@ def _fc_check(sub: Subgraph) -> str | None:
         return f"A must be 2-D (rows x features), got {list(a.shape)}"
     if len(sub.inputs) > 8 and sub.inputs[8] and sub.const(8) is None:
         return "the bias must be a compile-time constant"
-    return params.fc_refusal(a.shape, b, sub.const(8), a_dtype=a.dtype.name,
-                             y_dtype=y.dtype.name, b_zp=sub.attr("_wz"))
+    why = params.fc_refusal(a.shape, b, sub.const(8), a_dtype=a.dtype.name,
+                            y_dtype=y.dtype.name, b_zp=sub.attr("_wz"))
+    real = np.atleast_1d(np.asarray(sub.attr("_real"), float))
+    if why is None and a.dtype.name == "int16" and np.any(real != real[0]):
+        return "per-channel 16x8 weights: arm_fully_connected_s16 takes one multiplier"
+    return why
 
 
 # ------------------------------------------------------------------------------ pooling
@@ -168,6 +172,16 @@ def _binary_check(sub: Subgraph) -> str | None:
 
 
 # ------------------------------------------------------------------------------ C text
+# ------------------------------------------------------------------------------ LSTM
+def _lstm_check(sub: Subgraph) -> str | None:
+    why = _requant(sub)
+    if why:
+        return why
+    if any(sub.const(i) is None for i in (1, 2, 3)):
+        return "the weights and biases must be compile-time constants"
+    return None
+
+
 def _function(symbol: str, args: Sequence[str], body: Sequence[str]) -> str:
     return "\n".join([f"static AOTC_NOINLINE int {symbol}({', '.join(args)})", "{",
                       *(f"    {line}" for line in body), "}", ""])
@@ -208,7 +222,8 @@ class CmsisNNBackend(Backend):
     def patterns(self) -> Sequence[Pattern]:
         return [
             Pattern("conv2d", "QLinearConv", dtypes=("int8", "int16"), check=_conv_check),
-            Pattern("fully_connected", "QLinearMatMul", dtypes=("int8",), check=_fc_check),
+            Pattern("fully_connected", "QLinearMatMul", dtypes=("int8", "int16"),
+                    check=_fc_check),
             Pattern("avgpool", "QLinearAveragePool", MS, dtypes=("int8",), check=_pool_check),
             Pattern("avgpool", "QLinearGlobalAveragePool", MS, dtypes=("int8",),
                     check=_pool_check),
@@ -216,6 +231,7 @@ class CmsisNNBackend(Backend):
             Pattern("softmax", "QLinearSoftmax", MS, dtypes=("int8",), check=_softmax_check),
             Pattern("add", "QLinearAdd", MS, dtypes=("int8",), check=_binary_check),
             Pattern("mul", "QLinearMul", MS, dtypes=("int8",), check=_binary_check),
+            Pattern("lstm", "QLstm", "aotc", dtypes=("int8",), check=_lstm_check),
         ]
 
     def libraries(self) -> Sequence[Library]:
@@ -235,6 +251,8 @@ class CmsisNNBackend(Backend):
             return self._softmax(sub, symbol)
         if sub.op in ("QLinearAdd", "QLinearMul"):
             return self._binary(sub, symbol)
+        if sub.op == "QLstm":
+            return self._lstm(sub, symbol)
         raise AotcError(f"no code generator for {sub.op}")
 
     # -------------------------------------------------------------------- pooling
@@ -332,7 +350,7 @@ class CmsisNNBackend(Backend):
             _dims("input_dims", call.input_dims), _dims("filter_dims", call.filter_dims),
             _dims("bias_dims", call.bias_dims), _dims("output_dims", call.output_dims),
         ]
-        if s16:  # the bias as a cmsis_nn_bias_data: int64 (TFLite's 16x8) or int32
+        if s16 and not call.depthwise:  # the bias as a cmsis_nn_bias_data: int64 or int32
             is32 = call.bias is not None and call.bias.dtype == np.int32
             body.append(f"const cmsis_nn_bias_data bias_data = {{{bias_arg}, "
                         f"{'true' if is32 else 'false'}}};")
@@ -353,15 +371,17 @@ class CmsisNNBackend(Backend):
         lo, hi = _act(sub)
         call = params.fc_call(a.shape, b, sub.const(8), x_zp=sub.attr("_xz"),
                               real=sub.attr("_real"), y_zp=sub.attr("_yz"), w_zp=sub.attr("_wz"),
-                              act_lo=lo, act_hi=hi)
+                              act_lo=lo, act_hi=hi, a_dtype=a.dtype.name)
+        s16 = call.function.endswith("_s16")  # no context: no scratch, no kernel sums
+        act_t = "int16_t" if s16 else "int8_t"
         consts = [Constant("weights", call.weights)]
-        args = ["const int8_t *input", "int8_t *output", "const int8_t *weights"]
+        args = [f"const {act_t} *input", f"{act_t} *output", "const int8_t *weights"]
         if call.bias is not None:
             consts.append(Constant("bias", call.bias))
-            args.append("const int32_t *bias")
+            args.append(f"const {'int64_t' if s16 else 'int32_t'} *bias")
         consts += [Constant("multiplier", call.multiplier), Constant("shift", call.shift)]
         args += ["const int32_t *multiplier", "const int32_t *shift"]
-        mve = "mve" in self.features
+        mve = "mve" in self.features and not s16
         n_out = call.output_dims.c
         if mve:
             consts.append(Constant("kernel_sums", self.scratch.kernel_sums(call)))
@@ -393,3 +413,54 @@ class CmsisNNBackend(Backend):
         text = _function(symbol, args, body).replace("    #", "#")
         return Emitted(text, consts, 0, INCLUDES, f"{call.function}")
 
+
+    # -------------------------------------------------------------------- LSTM
+    def _lstm(self, sub: Subgraph, symbol: str) -> Emitted:
+        """TFLM's integer LSTM (aotc.QLstm, int8) as arm_lstm_unidirectional_s8, its
+        parameters filled as TFLM's CMSIS-NN kernel fills them (kernel sums with the input and
+        hidden offsets folded in), the states in aotc's state buffer: copied to the next
+        state's buffer first when the planner did not place them over each other, then the
+        library updates them (its own memcpy of the hidden state included)."""
+        x = sub.input_type(0)
+        assert x is not None
+        wi, wr, bias = (np.asarray(sub.const(i)) for i in (1, 2, 3))
+        a = sub.attr
+        tm = int(a("time_major", 0))
+        steps, batch = (x.shape[0], x.shape[1]) if tm else (x.shape[1], x.shape[0])
+        n_in, hid = x.shape[2], wr.shape[-1]
+        xz, hz = int(a("x_zero_point", 0)), int(a("h_zero_point", 0))
+        sums_in = (bias.astype(np.int64) - xz * wi.astype(np.int64).sum(axis=2)).astype(np.int32)
+        sums_rec = (-hz * wr.astype(np.int64).sum(axis=2)).astype(np.int32)
+        consts = [Constant("w_in", wi.astype(np.int8)), Constant("w_rec", wr.astype(np.int8)),
+                  Constant("sums_in", sums_in), Constant("sums_rec", sums_rec),
+                  Constant("bias", bias.astype(np.int32))]
+        size = 2 * batch * hid * 2  # temp1, temp2: int16 [batch, hidden] each
+        args = ["const int8_t *input", "const int8_t *h_in", "const int16_t *c_in",
+                "int8_t *output", "int8_t *h_out", "int16_t *c_out", "const int8_t *w_in",
+                "const int8_t *w_rec", "const int32_t *sums_in", "const int32_t *sums_rec",
+                "const int32_t *bias", "void *scratch"]
+
+        def gate(g: int, act: str) -> str:
+            return (f"{{{a('in_mult')[g]}, {a('in_shift')[g]}, w_in + {g * hid * n_in}, "
+                    f"sums_in + {g * hid}, {a('rec_mult')[g]}, {a('rec_shift')[g]}, "
+                    f"w_rec + {g * hid * hid}, sums_rec + {g * hid}, bias + {g * hid}, {act}}}")
+
+        clip = int(a("cell_clip", 0)) or 32767  # no clip: int16's saturation
+        body = [
+            f"if (h_out != h_in) memcpy(h_out, h_in, {batch * hid});",
+            f"if (c_out != c_in) memcpy(c_out, c_in, {batch * hid * 2});",
+            "{",
+            f"    const cmsis_nn_lstm_params p = {{{tm}, {batch}, {steps}, {n_in}, {hid}, "
+            f"{-xz}, {a('fc_mult')}, {a('fc_shift')}, {a('ic_mult')}, {a('ic_shift')}, {clip}, "
+            f"{a('cell_power')}, {a('out_mult')}, {a('out_shift')}, {hz},",
+            f"        {gate(1, 'ARM_SIGMOID')},",
+            f"        {gate(0, 'ARM_SIGMOID')},",
+            f"        {gate(2, 'ARM_TANH')},",
+            f"        {gate(3, 'ARM_SIGMOID')}}};",
+            f"    cmsis_nn_lstm_context ctx = {{scratch, (int16_t *)scratch + {batch * hid}, "
+            f"c_out, h_out}};",
+            "    return (int)arm_lstm_unidirectional_s8(input, output, &p, &ctx);",
+            "}",
+        ]
+        return Emitted(_function(symbol, args, body), consts, size, (*INCLUDES, "string.h"),
+                       f"arm_lstm_unidirectional_s8 (scratch {size} B)")

@@ -231,18 +231,24 @@ def _s16_refusal(x_shape: Sequence[int], w: np.ndarray, bias: np.ndarray | None,
     if np.any(np.asarray(w_zp) != 0):
         return "weights must be symmetric (zero point 0)"
     if group != 1:
-        return "16x8 depthwise / grouped convolutions are not claimed (arm_convolve_s16 only)"
+        c_in = int(x_shape[1])
+        if not (group == c_in and w.shape[1] == 1 and w.shape[0] % c_in == 0):
+            return "16x8 grouped convolutions are not claimed (depthwise only)"
+        if bias is not None and np.asarray(bias).dtype != np.int64:
+            return ("arm_depthwise_conv_wrapper_s16 takes an int64 bias (TFLM's 16x8 depthwise "
+                    "reads int64 only)")
     if any(int(d) != 1 for d in dilations):
         return f"dilations {list(dilations)} are not supported (only 1)"
     if any(int(p) < 0 for p in pads):
         return f"negative pads {list(pads)} are not supported"
-    # arm_convolve_s16 sums the products in int32 before it adds the (int64) bias; TFLM sums
-    # in int64: equal only while no partial sum can leave int32.
+    # arm_convolve_s16 (and arm_depthwise_conv_fast_s16) sums the products in int32 before it
+    # adds the (int64) bias; TFLM sums in int64: equal only while no partial sum can leave
+    # int32.
     bound = np.abs(w.reshape(w.shape[0], -1).astype(np.int64)).sum(axis=1) * 32768
     if bias is not None and np.asarray(bias).dtype == np.int32:
         bound = bound + np.abs(np.asarray(bias, np.int64).reshape(-1))
     if (bound >= 2 ** 31).any():
-        return "the int32 sum of products in arm_convolve_s16 could overflow"
+        return "the int32 sum of products in CMSIS-NN's s16 kernel could overflow"
     return None
 
 
@@ -275,7 +281,8 @@ def conv_call(x_shape: Sequence[int], w: np.ndarray, bias: np.ndarray | None,
     if group > 1:
         params: ConvParams | DwConvParams = DwConvParams(
             -int(x_zp), int(y_zp), c_out // group, stride, padding, dil, act)
-        return ConvCall("arm_depthwise_conv_wrapper_s8", params, x_dims, Dims(1, kh, kw, c_out),
+        fn = "arm_depthwise_conv_wrapper_s16" if s16 else "arm_depthwise_conv_wrapper_s8"
+        return ConvCall(fn, params, x_dims, Dims(1, kh, kw, c_out),
                         Dims(1, 1, 1, c_out), y_dims, depthwise_weights_1hwc(w), b, mult, shift)
     params = ConvParams(-int(x_zp), int(y_zp), stride, padding, dil, act)
     fn = "arm_convolve_wrapper_s16" if s16 else "arm_convolve_wrapper_s8"
@@ -314,6 +321,8 @@ def fc_refusal(a_shape: Sequence[int], b: np.ndarray, bias: np.ndarray | None, *
     b = np.asarray(b)
     if b.ndim != 2:
         return f"B must be a 2-D constant, got shape {b.shape}"
+    if a_dtype == "int16":
+        return _fc_s16_refusal(a_shape, b, bias, y_dtype, b_zp, transposed)
     if a_dtype != "int8" or y_dtype != "int8" or b.dtype != np.int8:
         return (f"activations and weights must be int8 (TFLite int8 spec), got a {a_dtype}, "
                 f"b {b.dtype}, y {y_dtype}")
@@ -330,14 +339,38 @@ def fc_refusal(a_shape: Sequence[int], b: np.ndarray, bias: np.ndarray | None, *
     return None
 
 
+def _fc_s16_refusal(a_shape: Sequence[int], b: np.ndarray, bias: np.ndarray | None,
+                    y_dtype: str, b_zp: np.ndarray | Sequence[int] | int, transposed: bool
+                    ) -> str | None:
+    """TFLite's 16x8 FULLY_CONNECTED as arm_fully_connected_s16 (int64 bias, one multiplier:
+    fc_call checks that)."""
+    if y_dtype != "int16" or b.dtype != np.int8:
+        return f"16x8 takes int8 weights and an int16 output, got b {b.dtype}, y {y_dtype}"
+    if np.any(np.asarray(b_zp) != 0):
+        return "weights must be symmetric (zero point 0)"
+    k = int(b.shape[1] if transposed else b.shape[0])
+    if not a_shape or int(a_shape[-1]) != k:
+        return f"A {list(a_shape)} does not match B {list(b.shape)}"
+    if bias is not None and np.asarray(bias).dtype != np.int64:
+        return "arm_fully_connected_s16 takes an int64 bias (TFLite's 16x8 with an int32 bias)"
+    # arm_nn_vec_mat_mult_t_s16 sums up to 512 products in int32 before int64 (TFLM: int64).
+    rows = np.abs(fc_weights(b, transposed).astype(np.int64)).sum(axis=1)
+    if (rows * 32768 >= 2 ** 31).any():
+        return "the int32 sum of products in arm_nn_vec_mat_mult_t_s16 could overflow"
+    return None
+
+
 def fc_call(a_shape: Sequence[int], b: np.ndarray, bias: np.ndarray | None, *, x_zp: int,
             real: np.ndarray | Sequence[float], y_zp: int,
             w_zp: np.ndarray | Sequence[int] | int = 0, act_lo: int | None = None,
-            act_hi: int | None = None, transposed: bool = False) -> FcCall:
+            act_hi: int | None = None, transposed: bool = False, a_dtype: str = "int8"
+            ) -> FcCall:
     """A QLinearMatMul (+ int32 bias, as aotc's QDQ pass builds it) with a constant 2-D B as a
     CMSIS-NN fully connected call: the rows of A (all leading dims are batches) times B.
     One multiplier: arm_fully_connected_s8; one per column: arm_fully_connected_per_channel_s8."""
-    why = fc_refusal(a_shape, b, bias, b_zp=w_zp, transposed=transposed)
+    s16 = a_dtype == "int16"
+    why = fc_refusal(a_shape, b, bias, b_zp=w_zp, transposed=transposed, a_dtype=a_dtype,
+                     y_dtype=a_dtype)
     if why is not None:
         raise AotcError(f"CMSIS-NN fully connected: {why}")
     w = fc_weights(b, transposed)
@@ -347,9 +380,16 @@ def fc_call(a_shape: Sequence[int], b: np.ndarray, bias: np.ndarray | None, *, x
         r = r[:1]
     mult, shift = requant(r)
     batches = int(np.prod([int(d) for d in a_shape[:-1]], dtype=np.int64))
-    params = FcParams(-int(x_zp), 0, int(y_zp), activation(act_lo, act_hi))
+    params = FcParams(-int(x_zp), 0, int(y_zp),
+                      activation(act_lo, act_hi, INT16 if s16 else INT8))
     fn = "arm_fully_connected_per_channel_s8" if mult.size > 1 else "arm_fully_connected_s8"
-    b32 = None if bias is None else np.ascontiguousarray(np.asarray(bias).reshape(-1), np.int32)
+    if s16 and mult.size > 1:
+        raise AotcError("CMSIS-NN fully connected: arm_fully_connected_s16 takes one "
+                        "multiplier (per-tensor weights)")
+    if s16:
+        fn = "arm_fully_connected_s16"
+    b32 = None if bias is None else np.ascontiguousarray(np.asarray(bias).reshape(-1),
+                                                         np.int64 if s16 else np.int32)
     # filter_dims: n = accumulation depth K, c = output depth N (h, w unused).
     return FcCall(fn, params, Dims(batches, 1, 1, k), Dims(k, 1, 1, n_out), Dims(1, 1, 1, n_out),
                   Dims(batches, 1, 1, n_out), w, b32, mult, shift)

@@ -53,6 +53,9 @@ _SIZE_FNS = {
     "arm_depthwise_conv_wrapper_s8_get_buffer_size{}":
         "(const cmsis_nn_dw_conv_params *, const cmsis_nn_dims *, const cmsis_nn_dims *, "
         "const cmsis_nn_dims *)",
+    "arm_depthwise_conv_wrapper_s16_get_buffer_size{}":
+        "(const cmsis_nn_dw_conv_params *, const cmsis_nn_dims *, const cmsis_nn_dims *, "
+        "const cmsis_nn_dims *)",
     "arm_fully_connected_s8_get_buffer_size{}": "(const cmsis_nn_dims *)",
     "arm_avgpool_s8_get_buffer_size{}": "(const int, const int)",
 }
@@ -97,8 +100,7 @@ class Scratch:
     def conv(self, call: ConvCall, feature: str) -> int:
         """arm_convolve_wrapper_s8_get_buffer_size* or the depthwise wrapper's, for the
         variant (general, 1x1, 1xN; depthwise 3x3, opt, generic) the wrapper picks."""
-        name = ("arm_depthwise_conv_wrapper_s8_get_buffer_size{}" if call.depthwise
-                else call.function + "_get_buffer_size{}")
+        name = call.function + "_get_buffer_size{}"
         return int(self._fn(name, feature)(self._conv_params(call.params),
                                            self._dims(call.input_dims),
                                            self._dims(call.filter_dims),

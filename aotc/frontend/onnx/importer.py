@@ -198,12 +198,26 @@ def _toposort(nodes: list[onnx.NodeProto], available: set[str]) -> list[onnx.Nod
     return [nodes[k] for k in order]
 
 
+def _float16_cast_to_float(g: onnx.GraphProto) -> set[str]:
+    """The float16 initializers only Cast to float32 reads (float16 weights): imported as
+    float32, the same values (the Cast then converts float32 to float32);
+    --keep-float16-weights keeps them float16 in flash (aotc/lower/half.py)."""
+    f16 = {t.name for t in g.initializer if t.data_type == onnx.TensorProto.FLOAT16}
+    for n in g.node:
+        to = next((a.i for a in n.attribute if a.name == "to"), None)
+        if n.op_type != "Cast" or n.domain not in _DEFAULT_DOMAINS or to != onnx.TensorProto.FLOAT:
+            f16 -= set(n.input)
+    f16 -= {o.name for o in g.output}
+    return f16
+
+
 def import_model(model: onnx.ModelProto, input_shapes: Mapping[str, tuple[int, ...]] | None = None,
                  name: str = "model") -> Graph:
     input_shapes = dict(input_shapes or {})
     opset = _opset(model)
     g = model.graph
     values: dict[str, Value] = {}
+    widened = _float16_cast_to_float(g)
     for t in g.initializer:
         if not t.name:
             raise AotcError("an initializer has an empty name")
@@ -212,7 +226,9 @@ def import_model(model: onnx.ModelProto, input_shapes: Mapping[str, tuple[int, .
                             f"assigned once)")
         declared_nbytes(t)
         try:
-            values[t.name] = _const_value(numpy_helper.to_array(t), t.name)
+            arr = numpy_helper.to_array(t)
+            values[t.name] = _const_value(arr.astype(np.float32) if t.name in widened else arr,
+                                          t.name)
         except AotcError:
             raise
         except Exception as e:

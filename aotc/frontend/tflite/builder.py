@@ -17,27 +17,44 @@ OPSET = 17
 TO_NCHW = (0, 3, 1, 2)
 TO_NHWC = (0, 2, 3, 1)
 # TFLite TensorType -> numpy dtype (the types aotc computes with).
+# uint32 and uint64: the spectra of TFLM's Signal operators (signal.py).
 _DTYPES = {0: np.float32, 1: np.float16, 2: np.int32, 3: np.uint8, 4: np.int64, 6: np.bool_,
-           7: np.int16, 9: np.int8}
-_TYPE_NAMES = {5: "STRING", 8: "COMPLEX64", 10: "FLOAT64", 11: "COMPLEX128", 12: "UINT64",
-               13: "RESOURCE", 14: "VARIANT", 15: "UINT32", 16: "UINT16", 17: "INT4"}
+           7: np.int16, 9: np.int8, 12: np.uint64, 15: np.uint32}
+_TYPE_NAMES = {5: "STRING", 8: "COMPLEX64", 10: "FLOAT64", 11: "COMPLEX128", 13: "RESOURCE",
+               14: "VARIANT", 16: "UINT16", 17: "INT4"}
+INT4 = 17  # packed two to a byte, low nibble first (TFLite's UnpackDenseInt4IntoInt8)
 
+
+def unpack_int4(raw: bytes, n: int) -> np.ndarray:
+    """``n`` int4 values packed two to a byte, low nibble first, sign-extended to int8."""
+    b = np.frombuffer(raw, np.uint8).astype(np.int16)
+    nib = np.stack([b & 0xF, b >> 4], axis=1).reshape(-1)[:n]
+    return ((nib ^ 8) - 8).astype(np.int8)
 
 
 class Builder:
     """The ONNX graph under construction: names of each TFLite tensor per layout, nodes,
     initializers, and the helpers the per-op converters (``builtins``) share."""
 
-    def __init__(self, model: Any, sub: Any, data: bytes, fname: str) -> None:
+    def __init__(self, model: Any, sub: Any, data: bytes, fname: str,
+                 bind: list[str] | None = None, parent: Builder | None = None) -> None:
+        """``bind``, ``parent``: another subgraph of the model (an IF branch, a WHILE
+        condition or body), its inputs the ONNX names ``bind`` (NHWC), its names unique
+        among the ``parent``'s (control.py)."""
         self.model, self.sub, self.data, self.fname = model, sub, data, fname
+        # The int4 tensors a converter reads as an int8-activation filter (allow_int4).
+        self.int4_filters: set[int] = set()
         self.nodes: list[onnx.NodeProto] = []
         self.inits: list[onnx.TensorProto] = []
+        # importer.py: converts subgraph ``index`` of the model with its inputs bound to ONNX
+        # names; returns its nodes, initializers and output names (IF, WHILE: control.py).
+        self.subgraph: Any = parent.subgraph if parent is not None else None
         # (tensor, layout) -> ONNX name. Layouts: "nhwc" (TFLite's order; every tensor of
         # another rank), "nchw" (4-D), "flat" (a 2-D [N, H*W*C] tensor held as its NCHW
         # source flattened, [N, C*H*W]: flat_src has the NHWC source shape).
         self.names: dict[tuple[int, str], str] = {}
         self.flat_src: dict[int, tuple[int, int, int, int]] = {}
-        self.taken: set[str] = set()
+        self.taken: set[str] = parent.taken if parent is not None else set()
         # Tensors computed at compile time (SHAPE, PACK of constants, FILL, ...): the
         # converters of constant-only builtins put their values here, read back by const().
         self.folded: dict[int, np.ndarray] = {}
@@ -58,6 +75,13 @@ class Builder:
                 if self.tensor(src).Type() == 1 and self.const(src) is not None:
                     self.folded_f16[int(op.Outputs(0))] = src
         self.input_names: dict[int, str] = {}
+        if bind is not None:
+            if len(bind) != len(self.inputs):
+                raise AotcError(f"{fname}: the subgraph has {len(self.inputs)} inputs; its "
+                                f"operator passes {len(bind)}")
+            self.names.update({(t, "nhwc"): name for t, name in zip(self.inputs, bind)})
+            self.reserved: dict[int, str] = {}
+            return
         for t in self.inputs:
             if self.const(t) is None:
                 self.names[(t, "nhwc")] = self.input_names[t] = self._claim(self.tname(t))
@@ -85,6 +109,8 @@ class Builder:
     def declared(self, t: int) -> np.dtype:
         """The tensor's type as the model declares it."""
         code = self.tensor(t).Type()
+        if code == INT4:  # packed constants, computed with as int8 values
+            return np.dtype(np.int8)
         if code not in _DTYPES:
             raise AotcError(f"tensor {self.tname(t)!r} has type "
                             f"{_TYPE_NAMES.get(code, code)}, which aotc does not support")
@@ -137,6 +163,8 @@ class Builder:
             raw = self.data[off:off + size]
         else:
             return None
+        if ts.Type() == INT4:
+            return self._int4(t, raw)
         dt = self.declared(t)
         shape = self.shape(t)
         if ts.Sparsity() is not None:  # pruned weights: densified now (sparse.py)
@@ -153,6 +181,20 @@ class Builder:
         if self.uint8(t):
             return (arr.astype(np.int16) - 128).astype(np.int8)
         return arr.astype(np.float32) if dt == np.float16 else arr
+
+    def int4(self, t: int) -> bool:
+        return self.tensor(t).Type() == INT4
+
+    def _int4(self, t: int, raw: bytes) -> np.ndarray:
+        """A packed int4 constant (TFLM reads them as the filter of CONV_2D,
+        DEPTHWISE_CONV_2D and FULLY_CONNECTED with int8 activations; the converters check
+        that) as int8 values."""
+        shape = self.shape(t)
+        n = int(np.prod(shape, dtype=np.int64))
+        if self.tensor(t).Sparsity() is not None or len(raw) != (n + 1) // 2:
+            raise AotcError(f"tensor {self.tname(t)!r}: {len(raw)} bytes of data for {n} "
+                            f"packed int4 values")
+        return unpack_int4(raw, n).reshape(shape)
 
     def quant(self, t: int) -> tuple[np.ndarray, np.ndarray, int] | None:
         """(scale, zero point, TFLite axis) of a quantised tensor, else None."""
@@ -331,8 +373,22 @@ class Builder:
                                 else np.array(0, dt), "zero_point")]
         else:
             params = self.qparams(t)
+        domain: dict[str, Any] = self.qdomain(t)
+        if self.int4(t):  # aotc.passes.qdq marks the integer kernel: its weights stay packed
+            if t not in self.int4_filters:
+                raise AotcError(f"tensor {self.tname(t)!r} is int4: TFLM reads int4 only as "
+                                f"the filter of CONV_2D, DEPTHWISE_CONV_2D and "
+                                f"FULLY_CONNECTED with int8 activations")
+            domain = {"domain": "aotc", "int4": 1}
         return self.add("DequantizeLinear", [src, *params], "dequant", **self.qaxis(t, perm),
-                        **self.qdomain(t))[0]
+                        **domain)[0]
+
+    def allow_int4(self, x: int, w: int) -> None:
+        """``w`` may be int4: the filter of CONV_2D, DEPTHWISE_CONV_2D or FULLY_CONNECTED
+        when the activation ``x`` is int8 (TFLM has no other int4 kernel)."""
+        if self.int4(w) and self.dtype(x) == np.int8 and self.quant(x) is not None \
+                and not self.uint8(x):
+            self.int4_filters.add(w)
 
     def fout(self, t: int, y: str, layout: str = "nhwc", fused: int = 0) -> None:
         """Float ``y`` becomes tensor ``t``: fused activation, QuantizeLinear if quantised."""

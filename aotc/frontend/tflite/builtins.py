@@ -34,6 +34,7 @@ from aotc.frontend.tflite.variables import CONVERTERS as VARIABLE_CONVERTERS
 def conv_2d(b: Builder, op: Any) -> None:
     o = _opts(op, "Conv2DOptions")
     ins = _ins(op)
+    b.allow_int4(ins[0], ins[1])
     wc = _need_const(b, ins[1], "filter")
     ci, c = wc.shape[3], b.shape(ins[0])[3]
     if ci == 0 or c % ci:
@@ -44,6 +45,7 @@ def conv_2d(b: Builder, op: Any) -> None:
 def depthwise_conv_2d(b: Builder, op: Any) -> None:
     o = _opts(op, "DepthwiseConv2DOptions")
     ins = _ins(op)
+    b.allow_int4(ins[0], ins[1])
     wc = _need_const(b, ins[1], "filter")
     cm, c = wc.shape[3], b.shape(ins[0])[3]
     if cm % c:
@@ -122,6 +124,7 @@ def fully_connected(b: Builder, op: Any) -> None:
     x, w = ins[0], ins[1]
     if o is not None and o.WeightsFormat() != 0:
         raise AotcError("only the DEFAULT weights format is supported")
+    b.allow_int4(x, w)
     wc = _need_const(b, w, "weights")
     n_out, n_in = wc.shape
     xs = b.shape(x)
@@ -185,7 +188,8 @@ def _unary(onnx_op: str, **attrs: Any) -> Callable[[Builder, Any], None]:
 def softmax(b: Builder, op: Any) -> None:
     o = _opts(op, "SoftmaxOptions")
     (x, *_), (y,) = _ins(op), _outs(op)
-    layout = b.layout_of(x) if b.rank(x) == 4 else "nhwc"
+    # int16: TFLM's kernel (aotc.ops.quant.act16.QSoftmax16) takes rows on the last axis.
+    layout = b.layout_of(x) if b.rank(x) == 4 and b.dtype(x) != np.int16 else "nhwc"
     xf = b.fin(x, layout)
     beta = float(o.Beta()) if o is not None else 1.0
     if beta != 1.0:
@@ -396,31 +400,31 @@ ONNX_OPS: dict[str, tuple[str, ...]] = {
     "FULLY_CONNECTED": ("MatMul", "QLinearMatMul"),
     "HARD_SWISH": ("HardSwish",),
     "LEAKY_RELU": ("LeakyRelu",),
-    "LOGISTIC": ("Sigmoid",),
+    "LOGISTIC": ("Sigmoid", "aotc.QLogistic16"),
     "MAX_POOL_2D": ("MaxPool",),
     "MEAN": ("ReduceMean", "GlobalAveragePool", "aotc.QReduce"),
     "MUL": ("Mul", "com.microsoft.QLinearMul"),
     "PAD": ("Pad",),
     "QUANTIZE": ("QuantizeLinear",),
-    "RELU": ("Relu",),
-    "RELU6": ("Clip",),
+    "RELU": ("Relu", "aotc.QRelu"),
+    "RELU6": ("Clip", "aotc.QRelu"),
     "RESHAPE": ("Reshape",),
-    "SOFTMAX": ("Softmax", "com.microsoft.QLinearSoftmax"),
+    "SOFTMAX": ("Softmax", "com.microsoft.QLinearSoftmax", "aotc.QSoftmax16"),
     "SPLIT": ("Split",),
     "SQUEEZE": ("Reshape",),
     "STRIDED_SLICE": ("Slice",),
     "SUB": ("Sub",),
-    "TANH": ("Tanh",),
+    "TANH": ("Tanh", "aotc.QTanh16"),
     "TRANSPOSE": ("Transpose",),
     "TRANSPOSE_CONV": ("ConvTranspose",),
-    "UNIDIRECTIONAL_SEQUENCE_LSTM": ("LSTM",),
+    "UNIDIRECTIONAL_SEQUENCE_LSTM": ("LSTM", "Scan", "aotc.QLstm"),
     **{k: () for k in VARIABLE_CONVERTERS if k != "SVDF"},  # no op: the caller's state buffer
     "SVDF": ("aotc.Svdf",),
 }
 
 
 # The other families (their modules import the helpers above).
-from aotc.frontend.tflite import math_ops, tensor_ops  # noqa: E402
+from aotc.frontend.tflite import control, math_ops, signal, tensor_ops  # noqa: E402
 from aotc.frontend.tflite.math_ops import elementwise as _elementwise  # noqa: E402
 from aotc.frontend.tflite.math_ops import op2 as _op2  # noqa: E402
 
@@ -428,8 +432,12 @@ for _k in ("ADD", "SUB", "MUL"):
     CONVERTERS[_k] = _elementwise(_op2(_k.title()), _k.title() + "Options")
 CONVERTERS.update(math_ops.CONVERTERS)
 CONVERTERS.update(tensor_ops.CONVERTERS)
+CONVERTERS.update(control.CONVERTERS)
 ONNX_OPS.update(math_ops.ONNX_OPS)
 ONNX_OPS.update(tensor_ops.ONNX_OPS)
+ONNX_OPS.update(control.ONNX_OPS)
+CONVERTERS.update(signal.CONVERTERS)  # TFLM's Signal library custom operators
+ONNX_OPS.update(signal.ONNX_OPS)
 CONVERTERS = dict(sorted(CONVERTERS.items()))
 ONNX_OPS = dict(sorted(ONNX_OPS.items()))
 
@@ -481,19 +489,30 @@ TYPES: dict[str, tuple[str, ...]] = {
     "L2_POOL_2D": ("float32",),
     "DYNAMIC_UPDATE_SLICE": _VALUES,
     "CAST": ("float32", "int32", "int64", "bool"),
-    # Recurrent and state (recurrent.py, variables.py): the LSTM in float32 only (its integer
-    # forms are refused by name); a variable's value in any type the state buffer holds.
-    "UNIDIRECTIONAL_SEQUENCE_LSTM": ("float32",),
+    # Recurrent and state (recurrent.py, variables.py): the LSTM in float32, and TFLM's
+    # integer LSTM, int8 and int16 (16x8) (tests/frontend/test_tflite_qlstm.py); a variable's
+    # value in any type the state buffer holds.
+    "UNIDIRECTIONAL_SEQUENCE_LSTM": ("float32", "int8", "int16"),
     "SVDF": ("float32", "int8"),
     "VAR_HANDLE": ("resource",),
     **{k: ("float32", "int8", "int16", "int32", "int64", "bool")
        for k in ("READ_VARIABLE", "ASSIGN_VARIABLE")},
     "CALL_ONCE": ("none",),
+    # Control flow (control.py): the type of the first value carried (WHILE) or given (IF).
+    **{k: ("float32", "int8", "int32") for k in ("IF", "WHILE")},
+    **signal.TYPES,
 }
 # int16x8 (int16 activations, int8 weights, int64 bias): the builtins whose 16x8 form is
 # bit-exact with TFLM (tests/frontend/test_tflite_int16.py, test_tflm_integration.py). The
-# others (MEAN, RELU, LOGISTIC, SOFTMAX, ...) would run through float and are refused.
+# others would run through float and are refused (HARD_SWISH, REDUCE_MAX, ...: TFLM has no
+# int16 kernel for them either).
 for _k in ("ADD", "SUB", "MUL", "CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "LEAKY_RELU",
            "QUANTIZE", "DEQUANTIZE", "TRANSPOSE_CONV", "PAD", "STRIDED_SLICE", "RESHAPE",
-           "TRANSPOSE", "AVERAGE_POOL_2D", "MAX_POOL_2D", "CONCATENATION", "SPLIT"):
+           "TRANSPOSE", "AVERAGE_POOL_2D", "MAX_POOL_2D", "CONCATENATION", "SPLIT", "RELU",
+           "RELU6", "LOGISTIC", "TANH", "MEAN", "SUM", "SOFTMAX"):
+    TYPES[_k] = (*TYPES[_k], "int16")
+# int16 data movement (the values copied, parameters equal): bit-exact with TFLM in the
+# conformance suite (tests/frontend/test_tflite_conformance.py).
+for _k in ("EXPAND_DIMS", "SQUEEZE", "PACK", "UNPACK", "SPLIT_V", "SLICE", "PADV2", "REVERSE_V2",
+           "BROADCAST_TO", "DYNAMIC_UPDATE_SLICE"):
     TYPES[_k] = (*TYPES[_k], "int16")

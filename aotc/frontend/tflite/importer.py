@@ -47,7 +47,7 @@ TYPE_NAMES = {0: "float32", 1: "float16", 2: "int32", 3: "uint8", 4: "int64", 5:
 KIND_FROM = {"QUANTIZE": ("out", 0), "FILL": ("out", 0), "ZEROS_LIKE": ("out", 0),
              "EMBEDDING_LOOKUP": ("in", 1), "SELECT_V2": ("in", 1),
              "SPLIT": ("in", 1), "TRANSPOSE_CONV": ("in", 2), "SHAPE": ("out", 0),
-             "READ_VARIABLE": ("out", 0), "ASSIGN_VARIABLE": ("in", 1)}
+             "READ_VARIABLE": ("out", 0), "ASSIGN_VARIABLE": ("in", 1), "IF": ("out", 0)}
 # Why builtins and custom operators that aotc does not convert are not converted.
 WHY_NOT = {
     "CUSTOM:ethos-u": "an Ethos-U NPU command stream (Vela output); compile the model as it "
@@ -59,7 +59,7 @@ WHY_NOT = {
                                            "operator is not supported; compile the model "
                                            "without it (its inputs as the outputs)",
 }
-CONTROL_FLOW = {"WHILE", "IF", "CALL_ONCE", "CALL"}
+CONTROL_FLOW = {"CALL"}  # (IF, WHILE: control.py; CALL_ONCE: variables.py)
 RESOURCES = {"VAR_HANDLE", "READ_VARIABLE", "ASSIGN_VARIABLE"}
 
 
@@ -98,25 +98,44 @@ def convert(data: bytes, fname: str = "model.tflite") -> onnx.ModelProto:
         raise AotcError(f"{fname} is not a valid TFLite flatbuffer ({type(e).__name__})") from None
     if sub is None:
         raise AotcError(f"{fname} has no subgraph")
-    used = []
-    for i in range(sub.OperatorsLength()):
-        idx = sub.Operators(i).OpcodeIndex()
-        if idx >= len(codes):
-            raise AotcError(f"{fname}: operator {i} has opcode index {idx} beyond the table")
-        used.append(codes[idx])
-    problems = [line for i in range(sub.OperatorsLength())
-                if (line := _check(sub, i, used[i])) is not None]
-    if problems:
-        raise AotcError(f"{fname}: {len(problems)} operator(s) cannot be converted "
-                        f"(see `aotc ops` and docs/frontends.md)", details=problems)
+    used = _check_all(sub, codes, fname, "")
     try:
         b = Builder(model, sub, data, fname)
     except AotcError:
         raise
     except Exception as e:
         raise AotcError(f"{fname}: malformed subgraph ({type(e).__name__})") from None
+    b.subgraph = _Subgraphs(model, data, fname, codes)
+    _convert_ops(b, used)
+    try:
+        return b.finish()
+    except AotcError:
+        raise
+    except Exception as e:
+        raise AotcError(f"{fname}: malformed graph outputs ({type(e).__name__}: {e})") from None
+
+
+def _check_all(sub: Any, codes: list[str], fname: str, where: str) -> list[str]:
+    """The builtin of each operator of ``sub``, after checking them all (one error listing
+    every operator that cannot be converted)."""
+    used = []
     for i in range(sub.OperatorsLength()):
-        op = sub.Operators(i)
+        idx = sub.Operators(i).OpcodeIndex()
+        if idx >= len(codes):
+            raise AotcError(f"{fname}{where}: operator {i} has opcode index {idx} beyond the "
+                            f"table")
+        used.append(codes[idx])
+    problems = [line for i in range(sub.OperatorsLength())
+                if (line := _check(sub, i, used[i])) is not None]
+    if problems:
+        raise AotcError(f"{fname}{where}: {len(problems)} operator(s) cannot be converted "
+                        f"(see `aotc ops` and docs/frontends.md)", details=problems)
+    return used
+
+
+def _convert_ops(b: Builder, used: list[str]) -> None:
+    for i in range(b.sub.OperatorsLength()):
+        op = b.sub.Operators(i)
         b.op_index, b.op_name = i, used[i]
         try:
             if not try_fold(b, used[i], op):
@@ -128,12 +147,39 @@ def convert(data: bytes, fname: str = "model.tflite") -> onnx.ModelProto:
         except Exception as e:  # a malformed operator: missing inputs, options, data
             raise AotcError(f"malformed operator ({type(e).__name__}: {e})",
                             _safe(b.node_name, op), used[i]) from None
-    try:
-        return b.finish()
-    except AotcError:
-        raise
-    except Exception as e:
-        raise AotcError(f"{fname}: malformed graph outputs ({type(e).__name__}: {e})") from None
+
+
+class _Subgraphs:
+    """Builder.subgraph: another subgraph of the model (an IF branch, a WHILE condition or
+    body) converted with its inputs bound to ONNX names of the graph around it; its nodes,
+    initializers and output names (NHWC). A subgraph that (through others) runs itself, and
+    resource variables inside one, are refused."""
+
+    def __init__(self, model: Any, data: bytes, fname: str, codes: list[str]) -> None:
+        self.model, self.data, self.fname, self.codes = model, data, fname, codes
+        self.active: list[int] = []
+
+    def __call__(self, parent: Builder, index: int, bind: list[str]
+                 ) -> tuple[list[onnx.NodeProto], list[onnx.TensorProto], list[str]]:
+        if not 0 < index < self.model.SubgraphsLength():
+            raise AotcError(f"subgraph {index} is not in the model (it has "
+                            f"{self.model.SubgraphsLength()})")
+        if index in self.active:
+            raise AotcError(f"subgraph {index} runs itself (recursion is not supported)")
+        sub = self.model.Subgraphs(index)
+        used = _check_all(sub, self.codes, self.fname, f" subgraph {index}")
+        state = sorted({u for u in used if u in RESOURCES or u == "CALL_ONCE"})
+        if state:
+            raise AotcError(f"subgraph {index} uses {', '.join(state)}: resource variables "
+                            f"inside IF and WHILE subgraphs are not supported")
+        self.active.append(index)
+        try:
+            b = Builder(self.model, sub, self.data, self.fname, bind, parent)
+            _convert_ops(b, used)
+            outs = [b.get(t, "nhwc") for t in b.outputs]
+        finally:
+            self.active.pop()
+        return b.nodes, b.inits, outs
 
 
 def _safe(fn: Any, *args: Any) -> str:
@@ -196,11 +242,12 @@ def _check(sub: Any, i: int, name: str) -> str | None:
     if name in WHY_NOT:
         why = WHY_NOT[name]
     elif name.startswith("CUSTOM:Signal"):
-        why = "TFLM's Signal library custom operators are not supported yet"
+        why = f"TFLM's Signal operator {name[7:]} is not supported yet (aotc converts " \
+              f"{', '.join(k[7:] for k in CONVERTERS if k.startswith('CUSTOM:Signal'))})"
     elif name.startswith("CUSTOM:"):
         why = "custom operators are not supported (only TFLM's builtins)"
     elif name in CONTROL_FLOW:
-        why = "control flow (other subgraphs) is not supported"
+        why = "a call of another subgraph is not supported (IF and WHILE are)"
     elif name in RESOURCES:
         why = "resource variables are not supported"
     else:

@@ -1,4 +1,4 @@
-"""TFLite UNIDIRECTIONAL_SEQUENCE_LSTM (float32) -> an ONNX LSTM node (aotc/ops/sequence/), or a
+"""TFLite UNIDIRECTIONAL_SEQUENCE_LSTM: float32 -> an ONNX LSTM node (aotc/ops/sequence/), or a
 Scan over time for the variants ONNX's LSTM lacks.
 
 TFLite keeps one weight tensor per gate, in the order input, forget, cell, output; ONNX stacks
@@ -15,8 +15,11 @@ The plain LSTM (with or without peepholes) is one ONNX LSTM node. The variants O
 lacks (CIFG, a projection layer, cell and projection clipping, layer normalisation; its
 ``clip`` bounds the gates' pre-activations, not the cell) become an ONNX Scan over time whose
 body is TFLite's float step. Refused with one line each: fused activations other than TANH,
-int8 / int16 (TFLM's integer LSTM) and hybrid (int8 weights with float activations) models,
-tensors of a gate given in part.
+hybrid (int8 weights with float activations) models, tensors of a gate given in part.
+
+The integer LSTM (int8 or int16 activations, int8 weights, int16 cell state) is TFLM's
+(``_integer``, aotc/ops/sequence/qlstm.py): bit-exact, its states in the state buffer; what
+TFLM's integer kernel lacks (peepholes, projection, layer normalisation, CIFG) is refused.
 """
 
 from __future__ import annotations
@@ -71,11 +74,13 @@ def unidirectional_sequence_lstm(b: Builder, op: Any) -> None:
         return k < len(ins) and ins[k] >= 0
 
     x = ins[INPUT]
-    if b.dtype(x) != np.float32 or b.dtype(y) != np.float32:
-        raise AotcError(f"input {b.dtype(x).name}, output {b.dtype(y).name}: only the float32 "
-                        f"LSTM is supported (TFLM's integer LSTM, int8 or int16 activations "
-                        f"with an int16 cell, is not)")
     o = _options(op)
+    if b.dtype(x) in (np.int8, np.int16):
+        _integer(b, op, ins, y, o)
+        return
+    if b.dtype(x) != np.float32 or b.dtype(y) != np.float32:
+        raise AotcError(f"input {b.dtype(x).name}, output {b.dtype(y).name}: the LSTM is "
+                        f"float32, int8 or int16 (16x8)")
     refuse = []
     cifg = not present(W_I)
     if cifg != (not present(R_I)) or (cifg and present(B_I)) or \
@@ -245,3 +250,103 @@ def _as_scan(b: Builder, x: int, y: int, w: _Weights, time_major: bool, hidden: 
     if not time_major:
         seq = b.add("Transpose", [seq], "batch_major", perm=[1, 0, 2])[0]
     b.define(y, seq)
+
+
+def _integer(b: Builder, op: Any, ins: list[int], y: int, o: Any) -> None:
+    """TFLM's integer LSTM (int8 or int16 activations, int8 weights, int16 cell state): one
+    aotc.QLstm (aotc/ops/sequence/qlstm.py) with TFLM's Prepare computed here
+    (lstm_eval_common.cc: the gate products requantised to 2^-12, the gate outputs at 2^-15).
+    Its hidden and cell states, variable tensors, become slots of the caller's state buffer
+    (carried from call to call, as TFLM carries them from invoke to invoke), which the op
+    updates in place. What TFLM's integer kernel refuses in Prepare is refused here too."""
+    from aotc.frontend.tflite.variables import _variable
+    from aotc.ops.quant.arith import quantize_multiplier
+    from aotc.ops.sequence.qlstm import cell_power
+
+    def present(k: int) -> bool:
+        return k < len(ins) and ins[k] >= 0
+
+    x = ins[INPUT]
+    act = b.dtype(x)
+    refuse = []
+    if not all(present(k) for k in range(W_I, R_O + 1)) or \
+            not all(present(k) for k in range(B_I, B_O + 1)):
+        refuse.append("CIFG or missing gate tensors")
+    for ks, what in (((P_I, P_F, P_O), "peepholes"), ((PROJ_W, PROJ_B), "projection"),
+                     (LAYER_NORM, "layer normalisation")):
+        if any(present(k) for k in ks):
+            refuse.append(what)
+    if refuse:
+        raise AotcError(f"{', '.join(refuse)} in an {act.name} LSTM: not supported (TFLM's "
+                        f"integer LSTM kernel has none of them)")
+    if o.FusedActivationFunction() != 4:
+        a = o.FusedActivationFunction()
+        raise AotcError(f"the {_ACT_NAMES.get(a, a)} activation (TANH only)")
+    if o.DiagonalRecurrentTensors():
+        raise AotcError("diagonal recurrent weights: not supported")
+    hs, cs = ins[OUTPUT_STATE], ins[CELL_STATE]
+    for t, what in ((hs, "output state"), (cs, "cell state")):
+        if not present(t) or not b.tensor(t).IsVariable():
+            raise AotcError(f"the {what} must be a variable tensor (TFLM's integer LSTM)")
+    if b.dtype(cs) != np.int16 or b.dtype(hs) != act or b.dtype(y) != act:
+        raise AotcError(f"{act.name} input, {b.dtype(hs).name} output state, "
+                        f"{b.dtype(cs).name} cell state, {b.dtype(y).name} output: an integer "
+                        f"LSTM needs the input's type for the output state and output, and an "
+                        f"int16 cell state")
+
+    def per_tensor(t: int, what: str) -> tuple[np.float32, int]:
+        q = b.quant(t)
+        if q is None or len(q[0]) != 1:
+            raise AotcError(f"the {what} ({b.tname(t)!r}) needs per-tensor quantisation "
+                            f"parameters (TFLM's integer LSTM uses one scale per tensor)")
+        return np.float32(q[0][0]), int(q[1][0])
+
+    def weights(ks: tuple[int, ...], what: str, dtype: Any) -> list[np.ndarray]:
+        out = []
+        for g, k in zip(GATE_ORDER, ks):
+            c = b.const(ins[k])
+            if c is None or c.dtype != dtype:
+                raise AotcError(f"the {g} {what} ({b.tname(ins[k])!r}) must be a constant "
+                                f"{np.dtype(dtype).name} tensor")
+            out.append(c)
+        return out
+
+    bias_t = np.int64 if act == np.int16 else np.int32
+    w_in = weights((W_I, W_F, W_C, W_O), "input weights", np.int8)
+    w_rec = weights((R_I, R_F, R_C, R_O), "recurrent weights", np.int8)
+    bias = weights((B_I, B_F, B_C, B_O), "gate bias", bias_t)
+    sx, zx = per_tensor(x, "input")
+    sh, zh = per_tensor(hs, "output state")
+    sc, _ = per_tensor(cs, "cell state")
+    attrs: dict[str, Any] = {"time_major": int(bool(o.TimeMajor())), "x_zero_point": zx,
+                             "h_zero_point": zh}
+    for key, src, ks in (("in", sx, (W_I, W_F, W_C, W_O)), ("rec", sh, (R_I, R_F, R_C, R_O))):
+        ms = []
+        for k in ks:
+            sw, zw = per_tensor(ins[k], "weights")
+            if zw:
+                raise AotcError(f"the weights {b.tname(ins[k])!r} have zero point {zw}; "
+                                f"TFLM's integer LSTM needs symmetric weights")
+            # TFLM: static_cast<double>(float * float) / double(2^-12)
+            ms.append(quantize_multiplier(float(np.float32(src * sw)) / 2.0 ** -12))
+        attrs[f"{key}_mult"] = [m for m, _ in ms]
+        attrs[f"{key}_shift"] = [s for _, s in ms]
+    for key, real in (("fc", 2.0 ** -15 * float(sc) / float(sc)),
+                      ("ic", 2.0 ** -15 * 2.0 ** -15 / float(sc)),
+                      ("out", 2.0 ** -15 * 2.0 ** -15 / float(sh))):
+        attrs[f"{key}_mult"], attrs[f"{key}_shift"] = quantize_multiplier(real)
+    attrs["cell_power"] = cell_power(float(sc))
+    clip = float(np.float32(o.CellClip()))
+    if clip > 0:
+        attrs["cell_clip"] = int(min(max(clip / float(sc), -32768.0), 32767.0))
+    h_var = _variable(b, f"tensor_{hs}", hs)
+    c_var = _variable(b, f"tensor_{cs}", cs)
+    outs = b.add("QLstm", [b.get(x), b.init(np.stack(w_in), "w_in"),
+                           b.init(np.stack(w_rec), "w_rec"), b.init(np.stack(bias), "bias"),
+                           h_var.current, c_var.current], "lstm", n_out=3, domain="aotc",
+                 **attrs)
+    b.define(y, outs[0])
+    h_var.current, c_var.current = outs[1], outs[2]
+
+
+GATE_ORDER = "ifco"

@@ -18,7 +18,13 @@ from aotc.loops.builder import BufRef
 from aotc.loops.loop_ir import Const, Expr
 from aotc.ops import OpDef, register
 from aotc.schedules.gemm import knobs as GEMM
-from aotc.schedules.gemm.tiled import over_rows, tiled_dot, tiled_dot_dsp, tiled_dot_mve
+from aotc.schedules.gemm.tiled import (
+    over_rows,
+    tiled_dot,
+    tiled_dot_dsp,
+    tiled_dot_dsp_quads,
+    tiled_dot_mve,
+)
 
 Getter = Callable[[Sequence[Expr], Expr, Expr], Expr]
 
@@ -158,6 +164,7 @@ class MatMul(OpDef):
         na = len(a_shape) - 2
         w = kb.input_const(1)
         dsp_words = mve_words = None
+        dsp_k = 2
         simd_tile = 0
         if (mve.usable(kb, kb.inputs[0].dtype, w, arith) and len(b_shape) == 2
                 and not arith.x_zp and kb.knob(GEMM.PATH) == "simd"):
@@ -167,12 +174,21 @@ class MatMul(OpDef):
                                  .reshape(-1), dtypes.int8)
         elif ("dsp" in kb.features and kb.unroll_tiles and len(b_shape) == 2
               and arith.dsp_ok(w) and kb.knob(GEMM.PATH) == "simd"):
-            # Cores with the DSP extension: K two at a time, one SMLAD per column (loops/dsp.py).
-            simd_tile = kb.knob(GEMM.SIMD_TILE, default=GEMM.dsp_simd_tile_default(N))
+            # Cores with the DSP extension: K two at a time, one SMLAD per column, or four at
+            # a time against a word of activations, two SMLADs per column (loops/dsp.py).
+            x8 = kb.inputs[0].dtype.itemsize == 1 and kb.inputs[0].dtype.is_signed
+            dsp_k = kb.knob(GEMM.DSP_K) if x8 and K % 4 == 0 else 2
             w2 = np.asarray(w).reshape(b_shape)
-            dsp_words = kb.const("wq", np.concatenate(
-                [dsp.pack_words(w2[:, n0:n0 + simd_tile][:, None, :]).reshape(-1)
-                 for n0 in range(0, N, simd_tile)]), dtypes.int32)
+            if dsp_k > 2:
+                simd_tile = kb.knob(GEMM.SIMD_TILE, default=GEMM.dsp_quads_tile_default(N))
+                dsp_words = kb.const("wq", np.concatenate(
+                    [dsp.pack_quads(w2[:, n0:n0 + simd_tile]).reshape(-1)
+                     for n0 in range(0, N, simd_tile)]), dtypes.int32)
+            else:
+                simd_tile = kb.knob(GEMM.SIMD_TILE, default=GEMM.dsp_simd_tile_default(N))
+                dsp_words = kb.const("wq", np.concatenate(
+                    [dsp.pack_words(w2[:, n0:n0 + simd_tile][:, None, :]).reshape(-1)
+                     for n0 in range(0, N, simd_tile)]), dtypes.int32)
         if mve_words is None and dsp_words is None:
             self._lower_rows(kb, arith, A, B, bias, batch, a_shape, M, K, N)
             return
@@ -192,6 +208,10 @@ class MatMul(OpDef):
             if mve_words is not None:
                 tiled_dot_mve(kb, N, K, lambda k: A[[*pre, m, k]], mve_words, store,
                                lambda n: arith.init(bias, n), simd_tile)
+            elif dsp_words is not None and dsp_k > 2:
+                tiled_dot_dsp_quads(kb, N, K, lambda k: A[[*pre, m, k]], dsp_words, store,
+                                     lambda n: arith.init(bias, n), arith.x_zp, simd_tile,
+                                     dsp_k)
             elif dsp_words is not None:
                 tiled_dot_dsp(kb, N, K, lambda k: A[[*pre, m, k]], dsp_words, store,
                                lambda n: arith.init(bias, n), arith, simd_tile)

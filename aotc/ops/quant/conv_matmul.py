@@ -441,6 +441,12 @@ class QLinearConv(QuantOp):
             "_wide": wide_acc(x, ins[8] if len(ins) > 8 else None)})
 
     def lower(self, node: Node, kb: Any) -> None:
+        if node.attrs.get("_int4"):  # TFLite int4 weights: kept packed (int4.py)
+            from aotc.ops.quant.int4 import lower_packed
+
+            attrs = {k: v for k, v in node.attrs.items() if k != "_int4"}
+            lower_packed(node, kb, lambda: self.lower(node.with_(attrs=attrs), kb))
+            return
         out = dtypes.BY_NAME[node.attrs["_out"]]
         lo, hi = act_range(node, out)
         wide = bool(node.attrs.get("_wide"))

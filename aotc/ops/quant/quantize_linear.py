@@ -244,8 +244,22 @@ for _v in (13, 19, 21, 23, 25):
 # The TFLite frontend's Q/DQ of int16 activations and int64 biases (16x8 models): ONNX's
 # opset 17 has neither (int16 arrives in opset 21, int64 never), so they are aotc-domain nodes
 # with ONNX's semantics; the qdq pass treats them as the standard ones.
-register(type("DequantizeLinear", (DequantizeLinear,), {
-    "since": 1, "domain": "aotc", "dtypes": ("int8", "int16", "int32", "int64")}))
+# The aotc DequantizeLinear also reads a TFLite int4 filter (as int8 values): ``int4=1`` tells
+# the qdq pass to keep the weights of the integer kernel packed (aotc.ops.quant.int4).
+@register
+class AotcDequantizeLinear(DequantizeLinear):
+    name = "DequantizeLinear"
+    since = 1
+    domain = "aotc"
+    dtypes = ("int8", "int16", "int32", "int64")
+    onnx_tests = ()
+
+    def reference(self, x: np.ndarray, scale: np.ndarray, zero_point: np.ndarray | None = None,
+                  *, axis: int = 1, block_size: int = 0, output_dtype: int = 0,
+                  saturate: int = 1, precision: int = 0, int4: int = 0) -> np.ndarray:
+        raise NotImplementedError  # compute(): the attrs above are the schema
+
+
 register(type("QuantizeLinear", (QuantizeLinear,), {"since": 1, "domain": "aotc"}))
 
 

@@ -1,8 +1,9 @@
 """TFLite's per-element fixed-point rescaling kernels that have no ONNX QOperator form:
-QRequantize (TFLM's QUANTIZE between integer types, ``Requantize``) and QLeakyRelu (TFLM's
-LEAKY_RELU: one multiplier for x >= 0, one for x < 0), both aotc-domain ops made by the QDQ
-pass from DequantizeLinear -> [LeakyRelu] -> QuantizeLinear. Multipliers and shifts are
-compile-time constants (TFLM's Prepare); the kernel is one loop over the elements.
+QRequantize (TFLM's QUANTIZE between integer types, ``Requantize``), QLeakyRelu (TFLM's
+LEAKY_RELU: one multiplier for x >= 0, one for x < 0) and QRelu (TFLM's int16 RELU and RELU6),
+all aotc-domain ops made by the QDQ pass from DequantizeLinear -> [LeakyRelu | Relu | Clip]
+-> QuantizeLinear. Multipliers and shifts are compile-time constants (TFLM's Prepare); the
+kernel is one loop over the elements.
 """
 
 from __future__ import annotations
@@ -58,15 +59,15 @@ class _Rescale(QuantOp):
         x, yz = args[0], args[4]
         assert x is not None and yz is not None
         p = unary_params(args)
-        lo, hi = qrange(dtypes.from_numpy(yz.dtype))
+        lo, hi = self.bounds(p, attrs, *qrange(dtypes.from_numpy(yz.dtype)))
         flat = [self.scalar_ref(int(v), p, attrs) for v in x.ravel()]
         return np.clip(np.array(flat, np.int64), lo, hi).astype(yz.dtype).reshape(x.shape)
 
     def lower(self, node: Node, kb: Any) -> None:
         X = kb.inputs[0]
         out = dtypes.BY_NAME[node.attrs["_out"]]
-        lo, hi = qrange(out)
         p = node.attrs["_p"]
+        lo, hi = self.bounds(p, node.attrs, *qrange(out))
         with kb.loop(X.numel, "i") as i:
             v = Cast(X.flat(i), I32)
             if p["zx"]:
@@ -74,6 +75,11 @@ class _Rescale(QuantOp):
             y = self.scalar_expr(kb.local(v, "v", I32), p, node.attrs) + Const(p["zy"], I32)
             kb.store_output([], Cast(bmin(bmax(y, Const(lo, I32)), Const(hi, I32)), out),
                             flat=i)
+
+    def bounds(self, p: dict[str, Any], attrs: dict[str, Any], lo: int, hi: int
+               ) -> tuple[int, int]:
+        """The output's clamp (the output type's range unless an activation narrows it)."""
+        return lo, hi
 
     def scalar_ref(self, x: int, p: dict[str, Any], attrs: dict[str, Any]) -> int:
         raise NotImplementedError
@@ -107,12 +113,12 @@ class QRequantize(_Rescale):
 
 @register
 class QLeakyRelu(_Rescale):
-    """TFLM's int16 LEAKY_RELU: x - zx >= 0 scaled by x_scale / y_scale, below 0 by
+    """TFLM's int8 / int16 LEAKY_RELU: x - zx >= 0 scaled by x_scale / y_scale, below 0 by
     x_scale * alpha / y_scale (both computed in float32, as TFLM's Prepare does; a negative
     alpha's multiplier is applied as |M| and negated)."""
 
     name = "QLeakyRelu"
-    dtypes = ("int16",)
+    dtypes = ("int8", "int16")
 
     def reference(self, X: np.ndarray, X_scale: np.ndarray, X_zero_point: np.ndarray,
                   Y_scale: np.ndarray, Y_zero_point: np.ndarray, *,
@@ -139,3 +145,54 @@ class QLeakyRelu(_Rescale):
         below = _mbqm(v, ma, sa)
         return select(cmp("ge", v, Const(0, I32)), _mbqm(v, mi, si),
                       -below if neg else below, I32)
+
+
+@register
+class QRelu(_Rescale):
+    """TFLM's int16 RELU and RELU6 (activations.cc; zero points 0, as its Prepare requires
+    for RELU and TFLite's 16x8 writes). ``kind`` "relu": ReluQuantized, y = mbqm(x, M, S)
+    clamped to [0, 32767], M and S from the double of float32(x_scale / y_scale); "relu6":
+    Relu6Quantized, the input's codes clamped to [0, round(6 / x_scale)] (TFLM reads the
+    input's parameters only: the output's are taken to be the same)."""
+
+    name = "QRelu"
+    dtypes = ("int16",)
+
+    def reference(self, X: np.ndarray, X_scale: np.ndarray, X_zero_point: np.ndarray,
+                  Y_scale: np.ndarray, Y_zero_point: np.ndarray, *,
+                  kind: str = "relu") -> np.ndarray:
+        raise NotImplementedError
+
+    def check(self, node: Node, ins: Sequence[Value | None]) -> None:
+        super().check(node, ins)
+        x, yz = ins[0], ins[4]
+        assert x is not None and yz is not None
+        if x.type.dtype.name != "int16" or yz.type.dtype.name != "int16":
+            raise AotcError("X and Y must be int16", node.name, node.op)
+        p = unary_params(ins)
+        if p["zx"] or p["zy"]:
+            raise AotcError("int16 RELU/RELU6 needs zero points 0 (TFLite's 16x8)", node.name,
+                            node.op)
+        if node.attrs.get("kind", "relu") not in ("relu", "relu6"):
+            raise AotcError("kind must be relu or relu6", node.name, node.op)
+
+    @staticmethod
+    def _mult(p: dict[str, Any]) -> tuple[int, int]:
+        return qmath.quantize_multiplier(float(np.float32(p["sx"]) / np.float32(p["sy"])))
+
+    def bounds(self, p: dict[str, Any], attrs: dict[str, Any], lo: int, hi: int
+               ) -> tuple[int, int]:
+        if attrs.get("kind", "relu") == "relu6":  # FloatToQuantizedType<int16_t>(6, sx, 0)
+            six = float(np.float32(6.0) / np.float32(p["sx"]))
+            return max(lo, 0), min(hi, int(np.sign(six) * np.floor(abs(six) + 0.5)))
+        return max(lo, 0), hi
+
+    def scalar_ref(self, x: int, p: dict[str, Any], attrs: dict[str, Any]) -> int:
+        if attrs.get("kind", "relu") == "relu6":
+            return x
+        return qmath.mbqm(x, *self._mult(p))
+
+    def scalar_expr(self, v: Expr, p: dict[str, Any], attrs: dict[str, Any]) -> Expr:
+        if attrs.get("kind", "relu") == "relu6":
+            return v
+        return _mbqm(v, *self._mult(p))

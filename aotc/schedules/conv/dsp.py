@@ -55,7 +55,7 @@ def lower_conv_dsp(conv: Any, node: Node, kb: Any, X: Any, B: Any, arith: Any,
     flat = kb.knob(CONV.COLUMN, default=CONV.column_default(cg)) == "flat"
     length = cg * kprod
     q_len = -(-length // 2) if flat else -(-cg // 2) * kprod  # words per column
-    px, tw, full, rest = pixel_tiles(kb, npix, mg, CONV.dsp_pixels_default(kprod))
+    px, tw, full, rest = pixel_tiles(kb, npix, mg, CONV.dsp_pixels_default(kprod, flat))
     # Per group, tile after tile: pack_words of the tile's [cg, K, width] weights, so word
     # (cp * kprod + k) * half + jp of a tile pairs with column word cp * kprod + k.
     parts = []

@@ -53,15 +53,23 @@ PATH = knob("conv.path", ("simd", "scalar"), "simd",
 # lanes and the pointers fit the core registers (measured on KWS, 2 x 4 and 4 x 2 spill).
 PIXELS = knob("conv.pixels", (1, 2, 4), 2,
               "output pixels whose im2col columns are built together and share each weight "
-              "load (SIMD schedules); default 4 for 1x1 convs on the DSP extension")
+              "load (SIMD schedules); default 4 for 1x1 convs and flat columns (conv.column) "
+              "on the DSP extension")
 
 
-def dsp_pixels_default(taps: int) -> int:
+def dsp_pixels_default(taps: int, flat: bool = False) -> int:
     # The DSP schedule (cortex-m4f, aotc bench -Os), KWS's four 64 -> 64 pointwise convs:
     # 2 pixels 3.79 M instructions, 4 pixels 3.27 M (the 4 x 2 tile's 8 accumulators, its
     # two weight lanes, the activation pair and 3 pointers just fit); KWS's 10x4 first conv
-    # loses with 4 (0.74 M -> 0.79 M).
-    return 4 if taps == 1 else 2
+    # lost with 4 then (0.74 M -> 0.79 M; now, with its flat column: 545,196 -> 534,201).
+    # Flat columns (odd channel counts: the first convs of KWS, 1 channel, and of VWW and
+    # ResNet-8, 3), estimated cycles of that conv (bench/boards.py --int8 --verbose), 2 -> 4
+    # pixels: cortex-m4f KWS 672,856 -> 594,819, VWW 1,803,915 -> 1,723,169, ResNet-8
+    # 1,315,261 -> 1,219,062; cortex-m7 407,099 -> 414,041, 1,115,296 -> 1,089,234, 824,987
+    # -> 768,113; cortex-m33 576,691 -> 547,796, 1,531,251 -> 1,528,193, 1,123,324 ->
+    # 1,094,914 (the column's words shared by twice the pixels' MACs). 2 pixels x 4
+    # channels a tile: m4f 633,145 / 1,695,843, m7 420,068 / 1,097,152 (KWS / VWW).
+    return 4 if taps == 1 or flat else 2
 
 
 SIMD_TILE = knob("conv.simd_tile", (2, 4), 2,

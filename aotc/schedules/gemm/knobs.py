@@ -28,8 +28,8 @@ PATH = knob("gemm.path", ("simd", "scalar"), "simd",
             "the target's SIMD schedule (DSP dual MAC or Helium) where it applies, or the "
             "generic scalar one")
 SIMD_TILE = knob("gemm.simd_tile", (2, 4, 8), 4,
-                 "output columns per tile of the SIMD schedules; default 8 on the DSP "
-                 "extension for column counts that are multiples of 8, else 4")
+                 "output columns per tile of the SIMD schedules; default 4, and 8 on the DSP "
+                 "extension with gemm.dsp_k=2 for column counts that are multiples of 8")
 
 
 def dsp_simd_tile_default(columns: int) -> int:
@@ -41,6 +41,26 @@ def dsp_simd_tile_default(columns: int) -> int:
     # on m4f / m7 but 896 more on m33, VWW and streaming wakeword unchanged. Helium
     # (cortex-m55, AD) loses with 8: 89,183 -> 96,470.
     return 8 if columns % 8 == 0 else 4
+
+# Measured on the DSP extension, AD (all one-row int8 matmuls, K 640 / 128 / 8), estimated
+# cycles per inference (bench/boards.py --int8), k per step x columns per tile: cortex-m4f
+# 2 x 8 (the pairs, before) 678,728; 4 x 4 597,022, 8 x 4 557,819, 16 x 4 532,419, 8 x 2
+# 759,858, 16 x 2 661,180, 8 x 8 571,679, 4 x 8 556,031; cortex-m7 2 x 8 486,320, 8 x 4
+# 331,156, 16 x 4 333,022, 4 x 8 386,651; cortex-m33 2 x 8 578,742, 8 x 4 466,007, 16 x 4
+# 452,501, 4 x 8 513,542 (8 columns spill at -Os; 2 share each activation word less).
+DSP_K = knob("gemm.dsp_k", (2, 4, 8, 16), 16,
+             "k per loop step of the DSP extension's int8 matmul: 2 = words of two columns x "
+             "two k (one SMLAD each, activations loaded a byte at a time), 4 / 8 / 16 = words "
+             "of one column's four consecutive k against a word load of four activations (two "
+             "SMLADs each), 1, 2 or 4 such words per column a step; signed 8-bit activations "
+             "and K a multiple of 4, else 2")
+
+
+def dsp_quads_tile_default(columns: int) -> int:
+    # 4 columns a tile with gemm.dsp_k's quads (measured with it, above): 8 columns' eight
+    # accumulators, two activation pairs and the step's pointers spill at -Os.
+    return 4
+
 
 MVE_ORDER = knob("gemm.mve_order", ("pipelined", "ordered", "compiler"), "pipelined",
                  "Helium: each VMLADAVA of the SIMD tiles a scheduling barrier (vector loads "

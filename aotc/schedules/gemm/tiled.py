@@ -11,7 +11,7 @@ from typing import Any
 from aotc import dtypes
 from aotc.loops import dsp, mve
 from aotc.loops.builder import BufRef
-from aotc.loops.loop_ir import Const, Expr, Var, consecutive, vldm
+from aotc.loops.loop_ir import Const, Expr, Var, call, consecutive, vldm
 from aotc.schedules.gemm import knobs as GEMM
 
 
@@ -162,6 +162,44 @@ def tiled_dot_dsp(kb: Any, n_total: int, K: int, a_at: Callable[[Expr], Expr], w
 
     over_tiles(kb, n_total, tile, lambda n0, width, t: block(n0, width,
                                                                t * (pairs * (tile // 2))))
+
+
+def tiled_dot_dsp_quads(kb: Any, n_total: int, K: int, a_at: Callable[[Expr], Expr],
+                         words: BufRef, store: Callable[[Expr, Expr], None],
+                         init: Callable[[Expr], Expr], x_zp: int, tile: int, step: int) -> None:
+    """tiled_dot_dsp for signed 8-bit activations and K a multiple of 4: columns in tiles of
+    ``tile``, ``step`` k (a multiple of 4) per loop step; each 4 k one word load of the
+    activations (dsp.x_quad) and per column one word of its 4 weights (``words``: each tile's
+    dsp.pack_quads of its [K, width] slice, tile after tile), two SMLADs. Same int32 sums (the
+    four products in another order: integer sums, identical)."""
+    quads, per = K // 4, step // 4
+
+    def block(n0: Expr, width: int, base: Expr | int) -> None:
+        acc = kb.local_array(width, "acc", dtypes.int32)
+        for j in range(width):
+            kb.store(acc, [j], init(n0 + j))
+
+        def quad(q: Expr) -> None:
+            a = a_at(q * 4)
+            assert a.dtype.itemsize == 1 and a.dtype.is_signed, a.dtype
+            xa, xb = dsp.x_quad(kb.local(dsp.ld_word8(a), "xw", dtypes.int32), x_zp)
+            xa, xb = kb.local(xa, "xa", dtypes.int32), kb.local(xb, "xb", dtypes.int32)
+            for j in range(width):
+                w = kb.local(words.flat(base + q * width + j), "wq", dtypes.int32)
+                kb.store(acc, [j], call("smlad", call("sxtb16", w, dtype=dtypes.int32), xa,
+                                        acc[[j]], dtype=dtypes.int32))
+                kb.store(acc, [j], call("smlad", call("sxtb16_ror8", w, dtype=dtypes.int32),
+                                        xb, acc[[j]], dtype=dtypes.int32))
+
+        if quads // per:
+            with kb.loop(quads // per, "kq") as kq:
+                for u in range(per):
+                    quad(kq * per + u if per > 1 else kq)
+        for q in range(quads // per * per, quads):
+            quad(Const(q))
+        store_tile(kb, acc, n0, width, store, dtypes.int32)
+
+    over_tiles(kb, n_total, tile, lambda n0, width, t: block(n0, width, t * (quads * tile)))
 
 
 def tiled_dot_mve(kb: Any, n_total: int, K: int, a_at: Callable[[Expr], Expr], words: BufRef,
