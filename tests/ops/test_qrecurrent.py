@@ -14,8 +14,9 @@ against onnxruntime, on models quantised by onnxruntime.quantization itself:
   (the largest difference measured over these cases is 0.0043).
 
 Each test checks which kernel ran (the int8-weight one, or the float op where the pattern does
-not match), and the bundles run on the QEMU boards of AOTC_TEST_BOARDS too (cortex-m4f takes
-the DSP dual-MAC path of x.W), against the host build.
+not match); the bundles run on the QEMU boards of AOTC_TEST_BOARDS too, against the host
+build. test_dsp_path_cortex_m4f compiles --target cortex-m4f (x.W and h.R through the DSP dual
+MAC) and runs that bundle on the host and on the cortex-m4f board.
 """
 
 from __future__ import annotations
