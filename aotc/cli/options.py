@@ -31,8 +31,8 @@ def add_compile_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--input-shape", action="append", type=_shape_arg, default=[],
                    metavar="NAME=D0,D1,...", help="bind the shape of a graph input")
     p.add_argument("-p", "--passes", default=None,
-                   help="comma-separated passes to run (default: all: qdq,fold,fold-bn,views,dce,"
-                        "fuse)")
+                   help="comma-separated passes to run (default: all: qdq,qrecurrent,fold,"
+                        "fold-bn,views,dce,fuse)")
     p.add_argument("--planner", default="best", help="memory planner algorithm (default best)")
     p.add_argument("--no-inplace", action="store_true", help="disable in-place buffer reuse")
     p.add_argument("--io-in-arena", action="store_true",

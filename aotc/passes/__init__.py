@@ -31,11 +31,14 @@ def default_pipeline(requant: str = "tflite") -> list[Pass]:
     from aotc.passes.fold_constants import fold_constants
     from aotc.passes.fuse import fuse
     from aotc.passes.qdq import qdq
+    from aotc.passes.qrecurrent import qrecurrent
     from aotc.passes.views import views
 
     return [
         Pass("qdq", in_bodies(partial(qdq, mode=requant)),
              "DequantizeLinear -> op -> QuantizeLinear into integer kernels"),
+        Pass("qrecurrent", qrecurrent,
+             "RNN/GRU/LSTM with DequantizeLinear int8 W and R into int8-weight kernels"),
         Pass("fold", fold_constants, "evaluate every weight-only subgraph at compile time"),
         Pass("fold-bn", fold_batchnorm, "fold BatchNormalization into the preceding Conv/Gemm"),
         Pass("views", views, "drop Identity/Dropout; collapse chains of reshapes"),
@@ -44,7 +47,7 @@ def default_pipeline(requant: str = "tflite") -> list[Pass]:
     ]
 
 
-PASS_NAMES = ("qdq", "fold", "fold-bn", "views", "dce", "fuse")
+PASS_NAMES = ("qdq", "qrecurrent", "fold", "fold-bn", "views", "dce", "fuse")
 
 
 def run_pipeline(g: Graph, passes: list[Pass], verify: bool = False,

@@ -240,15 +240,17 @@ class _Recurrent(OpDef):
         raise NotImplementedError
 
     # ------------------------------------------------------------------ lowering
-    def lower(self, node: Node, kb: Any) -> None:
+    def lower(self, node: Node, kb: Any, make_ctx: Callable[..., _Ctx] | None = None) -> None:
+        """``make_ctx`` (the integer-weight forms, qrecurrent.py): builds the per-step context
+        in place of _Ctx, from the same arguments."""
         ins: list[BufRef | None] = list(kb.inputs) + [None] * 8
         X, W, R = ins[0], ins[1], ins[2]
         assert X is not None and W is not None and R is not None
-        s, b, i_sz, h = self._dims(node, X.shape, R.shape)
+        s, b, i_sz, h = self._dims(node, X.shape, self._r_shape(R.shape))
         nd = self._dirs(node)
         acts = self._acts(node, nd)
         layout = int(node.attrs.get("layout", 0) or 0)
-        f32 = X.dtype
+        f32 = X.dtype if X.dtype.is_float else dtypes.float32  # int8 X: qrecurrent.py
         outs = list(kb.outputs) + [None] * 3
         Hs = kb.scratch_buffer("h", f32, (nd, b, h))
         Cs = kb.scratch_buffer("c", f32, (nd, b, h)) if self.n_gates == 4 else None
@@ -270,8 +272,9 @@ class _Recurrent(OpDef):
             with kb.loop(s, "t") as t:
                 tt = (s - 1) - t if rev else t
                 with kb.loop(b, "b") as bb:
-                    ctx = _Ctx(kb, f32, X, W, R, ins[3], ins[7], Hs, Cs, G, d, tt, bb, layout,
-                               i_sz, h, self.n_gates, clip)
+                    ctx = (make_ctx or _Ctx)(kb, f32, X, W, R, ins[3], ins[7], Hs, Cs, G, d,
+                                             tt, bb, layout, i_sz, h, self.n_gates, clip)
+                    ctx.begin()
                     self._step(node, ctx, acts[d])
                     if outs[0] is not None:
                         with kb.loop(h, "j") as j:
@@ -281,6 +284,10 @@ class _Recurrent(OpDef):
             if k < len(kb.outputs) and outs[k] is not None and buf is not None:
                 with kb.loops((nd, b, h), ("d", "b", "j")) as (d, bb, j):
                     kb.store_output(state_idx(d, bb, j), buf[d, bb, j], out=k)
+
+    def _r_shape(self, shape: Sequence[int]) -> Sequence[int]:
+        """R's shape as [nd, gates * hidden, hidden] (qrecurrent.py's transposed R)."""
+        return shape
 
     def _step(self, node: Node, c: _Ctx, acts: list[Act]) -> None:
         raise NotImplementedError
@@ -296,6 +303,9 @@ class _Ctx:
         self.kb, self.f32, self.X, self.W, self.R, self.B, self.P = kb, f32, X, W, R, B, P
         self.Hs, self.Cs, self.G, self.d, self.tt, self.b = Hs, Cs, G, d, tt, b
         self.layout, self.i_sz, self.h, self.n_gates, self.clip = layout, i_sz, h, n_gates, clip
+
+    def begin(self) -> None:
+        """Work before the step's gates (the integer forms compute x.W here)."""
 
     def x(self, k: Expr) -> Expr:
         return self.X[[self.b, self.tt, k] if self.layout else [self.tt, self.b, k]]
