@@ -47,8 +47,9 @@ def main() -> int:
     p.add_argument("--format", choices=("onnx", "tflite"), default="onnx",
                    help="seed models and mutations: onnx (default) or tflite")
     p.add_argument("--replay", type=Path, default=None, metavar="DIR",
-                   help="run every case directory (holding model.onnx or model.tflite) under DIR through the "
-                        "oracle and print its outcome, e.g. to check a fix of a finding")
+                   help="run every case directory (holding model.onnx or model.tflite) under DIR "
+                        "through the oracle and print its outcome, e.g. to check a fix of a "
+                        "finding")
     args = p.parse_args()
     if args.replay is not None:
         return replay(args.replay, args.timeout)

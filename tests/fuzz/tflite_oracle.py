@@ -2,9 +2,10 @@
 (fuzz_oracle.py dispatches on the file name).
 
 aotc compiles the model through the real CLI. A refusal must be exactly one line
-``aotc: error: ...`` (exit 2): "user-error", never a finding. A model aotc accepts must build
-with -Werror and, on seeded random inputs (int8/uint8/int16 over their whole range, floats
-uniform in [-3, 3], other integers in [-10, 10]), give:
+``aotc: error: ...`` (exit 2), or the importer's listing of operators it cannot convert (a
+header line and one line per operator): "user-error", never a finding. A model aotc accepts
+must build with -Werror and, on seeded random inputs (int8/uint8/int16 over their whole range,
+floats uniform in [-3, 3], other integers in [-10, 10]), give:
 
 * TFLM's outputs, when TFLM's Python interpreter accepts and runs the model ("ok-tflm");
   integer and bool outputs bit-exact, float outputs within rtol 1e-3, atol 1e-4 with NaN in the
@@ -166,6 +167,17 @@ def compare_tflite(got: list[np.ndarray], want: list[np.ndarray], lsb: int, who:
     return ""
 
 
+def listing(lines: list[str]) -> bool:
+    """The importer's refusal of operators it cannot convert: one header line 'N operator(s)
+    cannot be converted' and then exactly N lines, one per operator (aotc.errors details)."""
+    import re
+
+    m = re.match(r"aotc: error: .*: (\d+) operator\(s\) cannot be converted .*:$", lines[0]) \
+        if lines else None
+    return bool(m) and len(lines) == 1 + int(m.group(1)) and all(
+        ln.startswith("aotc: error:   operator ") for ln in lines[1:])
+
+
 def run_case(case_dir: Path, input_seed: int, emit: Any) -> dict[str, Any]:
     """One .tflite case; ``emit(dict)`` reports progress."""
     from aotc.errors import AotcError
@@ -179,6 +191,8 @@ def run_case(case_dir: Path, input_seed: int, emit: Any) -> dict[str, Any]:
     if rc == 2:
         if len(lines) == 1 and lines[0].startswith("aotc: error: "):
             return {"outcome": "user-error", "message": lines[0]}
+        if listing(lines):
+            return {"outcome": "user-error", "message": _line(" | ".join(lines[:3]))}
         return {"outcome": "multi-line-error", "message": _line(" | ".join(lines[:4]))}
     if rc != 0:
         lines.sort(key=lambda ln: not ln.startswith("aotc: "))

@@ -88,6 +88,6 @@ def _builders() -> dict[str, Callable[[], bytes]]:
 SEEDS = _builders()
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def seed_bytes(name: str) -> bytes:
     return SEEDS[name]()

@@ -20,6 +20,12 @@ def _opts(op: Any, cls: str) -> Any:
     t = op.BuiltinOptions()
     if t is None:
         return None
+    tag = op.BuiltinOptionsType()
+    if tag != getattr(tflite.BuiltinOptions, cls):
+        from aotc.frontend.tflite.validate import _option_classes
+
+        raise AotcError(f"builtin options of type {_option_classes().get(tag, tag)}; the "
+                        f"operator takes {cls}")
     o = getattr(tflite, cls)()
     o.Init(t.Bytes, t.Pos)
     return o

@@ -37,6 +37,7 @@ from aotc.errors import AotcError
 from aotc.frontend.tflite.builder import Builder
 from aotc.frontend.tflite.builtins import CONVERTERS, TYPES
 from aotc.frontend.tflite.fold import try_fold
+from aotc.frontend.tflite.validate import check_shapes, validate
 
 # TFLite TensorType codes -> names.
 TYPE_NAMES = {0: "float32", 1: "float16", 2: "int32", 3: "uint8", 4: "int64", 5: "string",
@@ -104,6 +105,12 @@ def convert(data: bytes, fname: str = "model.tflite") -> onnx.ModelProto:
         if idx >= len(codes):
             raise AotcError(f"{fname}: operator {i} has opcode index {idx} beyond the table")
         used.append(codes[idx])
+    try:
+        validate(model, sub, used)
+    except AotcError:
+        raise
+    except Exception as e:  # a table the accessors cannot read
+        raise AotcError(f"{fname} is not a valid TFLite flatbuffer ({type(e).__name__})") from None
     problems = [line for i in range(sub.OperatorsLength())
                 if (line := _check(sub, i, used[i])) is not None]
     if problems:
@@ -129,11 +136,13 @@ def convert(data: bytes, fname: str = "model.tflite") -> onnx.ModelProto:
             raise AotcError(f"malformed operator ({type(e).__name__}: {e})",
                             _safe(b.node_name, op), used[i]) from None
     try:
-        return b.finish()
+        m = b.finish()
     except AotcError:
         raise
     except Exception as e:
         raise AotcError(f"{fname}: malformed graph outputs ({type(e).__name__}: {e})") from None
+    check_shapes(b, sub, m)
+    return m
 
 
 def _safe(fn: Any, *args: Any) -> str:

@@ -1,0 +1,242 @@
+"""Checks of a .tflite model's structure before it is converted (importer.convert calls
+``validate``): what TFLite's schema forbids, or what TFLM and LiteRT read differently from each
+other, is refused with one line naming the operator (index and builtin) or tensor and the
+reason, so that aotc never computes a third answer.
+
+* operator codes: ``deprecated_builtin_code`` and ``builtin_code`` must agree (equal; or an old
+  model's 0 with a code below 127; or the placeholder 127 with a code of 127 and above);
+* builtin options: a table with a ``padding`` field holds SAME or VALID; a fused activation is
+  NONE, RELU, RELU_N1_TO_1 or RELU6 for the operators that clamp their output with it (TFLM and
+  LiteRT ignore TANH and SIGN_BIT there); the table's type must be the one the converter reads
+  (helpers._opts checks the union's tag);
+* tensors: operator and subgraph tensor indices in range (-1 only for an optional operator
+  input), buffer indices in range, a variable tensor has no constant data, a constant's data
+  is as long as its shape and type say;
+* quantisation: scales finite and positive, as many zero points as scales, per-channel
+  parameters along an existing dimension of the size of their count;
+* the int32 bias of an int8 CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED or TRANSPOSE_CONV has
+  the scale input scale x weight scale (TFLM assumes it and does not read the bias's own).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from aotc.errors import AotcError
+
+PLACEHOLDER = 127  # BuiltinOperator.PLACEHOLDER_FOR_GREATER_OP_CODES
+# Options tables whose fused activation clamps the output (TFLM's CalculateActivationRange).
+CLAMPING = {"Conv2DOptions", "DepthwiseConv2DOptions", "FullyConnectedOptions",
+            "Pool2DOptions", "AddOptions", "SubOptions", "MulOptions", "DivOptions",
+            "ConcatenationOptions", "TransposeConvOptions", "L2NormOptions", "Conv3DOptions"}
+ACTIVATIONS = {0: "NONE", 1: "RELU", 2: "RELU_N1_TO_1", 3: "RELU6", 4: "TANH", 5: "SIGN_BIT"}
+# TFLite type code -> bytes per element (int4: two per byte, counted apart).
+ITEMSIZE = {0: 4, 1: 2, 2: 4, 3: 1, 4: 8, 6: 1, 7: 2, 9: 1, 10: 8, 12: 8, 15: 4, 16: 2, 18: 2}
+# (builtin, bias input index, weight input index, data input index)
+BIASED = {"CONV_2D": (2, 1, 0), "DEPTHWISE_CONV_2D": (2, 1, 0), "FULLY_CONNECTED": (2, 1, 0),
+          "TRANSPOSE_CONV": (3, 1, 2)}
+
+
+def _err(i: int, name: str, reason: str) -> AotcError:
+    return AotcError(f"operator {i} {name}: {reason}")
+
+
+def _option_classes() -> dict[int, str]:
+    import tflite
+
+    return {v: k for k, v in vars(tflite.BuiltinOptions).items()
+            if not k.startswith("_") and isinstance(v, int)}
+
+
+def options_table(op: Any) -> tuple[str, Any] | None:
+    """(class name, table) of an operator's builtin options, as its union tag says."""
+    import tflite
+
+    t = op.BuiltinOptions()
+    name = _option_classes().get(op.BuiltinOptionsType())
+    if t is None or name is None or not hasattr(tflite, name):
+        return None
+    o = getattr(tflite, name)()
+    o.Init(t.Bytes, t.Pos)
+    return name, o
+
+
+def check_codes(model: Any, sub: Any, used: list[str]) -> None:
+    from tflite.utils import BUILTIN_OPCODE2NAME
+
+    def nm(c: int) -> str:
+        return BUILTIN_OPCODE2NAME.get(c, f"code {c}")
+
+    for i in range(sub.OperatorsLength()):
+        oc = model.OperatorCodes(sub.Operators(i).OpcodeIndex())
+        dep, new = oc.DeprecatedBuiltinCode(), oc.BuiltinCode()
+        if dep == new or (new == 0 and 0 <= dep < PLACEHOLDER) or (
+                dep == PLACEHOLDER and new >= PLACEHOLDER):
+            continue
+        raise _err(i, used[i], f"deprecated_builtin_code {dep} ({nm(dep)}) and builtin_code {new} "
+                        f"({nm(new)}) disagree (TFLite's schema: equal, or the placeholder "
+                        f"127 for codes above 127)")
+
+
+def check_options(sub: Any, used: list[str]) -> None:
+    for i in range(sub.OperatorsLength()):
+        op = sub.Operators(i)
+        try:
+            got = options_table(op)
+        except Exception:  # noqa: BLE001 - a malformed table is reported when converted
+            continue
+        if got is None:
+            continue
+        name, o = got
+        if hasattr(o, "Padding") and o.Padding() not in (0, 1):
+            raise _err(i, used[i], f"{name}.padding is {o.Padding()} (TFLite has SAME 0 and "
+                                   f"VALID 1)")
+        if hasattr(o, "FusedActivationFunction"):
+            act = o.FusedActivationFunction()
+            if act not in ACTIVATIONS:
+                raise _err(i, used[i], f"{name}.fused_activation_function is {act}, not a "
+                                       f"TFLite activation")
+            if name in CLAMPING and act > 3:
+                raise _err(i, used[i], f"fused activation {ACTIVATIONS[act]} is not supported "
+                                       f"(TFLM and LiteRT ignore it; only NONE, RELU, "
+                                       f"RELU_N1_TO_1 and RELU6 clamp the output)")
+
+
+def _elements(shape: list[int]) -> int | None:
+    if any(d < 0 for d in shape):
+        return None
+    return int(np.prod(shape, dtype=np.int64))
+
+
+def check_tensors(model: Any, sub: Any, used: list[str]) -> None:
+    n_t, n_b = sub.TensorsLength(), model.BuffersLength()
+    for side, get, count in (("input", sub.Inputs, sub.InputsLength()),
+                             ("output", sub.Outputs, sub.OutputsLength())):
+        for k in range(count):
+            if not 0 <= get(k) < n_t:
+                raise AotcError(f"subgraph {side} {k} is tensor {get(k)}, beyond the "
+                                f"{n_t} tensors")
+    for i in range(sub.OperatorsLength()):
+        op = sub.Operators(i)
+        for side, get, count in (("input", op.Inputs, op.InputsLength()),
+                                 ("output", op.Outputs, op.OutputsLength())):
+            for k in range(count):
+                t = get(k)
+                if (t == -1 and side == "input") or 0 <= t < n_t:
+                    continue
+                raise _err(i, used[i], f"{side} {k} is tensor {t}, beyond the {n_t} tensors")
+    for j in range(n_t):
+        t = sub.Tensors(j)
+        name = (t.Name() or b"").decode("utf-8", "replace")
+        where = f"tensor {j} {name!r}"
+        if not 0 <= t.Buffer() < n_b:
+            raise AotcError(f"{where}: buffer {t.Buffer()} beyond the {n_b} buffers")
+        buf = model.Buffers(t.Buffer())
+        size = buf.DataLength() if buf is not None else 0
+        if size == 0 and buf is not None and buf.Offset() > 1:
+            size = int(buf.Size())
+        if size and t.IsVariable():
+            raise AotcError(f"{where}: a variable tensor with constant data (TFLM and LiteRT "
+                            f"differ on which value it starts from)")
+        shape = [int(d) for d in t.ShapeAsNumpy()] if t.ShapeLength() else []
+        n = _elements(shape)
+        if size and n is not None and t.Type() in ITEMSIZE and t.Sparsity() is None \
+                and n * ITEMSIZE[t.Type()] != size:
+            raise AotcError(f"{where}: {size} bytes of data for shape {shape} of "
+                            f"{n * ITEMSIZE[t.Type()]} bytes")
+        _check_quant(t, where, shape)
+
+
+def _check_quant(t: Any, where: str, shape: list[int]) -> None:
+    q = t.Quantization()
+    if q is None or q.ScaleLength() == 0:
+        return
+    scale = q.ScaleAsNumpy()
+    zps = q.ZeroPointLength()
+    if not np.all(np.isfinite(scale)) or np.any(scale <= 0):
+        bad = scale[~(np.isfinite(scale) & (scale > 0))][0]
+        raise AotcError(f"{where}: quantisation scale {bad} (must be finite and positive)")
+    if zps != len(scale):
+        raise AotcError(f"{where}: {len(scale)} quantisation scales and {zps} zero points")
+    if len(scale) > 1:
+        ax = q.QuantizedDimension()
+        if not 0 <= ax < len(shape) or shape[ax] != len(scale):
+            raise AotcError(f"{where}: {len(scale)} per-channel scales along dimension {ax} "
+                            f"of shape {shape}")
+
+
+def check_bias(sub: Any, used: list[str]) -> None:
+    """TFLM's int8 kernels requantise with input scale x weight scale and never read the bias
+    scale: a bias of another scale would give a third answer."""
+    for i in range(sub.OperatorsLength()):
+        if used[i] not in BIASED:
+            continue
+        op = sub.Operators(i)
+        bi, wi, xi = BIASED[used[i]]
+        if op.InputsLength() <= max(bi, wi, xi):
+            continue
+        tb, tw, tx = (op.Inputs(bi), op.Inputs(wi), op.Inputs(xi))
+        if min(tb, tw, tx) < 0:
+            continue
+        b, w, x = (sub.Tensors(tb), sub.Tensors(tw), sub.Tensors(tx))
+        qs = [t.Quantization() for t in (b, w, x)]
+        if any(q is None or q.ScaleLength() == 0 for q in qs) or b.Type() != 2:  # int32 bias
+            continue
+        sb, sw, sx = (q.ScaleAsNumpy().astype(np.float64) for q in qs)
+        if len(sx) != 1 or (len(sb) not in (1, len(sw)) and len(sw) != 1):
+            raise _err(i, used[i], f"the bias has {len(sb)} scales for {len(sw)} weight "
+                                   f"scales")
+        sb, want = np.broadcast_arrays(sb, sx[0] * sw)
+        if not np.allclose(sb, want, rtol=1e-3, atol=0):
+            raise AotcError("the bias scale is not input scale x weight scale (TFLM assumes "
+                            "it is)")
+
+
+def validate(model: Any, sub: Any, used: list[str]) -> None:
+    check_codes(model, sub, used)
+    check_tensors(model, sub, used)
+    check_options(sub, used)
+    check_bias(sub, used)
+
+
+def check_shapes(b: Any, sub: Any, m: Any) -> None:
+    """Every operator output's declared shape is the one its operator computes (ONNX shape
+    inference of the converted graph, strict, with the declared shapes as value_info): TFLM
+    uses the declared shape of an intermediate tensor, LiteRT recomputes it, so a model where
+    the two differ has no single answer."""
+    import onnx
+    from onnx import helper, shape_inference
+
+    from aotc.frontend.tflite.builder import TO_NCHW
+
+    outs = {int(sub.Operators(i).Outputs(k)) for i in range(sub.OperatorsLength())
+            for k in range(sub.Operators(i).OutputsLength())}
+    graph_names = {o for n in m.graph.node for o in n.output}
+    known = {o.name for o in m.graph.output}
+    extra = []
+    for (t, layout), name in b.names.items():
+        if t not in outs or layout not in ("nhwc", "nchw") or name not in graph_names \
+                or name in known:
+            continue
+        shape = list(b.shape(t))
+        if any(d <= 0 for d in shape):
+            continue
+        if layout == "nchw":
+            if len(shape) != 4:
+                continue
+            shape = [shape[p] for p in TO_NCHW]
+        dt = helper.np_dtype_to_tensor_dtype(b.declared(t))
+        extra.append(helper.make_tensor_value_info(name, dt, shape))
+    probe = onnx.ModelProto()
+    probe.CopyFrom(m)
+    probe.graph.value_info.extend(extra)
+    try:
+        shape_inference.infer_shapes(probe, strict_mode=True)
+    except shape_inference.InferenceError as e:
+        text = " ".join(str(e).split())
+        if "existing shape differ" not in text and "rank" not in text.lower():
+            return  # an operator ONNX cannot infer: no verdict
+        raise AotcError(f"a tensor's declared shape differs from the one its operator "
+                        f"computes ({text[:240]})") from None
