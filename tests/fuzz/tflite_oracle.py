@@ -13,6 +13,9 @@ floats uniform in [-3, 3], other integers in [-10, 10]), give:
 * otherwise (TFLM refuses it) LiteRT's reference-kernel outputs ("ok-litert"): the same rule,
   except 8-bit outputs of quantised models may differ by 1 (LiteRT's reference kernels round
   some requantisations differently from TFLM, whose arithmetic aotc follows);
+* FLT_MAX_RULE: a float reference output of +-FLT_MAX where aotc gives an infinity of the same
+  sign counts as equal (TFLite's float kernels clamp to the activation range, which is
+  [-FLT_MAX, FLT_MAX] for NONE; aotc does not clamp, so as not to change every float kernel);
 * when both references refuse the model, aotc must refuse it too: a bundle is
   "accepted-invalid" (never a third answer).
 
@@ -156,6 +159,10 @@ def compare_tflite(got: list[np.ndarray], want: list[np.ndarray], lsb: int, who:
         g, w = g.reshape(-1), w.reshape(-1)
         if w.dtype.kind == "f":
             ok = np.isclose(g, w, rtol=RTOL, atol=ATOL, equal_nan=True)
+            # FLT_MAX_RULE: TFLM's and LiteRT's float kernels clamp to the activation range,
+            # [-FLT_MAX, FLT_MAX] for NONE, where aotc's C keeps an infinity.
+            big = np.finfo(w.dtype).max
+            ok |= (np.abs(w) == big) & np.isinf(g) & (np.sign(g) == np.sign(w))
         elif w.dtype.kind in "iu" and w.dtype.itemsize == 1 and lsb:
             ok = np.abs(g.astype(np.int32) - w.astype(np.int32)) <= lsb
         else:

@@ -39,6 +39,41 @@ BIASED = {"CONV_2D": (2, 1, 0), "DEPTHWISE_CONV_2D": (2, 1, 0), "FULLY_CONNECTED
           "TRANSPOSE_CONV": (3, 1, 2)}
 
 
+_UNARY = ("SOFTMAX", "LOGISTIC", "TANH", "RELU", "RELU6", "RELU_N1_TO_1", "RELU_0_TO_1",
+          "HARD_SWISH", "LEAKY_RELU", "ELU", "ABS", "NEG", "EXP", "LOG", "SQRT", "RSQRT",
+          "SQUARE", "SIN", "COS", "FLOOR", "CEIL", "ROUND", "SIGN", "LOG_SOFTMAX", "QUANTIZE",
+          "DEQUANTIZE", "L2_NORMALIZATION", "GELU", "AVERAGE_POOL_2D", "MAX_POOL_2D",
+          "L2_POOL_2D", "SQUEEZE", "LOGICAL_NOT", "ZEROS_LIKE", "CAST", "SHAPE")
+_BINARY = ("ADD", "SUB", "MUL", "DIV", "MAXIMUM", "MINIMUM", "SQUARED_DIFFERENCE", "POW",
+           "FLOOR_DIV", "FLOOR_MOD", "PRELU", "MEAN", "SUM", "REDUCE_MAX", "REDUCE_MIN",
+           "REDUCE_PROD", "REDUCE_ANY", "REDUCE_ALL", "PAD", "TRANSPOSE", "GATHER", "GATHER_ND",
+           "EXPAND_DIMS", "TILE", "RESIZE_BILINEAR", "RESIZE_NEAREST_NEIGHBOR", "BATCH_MATMUL",
+           "MIRROR_PAD", "ARG_MAX", "ARG_MIN", "EQUAL", "NOT_EQUAL", "LESS", "LESS_EQUAL",
+           "GREATER", "GREATER_EQUAL", "LOGICAL_AND", "LOGICAL_OR", "SPACE_TO_BATCH_ND",
+           "BATCH_TO_SPACE_ND", "BROADCAST_TO", "CUMSUM", "EMBEDDING_LOOKUP", "FILL")
+# builtin -> (fewest inputs, most inputs, outputs): TFLM's and LiteRT's kernels check these
+# counts (NumInputs / NumOutputs); -1 (no tensor) only as an input past the fewest.
+ARITY: dict[str, tuple[int, int, int | None]] = {
+    **{k: (1, 1, 1) for k in _UNARY}, **{k: (2, 2, 1) for k in _BINARY},
+    "CONV_2D": (2, 3, 1), "DEPTHWISE_CONV_2D": (2, 3, 1), "FULLY_CONNECTED": (2, 3, 1),
+    "TRANSPOSE_CONV": (3, 4, 1), "RESHAPE": (1, 2, 1), "PADV2": (2, 3, 1),
+    "STRIDED_SLICE": (4, 4, 1), "SLICE": (3, 3, 1), "SPLIT": (2, 2, None),
+    "SPLIT_V": (3, 3, None), "SELECT_V2": (3, 3, 1), "SVDF": (4, 5, 1),
+    "DEPTH_TO_SPACE": (1, 1, 1), "SPACE_TO_DEPTH": (1, 1, 1), "REVERSE_V2": (2, 2, 1),
+}
+# Builtins whose outputs have the type of their data input (KIND_FROM's operand): TFLM's and
+# LiteRT's kernels refuse another output type.
+SAME_TYPE = {"CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "TRANSPOSE_CONV",
+             "CONCATENATION", "ADD", "SUB", "MUL", "DIV", "MAXIMUM", "MINIMUM",
+             "AVERAGE_POOL_2D", "MAX_POOL_2D", "L2_POOL_2D", "RESHAPE", "SQUEEZE", "TRANSPOSE",
+             "PAD", "PADV2", "MEAN", "SUM", "REDUCE_MAX", "REDUCE_MIN", "SOFTMAX", "LOGISTIC",
+             "TANH", "RELU", "RELU6", "LEAKY_RELU", "HARD_SWISH", "STRIDED_SLICE", "SLICE",
+             "SPLIT", "SPLIT_V", "PACK", "UNPACK", "GATHER", "EXPAND_DIMS", "TILE",
+             "RESIZE_BILINEAR", "RESIZE_NEAREST_NEIGHBOR", "BATCH_MATMUL", "PRELU",
+             "SQUARED_DIFFERENCE", "ELU", "ABS", "NEG", "EXP", "LOG", "SQRT", "RSQRT",
+             "MIRROR_PAD", "DEPTH_TO_SPACE", "SPACE_TO_DEPTH", "LOG_SOFTMAX", "SVDF"}
+
+
 def _err(i: int, name: str, reason: str) -> AotcError:
     return AotcError(f"operator {i} {name}: {reason}")
 
@@ -167,6 +202,38 @@ def _check_quant(t: Any, where: str, shape: list[int]) -> None:
                             f"of shape {shape}")
 
 
+def check_operands(sub: Any, used: list[str]) -> None:
+    from aotc.frontend.tflite.importer import KIND_FROM
+
+    for i in range(sub.OperatorsLength()):
+        name = used[i]
+        op = sub.Operators(i)
+        ins = [int(op.Inputs(k)) for k in range(op.InputsLength())]
+        outs = [int(op.Outputs(k)) for k in range(op.OutputsLength())]
+        if name in ARITY:
+            lo, hi, n_out = ARITY[name]
+            if not lo <= len(ins) <= hi:
+                raise _err(i, name, f"{len(ins)} inputs; {name} takes "
+                                    f"{lo if lo == hi else f'{lo} to {hi}'}")
+            if -1 in ins[:lo]:
+                raise _err(i, name, f"input {ins.index(-1)} is missing (-1)")
+            if n_out is not None and len(outs) != n_out:
+                raise _err(i, name, f"{len(outs)} outputs; {name} has {n_out}")
+        if name in SAME_TYPE:
+            side, k = KIND_FROM.get(name, ("in", 0))
+            if side != "in" or k >= len(ins) or ins[k] < 0:
+                continue
+            want = sub.Tensors(ins[k]).Type()
+            for j, t in enumerate(outs):
+                if t >= 0 and sub.Tensors(t).Type() != want:
+                    from aotc.frontend.tflite.importer import TYPE_NAMES
+
+                    got = sub.Tensors(t).Type()
+                    raise _err(i, name, f"output {j} is {TYPE_NAMES.get(got, got)}, its input "
+                                        f"{k} {TYPE_NAMES.get(want, want)} (TFLM and LiteRT "
+                                        f"require the same type)")
+
+
 def check_bias(sub: Any, used: list[str]) -> None:
     """TFLM's int8 kernels requantise with input scale x weight scale and never read the bias
     scale: a bias of another scale would give a third answer."""
@@ -198,6 +265,7 @@ def validate(model: Any, sub: Any, used: list[str]) -> None:
     check_codes(model, sub, used)
     check_tensors(model, sub, used)
     check_options(sub, used)
+    check_operands(sub, used)
     check_bias(sub, used)
 
 
