@@ -98,6 +98,15 @@ def options_table(op: Any) -> tuple[str, Any] | None:
     return name, o
 
 
+def _raw_builtin_code(oc: Any) -> int:
+    """The builtin_code field as stored (the ``tflite`` package's BuiltinCode() returns the
+    deprecated code in its place when the field is below 127)."""
+    import flatbuffers
+
+    o = oc._tab.Offset(10)
+    return int(oc._tab.Get(flatbuffers.number_types.Int32Flags, o + oc._tab.Pos)) if o else 0
+
+
 def check_codes(model: Any, sub: Any, used: list[str]) -> None:
     from tflite.utils import BUILTIN_OPCODE2NAME
 
@@ -106,7 +115,7 @@ def check_codes(model: Any, sub: Any, used: list[str]) -> None:
 
     for i in range(sub.OperatorsLength()):
         oc = model.OperatorCodes(sub.Operators(i).OpcodeIndex())
-        dep, new = oc.DeprecatedBuiltinCode(), oc.BuiltinCode()
+        dep, new = oc.DeprecatedBuiltinCode(), _raw_builtin_code(oc)
         if dep == new or (new == 0 and 0 <= dep < PLACEHOLDER) or (
                 dep == PLACEHOLDER and new >= PLACEHOLDER):
             continue

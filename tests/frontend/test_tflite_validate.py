@@ -1,0 +1,185 @@
+"""The validation step of the TFLite importer (aotc/frontend/tflite/validate.py): findings of
+the .tflite fuzzer (scripts/fuzz.py --format tflite), each a model aotc used to compile to
+outputs that differ from TFLM's (or from both references'). Each test edits a valid model the
+way the fuzzer did, shows what the references make of it (TFLM ignores the edit, TFLM and
+LiteRT disagree, or both refuse), and checks that aotc now refuses it with one line naming the
+operator (index and builtin) or tensor and the reason.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import flatbuffers
+import numpy as np
+import pytest
+from ai_edge_litert import schema_py_generated as S
+from test_tflite_uint8 import SPECS
+from tflite_builder import float_and_int8, interpret, interpret_tflm
+
+from aotc.cli import main as cli_main
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fuzz"))
+from tflite_oracle import in_child  # noqa: E402 - references in a forked child: a malformed
+                                    # model may crash them
+
+
+def _model(name: str, kind: str) -> tuple[Any, list[np.ndarray]]:
+    spec, shapes = SPECS[name]
+    data, xs = float_and_int8(spec, shapes)[kind]
+    return S.ModelT.InitFromPackedBuf(data, 0), xs
+
+
+def _pack(m: Any) -> bytes:
+    b = flatbuffers.Builder(1024)
+    b.Finish(m.Pack(b), file_identifier=b"TFL3")
+    return bytes(b.Output())
+
+
+def _refused(data: bytes, tmp_path, capsys) -> str:
+    path = tmp_path / "model.tflite"
+    path.write_bytes(data)
+    rc = cli_main(["compile", str(path), "-o", str(tmp_path / "b")])
+    err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
+    assert rc == 2 and len(err) == 1 and err[0].startswith("aotc: error: "), (rc, err)
+    return err[0]
+
+
+def _tflm(data: bytes, xs: list[np.ndarray]) -> np.ndarray | None:
+    """TFLM's first output, None when it refuses (or crashes on) the model."""
+    ok, out = in_child(lambda: interpret_tflm(data, xs)[0])
+    return out if ok else None
+
+
+def _litert(data: bytes, xs: list[np.ndarray]) -> np.ndarray | None:
+    ok, out = in_child(lambda: interpret(data, xs)[0][0])
+    return out if ok else None
+
+
+def test_fused_tanh_on_conv_is_refused(tmp_path, capsys):
+    """CONV_2D with fused activation TANH: TFLM and LiteRT ignore it (the output equals the
+    model's with NONE); aotc used to apply tanh."""
+    for kind in ("float", "int8"):
+        m, xs = _model("CONV_2D", kind)
+        m.subgraphs[0].operators[0].builtinOptions.fusedActivationFunction = \
+            S.ActivationFunctionType.NONE
+        plain = _pack(m)
+        m.subgraphs[0].operators[0].builtinOptions.fusedActivationFunction = \
+            S.ActivationFunctionType.TANH
+        tanh = _pack(m)
+        np.testing.assert_array_equal(interpret_tflm(tanh, xs)[0], interpret_tflm(plain, xs)[0])
+        np.testing.assert_array_equal(interpret(tanh, xs)[0][0], interpret(plain, xs)[0][0])
+        line = _refused(tanh, tmp_path, capsys)
+        assert "operator 0 CONV_2D" in line and "TANH" in line, line
+
+
+@pytest.mark.parametrize("how", ["tag", "table"])
+def test_options_of_the_wrong_type_are_refused(how, tmp_path, capsys):
+    """A Pool2DOptions union tag on CONV_2D's Conv2DOptions table (TFLM reads the table as
+    Pool2DOptions), or a table of another type."""
+    m, xs = _model("CONV_2D", "int8")
+    op = m.subgraphs[0].operators[0]
+    if how == "tag":
+        op.builtinOptionsType = S.BuiltinOptions.Pool2DOptions
+    else:
+        o = S.AddOptionsT()
+        o.fusedActivationFunction = 1
+        op.builtinOptionsType, op.builtinOptions = S.BuiltinOptions.AddOptions, o
+    line = _refused(_pack(m), tmp_path, capsys)
+    assert "CONV_2D" in line and "options" in line and "Conv2DOptions" in line, line
+
+
+def test_invalid_padding_is_refused(tmp_path, capsys):
+    m, xs = _model("pools_softmax", "float")
+    m.subgraphs[0].operators[0].builtinOptions.padding = 2  # SAME 0, VALID 1
+    line = _refused(_pack(m), tmp_path, capsys)
+    assert "operator 0 AVERAGE_POOL_2D" in line and "padding is 2" in line, line
+
+
+def test_disagreeing_builtin_codes_are_refused(tmp_path, capsys):
+    """deprecated_builtin_code CONV_2D with builtin_code DEPTHWISE_CONV_2D: the references take
+    the larger; the schema says the two are equal."""
+    m, xs = _model("CONV_2D", "float")
+    oc = m.operatorCodes[0]
+    oc.deprecatedBuiltinCode, oc.builtinCode = S.BuiltinOperator.CONV_2D, \
+        S.BuiltinOperator.DEPTHWISE_CONV_2D
+    line = _refused(_pack(m), tmp_path, capsys)
+    assert "operator 0" in line and "disagree" in line, line
+    oc.deprecatedBuiltinCode, oc.builtinCode = 127, 130  # the placeholder: a valid pair
+    assert "disagree" not in _refused(_pack(m), tmp_path, capsys)
+
+
+def test_changed_rank_of_an_intermediate_tensor_is_refused(tmp_path, capsys):
+    """The conv output of kws_like declared [1, 10, 6, 8, 1]: LiteRT recomputes the shape,
+    TFLM keeps the declared one; aotc refuses rather than pick one."""
+    m, xs = _model("kws_like", "int8")
+    sg = m.subgraphs[0]
+    conv_out = int(sg.operators[1].inputs[0])  # the depthwise conv's input
+    sg.tensors[conv_out].shape = np.array([1, 10, 6, 8, 1], np.int32)
+    sg.outputs = np.array([int(sg.outputs[0])], np.int32)  # the conv output is not an output
+    data = _pack(m)
+    line = _refused(data, tmp_path, capsys)
+    assert "declared shape" in line, line
+
+
+def test_stride_that_disagrees_with_the_declared_output_is_refused(tmp_path, capsys):
+    """strideW 7 on a SAME CONV_2D whose output is declared [1, 8, 8, 6]: TFLM writes the
+    declared shape, LiteRT computes [1, 8, 2, 6]."""
+    m, xs = _model("kws_like", "float")
+    m.subgraphs[0].operators[0].builtinOptions.strideW = 7
+    data = _pack(m)
+    tflm, lit = _tflm(data, xs), _litert(data, xs)
+    assert tflm is None or lit is None or tflm.shape != lit.shape or not np.allclose(tflm, lit)
+    assert "declared shape" in _refused(data, tmp_path, capsys)
+
+
+MUTATIONS: dict[str, tuple[str, str, Callable[[Any], None], str]] = {
+    # name: (seed, kind, edit, what the one line says)
+    "variable_constant": ("CONV_2D", "float", lambda m: setattr(
+        m.subgraphs[0].tensors[1], "isVariable", True), "variable tensor with constant data"),
+    "bias_scale": ("CONV_2D", "int8", lambda m: setattr(
+        m.subgraphs[0].tensors[2].quantization, "scale",
+        np.asarray(m.subgraphs[0].tensors[2].quantization.scale) * 3),
+        "input scale x weight scale"),
+    "extra_input": ("CONV_2D", "float", lambda m: setattr(
+        m.subgraphs[0].operators[0], "inputs",
+        np.append(m.subgraphs[0].operators[0].inputs, 1).astype(np.int32)), "4 inputs"),
+    "output_type": ("ADD", "int8", lambda m: setattr(
+        m.subgraphs[0].tensors[2], "type", S.TensorType.INT16), "output 0 is int16"),
+    "zero_scale": ("ADD", "int8", lambda m: setattr(
+        m.subgraphs[0].tensors[0].quantization, "scale", np.zeros(1, np.float32)),
+        "quantisation scale 0.0"),
+    "short_buffer": ("FULLY_CONNECTED", "float", lambda m: setattr(
+        m.buffers[m.subgraphs[0].tensors[1].buffer], "data",
+        np.asarray(m.buffers[m.subgraphs[0].tensors[1].buffer].data)[:-4]), "bytes of data"),
+    "tensor_index": ("ADD", "float", lambda m: setattr(
+        m.subgraphs[0].operators[0], "inputs", np.array([0, 99], np.int32)), "tensor 99"),
+}
+
+
+# Edits TFLM ignores (aotc read the field and computed a third answer).
+IGNORED = {"bias_scale"}
+
+
+@pytest.mark.parametrize("name", sorted(MUTATIONS))
+def test_invalid_structure_is_refused(name, tmp_path, capsys):
+    """Each edit makes TFLM refuse the model or compute something else than LiteRT (or, in
+    IGNORED, TFLM ignores it); aotc used to compile it to a third answer."""
+    seed, kind, edit, says = MUTATIONS[name]
+    m, xs = _model(seed, kind)
+    before = _pack(m)
+    want = interpret_tflm(before, xs)[0]
+    edit(m)
+    data = _pack(m)
+    tflm, lit = _tflm(data, xs), _litert(data, xs)
+    if name in IGNORED:  # TFLM does not read the edited field: its answer is unchanged
+        assert tflm is not None and np.array_equal(tflm, want)
+    else:
+        agree = tflm is not None and lit is not None and tflm.shape == lit.shape and \
+            np.allclose(tflm.astype(np.float64), lit.astype(np.float64), atol=1)
+        assert not agree, "the references agree: no reason to refuse"
+    line = _refused(data, tmp_path, capsys)
+    assert says in line, line
