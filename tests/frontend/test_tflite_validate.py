@@ -22,9 +22,9 @@ from tflite_builder import float_and_int8, interpret, interpret_tflm
 
 from aotc.cli import main as cli_main
 
+# The references run in a forked child (a malformed model may crash them): the fuzz oracle's.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fuzz"))
-from tflite_oracle import in_child  # noqa: E402 - references in a forked child: a malformed
-                                    # model may crash them
+from tflite_oracle import in_child  # noqa: E402
 
 
 def _model(name: str, kind: str) -> tuple[Any, list[np.ndarray]]:
