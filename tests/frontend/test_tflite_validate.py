@@ -17,6 +17,7 @@ import flatbuffers
 import numpy as np
 import pytest
 from ai_edge_litert import schema_py_generated as S
+from ai_edge_litert.interpreter import Interpreter
 from test_tflite_uint8 import SPECS
 from tflite_builder import float_and_int8, interpret, interpret_tflm
 
@@ -25,9 +26,22 @@ from aotc.cli import main as cli_main
 # The references run in a forked child (a malformed model may crash them): the fuzz oracle's.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fuzz"))
 from tflite_oracle import in_child  # noqa: E402
+from tflite_seeds import seed_bytes  # noqa: E402
 
 
 def _model(name: str, kind: str) -> tuple[Any, list[np.ndarray]]:
+    """A model of test_tflite_uint8's SPECS (kind float or int8) or, with kind "seed", a seed
+    of the .tflite fuzzer (tests/fuzz/tflite_seeds.py) with random inputs."""
+    if kind == "seed":
+        data = seed_bytes(name)
+        it = Interpreter(model_content=data)
+        rng = np.random.default_rng(0)
+        xs = []
+        for d in it.get_input_details():
+            dt = np.dtype(d["dtype"])
+            lo, hi = (-3, 3) if dt.kind == "f" else (np.iinfo(dt).min, np.iinfo(dt).max)
+            xs.append(rng.uniform(lo, hi, d["shape"]).astype(dt))
+        return S.ModelT.InitFromPackedBuf(data, 0), xs
     spec, shapes = SPECS[name]
     data, xs = float_and_int8(spec, shapes)[kind]
     return S.ModelT.InitFromPackedBuf(data, 0), xs
@@ -122,7 +136,7 @@ def test_changed_rank_of_an_intermediate_tensor_is_refused(tmp_path, capsys):
     sg.outputs = np.array([int(sg.outputs[0])], np.int32)  # the conv output is not an output
     data = _pack(m)
     line = _refused(data, tmp_path, capsys)
-    assert "declared shape" in line, line
+    assert "operator 0 CONV_2D: output 'conv_2d_0_0' is declared [1, 10, 6, 8, 1]" in line, line
 
 
 def test_stride_that_disagrees_with_the_declared_output_is_refused(tmp_path, capsys):
@@ -133,7 +147,8 @@ def test_stride_that_disagrees_with_the_declared_output_is_refused(tmp_path, cap
     data = _pack(m)
     tflm, lit = _tflm(data, xs), _litert(data, xs)
     assert tflm is None or lit is None or tflm.shape != lit.shape or not np.allclose(tflm, lit)
-    assert "declared shape" in _refused(data, tmp_path, capsys)
+    line = _refused(data, tmp_path, capsys)
+    assert "operator 0 CONV_2D" in line and "the operator computes another shape" in line, line
 
 
 MUTATIONS: dict[str, tuple[str, str, Callable[[Any], None], str]] = {
@@ -157,6 +172,29 @@ MUTATIONS: dict[str, tuple[str, str, Callable[[Any], None], str]] = {
         np.asarray(m.buffers[m.subgraphs[0].tensors[1].buffer].data)[:-4]), "bytes of data"),
     "tensor_index": ("ADD", "float", lambda m: setattr(
         m.subgraphs[0].operators[0], "inputs", np.array([0, 99], np.int32)), "tensor 99"),
+    "softmax_without_options": ("pools_softmax", "float", lambda m: setattr(
+        m.subgraphs[0].operators[3], "builtinOptions", None) or setattr(
+        m.subgraphs[0].operators[3], "builtinOptionsType", 0), "no builtin options"),
+    "svdf_without_options": ("svdf_f32", "seed", lambda m: setattr(
+        m.subgraphs[0].operators[0], "builtinOptions", None) or setattr(
+        m.subgraphs[0].operators[0], "builtinOptionsType", 0), "operator 0 SVDF: no builtin"),
+    "pack_count": ("op_pack_int8", "seed", lambda m: setattr(
+        m.subgraphs[0].operators[1].builtinOptions, "valuesCount", 3),
+        "operator 1 PACK: PackOptions.ValuesCount is 3 for 2 inputs"),
+    "depth_multiplier": ("depthwise_conv_2d_float", "seed", lambda m: setattr(
+        m.subgraphs[0].operators[0].builtinOptions, "depthMultiplier", 3),
+        "depth_multiplier 3 with 4 input and 4 output channels"),
+    "input_types": ("add_int8", "seed", lambda m: setattr(
+        m.subgraphs[0].tensors[1], "type", S.TensorType.INT64), "inputs of types int64, int8"),
+    "nan_constant": ("op_maximum_float", "seed", lambda m: setattr(
+        m.buffers[m.subgraphs[0].tensors[4].buffer], "data", np.frombuffer(np.full(
+            4, np.nan, np.float32).tobytes(), np.uint8)), "a float constant holding NaN"),
+    "int16_input_shape": ("add_int16", "seed", lambda m: setattr(
+        m.subgraphs[0].tensors[0], "shape", np.array([1, 6, 4, 6], np.int32)),
+        "operator 0 ADD: output 'add_0_0' is declared [1, 6, 6, 4]"),
+    "builtin_code": ("conv_2d_float", "seed", lambda m: setattr(
+        m.operatorCodes[0], "builtinCode", S.BuiltinOperator.DEPTHWISE_CONV_2D),
+        "deprecated_builtin_code 3 (CONV_2D) and builtin_code 4 (DEPTHWISE_CONV_2D) disagree"),
 }
 
 
@@ -177,9 +215,11 @@ def test_invalid_structure_is_refused(name, tmp_path, capsys):
     tflm, lit = _tflm(data, xs), _litert(data, xs)
     if name in IGNORED:  # TFLM does not read the edited field: its answer is unchanged
         assert tflm is not None and np.array_equal(tflm, want)
-    else:
+    else:  # the references disagree, or TFLM's answer changed with the edit
         agree = tflm is not None and lit is not None and tflm.shape == lit.shape and \
-            np.allclose(tflm.astype(np.float64), lit.astype(np.float64), atol=1)
-        assert not agree, "the references agree: no reason to refuse"
+            np.allclose(tflm.astype(np.float64), lit.astype(np.float64), atol=1, equal_nan=True)
+        assert not agree or tflm.shape != want.shape or not np.allclose(
+            tflm.astype(np.float64), want.astype(np.float64), atol=1e-6), \
+            "the references agree and ignore the edit: no reason to refuse"
     line = _refused(data, tmp_path, capsys)
     assert says in line, line

@@ -100,12 +100,13 @@ def convert(data: bytes, fname: str = "model.tflite") -> onnx.ModelProto:
     if sub is None:
         raise AotcError(f"{fname} has no subgraph")
     used = []
-    for i in range(sub.OperatorsLength()):
-        idx = sub.Operators(i).OpcodeIndex()
-        if idx >= len(codes):
-            raise AotcError(f"{fname}: operator {i} has opcode index {idx} beyond the table")
-        used.append(codes[idx])
     try:
+        for i in range(sub.OperatorsLength()):
+            idx = sub.Operators(i).OpcodeIndex()
+            if idx >= len(codes):
+                raise AotcError(f"{fname}: operator {i} has opcode index {idx} beyond the "
+                                f"table")
+            used.append(codes[idx])
         validate(model, sub, used)
     except AotcError:
         raise
@@ -141,7 +142,7 @@ def convert(data: bytes, fname: str = "model.tflite") -> onnx.ModelProto:
         raise
     except Exception as e:
         raise AotcError(f"{fname}: malformed graph outputs ({type(e).__name__}: {e})") from None
-    check_shapes(b, sub, m)
+    check_shapes(b, sub, m, used)
     return m
 
 

@@ -1,21 +1,26 @@
 """Checks of a .tflite model's structure before it is converted (importer.convert calls
-``validate``): what TFLite's schema forbids, or what TFLM and LiteRT read differently from each
-other, is refused with one line naming the operator (index and builtin) or tensor and the
-reason, so that aotc never computes a third answer.
+``validate``; ``check_shapes`` after the conversion): what TFLite's schema forbids, or what TFLM
+and LiteRT read differently from each other (so that no answer is the reference), is refused
+with one line naming the operator (index and builtin) or tensor and the reason; aotc never
+computes a third answer. Findings of ``scripts/fuzz.py --format tflite``.
 
-* operator codes: ``deprecated_builtin_code`` and ``builtin_code`` must agree (equal; or an old
+* operator codes: ``deprecated_builtin_code`` and ``builtin_code`` agree (equal; or an old
   model's 0 with a code below 127; or the placeholder 127 with a code of 127 and above);
-* builtin options: a table with a ``padding`` field holds SAME or VALID; a fused activation is
-  NONE, RELU, RELU_N1_TO_1 or RELU6 for the operators that clamp their output with it (TFLM and
-  LiteRT ignore TANH and SIGN_BIT there); the table's type must be the one the converter reads
-  (helpers._opts checks the union's tag);
+* builtin options: the union's tag is the builtin's options type; the builtins TFLM needs
+  options for (NEEDS_OPTIONS) have them; padding is SAME or VALID; a fused activation is a
+  TFLite activation, and NONE, RELU, RELU_N1_TO_1 or RELU6 on the operators that clamp their
+  output with it (TFLM and LiteRT ignore TANH and SIGN_BIT there); PACK's, UNPACK's and
+  SPLIT's counts are the operator's; depth_multiplier agrees with the channels;
+* operands: input and output counts of the common builtins (ARITY), one input type where the
+  kernels require it (SAME_INPUTS), outputs of the data input's type (SAME_TYPE);
 * tensors: operator and subgraph tensor indices in range (-1 only for an optional operator
   input), buffer indices in range, a variable tensor has no constant data, a constant's data
-  is as long as its shape and type say;
+  is as long as its shape and type say, no NaN in a float constant;
 * quantisation: scales finite and positive, as many zero points as scales, per-channel
   parameters along an existing dimension of the size of their count;
-* the int32 bias of an int8 CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED or TRANSPOSE_CONV has
-  the scale input scale x weight scale (TFLM assumes it and does not read the bias's own).
+* the int32 bias of a quantised CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED or TRANSPOSE_CONV
+  has the scale input scale x weight scale (TFLM assumes it and never reads the bias's own);
+* shapes: every operator output's declared shape is the one the operator computes.
 """
 
 from __future__ import annotations
@@ -25,6 +30,11 @@ from typing import Any
 import numpy as np
 
 from aotc.errors import AotcError
+
+TYPE_NAMES = {0: "float32", 1: "float16", 2: "int32", 3: "uint8", 4: "int64", 5: "string",
+              6: "bool", 7: "int16", 8: "complex64", 9: "int8", 10: "float64",
+              11: "complex128", 12: "uint64", 13: "resource", 14: "variant", 15: "uint32",
+              16: "uint16", 17: "int4", 18: "bfloat16"}
 
 PLACEHOLDER = 127  # BuiltinOperator.PLACEHOLDER_FOR_GREATER_OP_CODES
 # Options tables whose fused activation clamps the output (TFLM's CalculateActivationRange).
@@ -61,6 +71,11 @@ ARITY: dict[str, tuple[int, int, int | None]] = {
     "SPLIT_V": (3, 3, None), "SELECT_V2": (3, 3, 1), "SVDF": (4, 5, 1),
     "DEPTH_TO_SPACE": (1, 1, 1), "SPACE_TO_DEPTH": (1, 1, 1), "REVERSE_V2": (2, 2, 1),
 }
+# Builtins whose inputs all have one type.
+SAME_INPUTS = {"ADD", "SUB", "MUL", "DIV", "MAXIMUM", "MINIMUM", "SQUARED_DIFFERENCE",
+               "EQUAL", "NOT_EQUAL", "LESS", "LESS_EQUAL", "GREATER", "GREATER_EQUAL",
+               "CONCATENATION", "PACK", "ADD_N", "FLOOR_DIV", "FLOOR_MOD", "POW", "PRELU",
+               "LOGICAL_AND", "LOGICAL_OR"}
 # Builtins whose outputs have the type of their data input (KIND_FROM's operand): TFLM's and
 # LiteRT's kernels refuse another output type.
 SAME_TYPE = {"CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "TRANSPOSE_CONV",
@@ -72,6 +87,37 @@ SAME_TYPE = {"CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "TRANSPOSE_CONV"
              "RESIZE_BILINEAR", "RESIZE_NEAREST_NEIGHBOR", "BATCH_MATMUL", "PRELU",
              "SQUARED_DIFFERENCE", "ELU", "ABS", "NEG", "EXP", "LOG", "SQRT", "RSQRT",
              "MIRROR_PAD", "DEPTH_TO_SPACE", "SPACE_TO_DEPTH", "LOG_SOFTMAX", "SVDF"}
+
+
+# Builtins whose options table is not named after them (the others: CamelCase + "Options").
+OPTIONS_OF = {"AVERAGE_POOL_2D": "Pool2DOptions", "MAX_POOL_2D": "Pool2DOptions",
+              "L2_POOL_2D": "Pool2DOptions", "L2_NORMALIZATION": "L2NormOptions",
+              "MAXIMUM": "MaximumMinimumOptions", "MINIMUM": "MaximumMinimumOptions",
+              "UNIDIRECTIONAL_SEQUENCE_RNN": "SequenceRNNOptions",
+              "BIDIRECTIONAL_SEQUENCE_RNN": "BidirectionalSequenceRNNOptions",
+              **{k: "ReducerOptions" for k in ("MEAN", "SUM", "REDUCE_PROD", "REDUCE_MAX",
+                                                "REDUCE_MIN", "REDUCE_ANY", "REDUCE_ALL")}}
+# Builtins whose options TFLM needs: without the table it runs on zeros (a stride, a count, a
+# softmax beta, an SVDF rank of 0: a division by zero, an empty loop) where aotc's converters
+# assume other defaults.
+NEEDS_OPTIONS = {"CONV_2D", "DEPTHWISE_CONV_2D", "TRANSPOSE_CONV", "AVERAGE_POOL_2D",
+                 "MAX_POOL_2D", "L2_POOL_2D", "SVDF", "PACK", "UNPACK", "SPLIT", "SPLIT_V",
+                 "SOFTMAX", "LEAKY_RELU", "DEPTH_TO_SPACE", "SPACE_TO_DEPTH",
+                 "UNIDIRECTIONAL_SEQUENCE_LSTM", "CONV_3D"}
+# (options class, field, what it counts): the count must be the operator's.
+COUNTS = {"PACK": ("ValuesCount", "inputs"), "UNPACK": ("Num", "outputs"),
+          "SPLIT": ("NumSplits", "outputs"), "SPLIT_V": ("NumSplits", "outputs")}
+
+
+def expected_options(name: str) -> str | None:
+    """The options class TFLite's schema gives builtin ``name`` (None: none known)."""
+    if name in OPTIONS_OF:
+        return OPTIONS_OF[name]
+    key = name.replace("_", "")
+    for cls in _option_classes().values():
+        if cls.endswith("Options") and cls[:-7].upper() == key:
+            return cls
+    return None
 
 
 def _err(i: int, name: str, reason: str) -> AotcError:
@@ -127,6 +173,13 @@ def check_codes(model: Any, sub: Any, used: list[str]) -> None:
 def check_options(sub: Any, used: list[str]) -> None:
     for i in range(sub.OperatorsLength()):
         op = sub.Operators(i)
+        want = expected_options(used[i])
+        tag = op.BuiltinOptionsType()
+        if want is not None and tag != 0 and _option_classes().get(tag) != want:
+            raise _err(i, used[i], f"builtin options of type "
+                                   f"{_option_classes().get(tag, tag)}; {used[i]} takes {want}")
+        if tag == 0 and used[i] in NEEDS_OPTIONS:
+            raise _err(i, used[i], f"no builtin options ({used[i]} needs its {want})")
         try:
             got = options_table(op)
         except Exception:  # noqa: BLE001 - a malformed table is reported when converted
@@ -134,6 +187,16 @@ def check_options(sub: Any, used: list[str]) -> None:
         if got is None:
             continue
         name, o = got
+        if used[i] in COUNTS:
+            field, what = COUNTS[used[i]]
+            n = op.InputsLength() if what == "inputs" else op.OutputsLength()
+            if getattr(o, field)() != n:
+                raise _err(i, used[i], f"{name}.{field} is {getattr(o, field)()} for {n} {what}")
+        if hasattr(o, "QuantizedBiasType") and o.QuantizedBiasType() not in TYPE_NAMES:
+            raise _err(i, used[i], f"{name}.quantized_bias_type {o.QuantizedBiasType()} is not "
+                                   f"a TFLite type")
+        if name == "DepthwiseConv2DOptions":
+            _check_depth_multiplier(sub, i, op, o, used[i])
         if hasattr(o, "Padding") and o.Padding() not in (0, 1):
             raise _err(i, used[i], f"{name}.padding is {o.Padding()} (TFLite has SAME 0 and "
                                    f"VALID 1)")
@@ -146,6 +209,20 @@ def check_options(sub: Any, used: list[str]) -> None:
                 raise _err(i, used[i], f"fused activation {ACTIVATIONS[act]} is not supported "
                                        f"(TFLM and LiteRT ignore it; only NONE, RELU, "
                                        f"RELU_N1_TO_1 and RELU6 clamp the output)")
+
+
+def _check_depth_multiplier(sub: Any, i: int, op: Any, o: Any, name: str) -> None:
+    """TFLM computes with depth_multiplier, LiteRT infers it from the shapes: they agree only
+    when output channels = input channels x depth_multiplier."""
+    if op.InputsLength() < 1 or op.OutputsLength() < 1 or min(op.Inputs(0), op.Outputs(0)) < 0:
+        return
+    x, y = sub.Tensors(op.Inputs(0)), sub.Tensors(op.Outputs(0))
+    if x.ShapeLength() != 4 or y.ShapeLength() != 4:
+        return
+    cin, cout, mult = int(x.Shape(3)), int(y.Shape(3)), o.DepthMultiplier()
+    if cin > 0 and cout > 0 and cin * mult != cout:
+        raise _err(i, name, f"depth_multiplier {mult} with {cin} input and {cout} output "
+                            f"channels")
 
 
 def _elements(shape: list[int]) -> int | None:
@@ -190,6 +267,11 @@ def check_tensors(model: Any, sub: Any, used: list[str]) -> None:
                 and n * ITEMSIZE[t.Type()] != size:
             raise AotcError(f"{where}: {size} bytes of data for shape {shape} of "
                             f"{n * ITEMSIZE[t.Type()]} bytes")
+        if size and t.Type() == 0 and buf.DataLength() == size and size % 4 == 0 \
+                and np.isnan(buf.DataAsNumpy().view(np.float32)).any():
+            raise AotcError(f"{where}: a float constant holding NaN (TFLite's kernels compare "
+                            f"with NaN differently from aotc's: MAXIMUM, MINIMUM, pools, "
+                            f"clamps)")
         _check_quant(t, where, shape)
 
 
@@ -228,6 +310,12 @@ def check_operands(sub: Any, used: list[str]) -> None:
                 raise _err(i, name, f"input {ins.index(-1)} is missing (-1)")
             if n_out is not None and len(outs) != n_out:
                 raise _err(i, name, f"{len(outs)} outputs; {name} has {n_out}")
+        if name in SAME_INPUTS:
+            types = {sub.Tensors(t).Type() for t in ins if t >= 0}
+            if len(types) > 1:
+                names = ", ".join(TYPE_NAMES.get(t, str(t)) for t in sorted(types))
+                raise _err(i, name, f"inputs of types {names} (TFLM and LiteRT require one "
+                                    f"type)")
         if name in SAME_TYPE:
             side, k = KIND_FROM.get(name, ("in", 0))
             if side != "in" or k >= len(ins) or ins[k] < 0:
@@ -235,8 +323,6 @@ def check_operands(sub: Any, used: list[str]) -> None:
             want = sub.Tensors(ins[k]).Type()
             for j, t in enumerate(outs):
                 if t >= 0 and sub.Tensors(t).Type() != want:
-                    from aotc.frontend.tflite.importer import TYPE_NAMES
-
                     got = sub.Tensors(t).Type()
                     raise _err(i, name, f"output {j} is {TYPE_NAMES.get(got, got)}, its input "
                                         f"{k} {TYPE_NAMES.get(want, want)} (TFLM and LiteRT "
@@ -278,7 +364,7 @@ def validate(model: Any, sub: Any, used: list[str]) -> None:
     check_bias(sub, used)
 
 
-def check_shapes(b: Any, sub: Any, m: Any) -> None:
+def check_shapes(b: Any, sub: Any, m: Any, used: list[str]) -> None:
     """Every operator output's declared shape is the one its operator computes (ONNX shape
     inference of the converted graph, strict, with the declared shapes as value_info): TFLM
     uses the declared shape of an intermediate tensor, LiteRT recomputes it, so a model where
@@ -288,8 +374,9 @@ def check_shapes(b: Any, sub: Any, m: Any) -> None:
 
     from aotc.frontend.tflite.builder import TO_NCHW
 
-    outs = {int(sub.Operators(i).Outputs(k)) for i in range(sub.OperatorsLength())
-            for k in range(sub.Operators(i).OutputsLength())}
+    producer = {int(sub.Operators(i).Outputs(k)): i for i in range(sub.OperatorsLength())
+                for k in range(sub.Operators(i).OutputsLength())}
+    outs = set(producer)
     graph_names = {o for n in m.graph.node for o in n.output}
     known = {o.name for o in m.graph.output}
     extra = []
@@ -309,11 +396,44 @@ def check_shapes(b: Any, sub: Any, m: Any) -> None:
     probe = onnx.ModelProto()
     probe.CopyFrom(m)
     probe.graph.value_info.extend(extra)
+    _standard_domain(probe)
     try:
         shape_inference.infer_shapes(probe, strict_mode=True)
     except shape_inference.InferenceError as e:
         text = " ".join(str(e).split())
         if "existing shape differ" not in text and "rank" not in text.lower():
             return  # an operator ONNX cannot infer: no verdict
+        import re
+
+        node = re.search(r"node name: ([^)]*)\)", text)
+        detail = text.split("): ", 1)[-1][:200]
+        value_of = {b.tname(t): t for t in producer}  # a graph output keeps its tensor's name
+        value_of.update({v: t for (t, _), v in b.names.items()})
+        for n in probe.graph.node:
+            if node is None or n.name != node.group(1):
+                continue
+            for o in n.output:
+                t = value_of.get(o)
+                if t in producer:
+                    i = producer[t]
+                    raise _err(i, used[i], f"output {b.tname(t)!r} is declared "
+                                           f"{list(b.shape(t))}, the operator computes another "
+                                           f"shape ({detail})") from None
         raise AotcError(f"a tensor's declared shape differs from the one its operator "
                         f"computes ({text[:240]})") from None
+
+
+def _standard_domain(m: Any) -> None:
+    """aotc's own int16/int64 QuantizeLinear and DequantizeLinear (domain "aotc") as a Cast to
+    their output type, which ONNX shape inference knows (the same shape); other nodes of
+    aotc's domain stay (their outputs get no inferred shape)."""
+    from onnx import TensorProto, helper
+
+    types = {i.name: i.data_type for i in m.graph.initializer}
+    for k, n in enumerate(m.graph.node):
+        if n.domain != "aotc" or n.op_type not in ("QuantizeLinear", "DequantizeLinear"):
+            continue
+        to = TensorProto.FLOAT if n.op_type == "DequantizeLinear" else types.get(
+            n.input[2] if len(n.input) > 2 else "", TensorProto.INT16)
+        m.graph.node[k].CopyFrom(helper.make_node("Cast", [n.input[0]], list(n.output),
+                                                  name=n.name, to=to))
