@@ -70,7 +70,11 @@ ARITY: dict[str, tuple[int, int, int | None]] = {
     "STRIDED_SLICE": (4, 4, 1), "SLICE": (3, 3, 1), "SPLIT": (2, 2, None),
     "SPLIT_V": (3, 3, None), "SELECT_V2": (3, 3, 1), "SVDF": (4, 5, 1),
     "DEPTH_TO_SPACE": (1, 1, 1), "SPACE_TO_DEPTH": (1, 1, 1), "REVERSE_V2": (2, 2, 1),
+    "VAR_HANDLE": (0, 0, 1), "READ_VARIABLE": (1, 1, 1), "ASSIGN_VARIABLE": (2, 2, 0),
+    "CALL_ONCE": (0, 0, 0),
 }
+# The weight's per-channel dimension (the output channels) of the weighted builtins.
+WEIGHT_AXIS = {"CONV_2D": 0, "DEPTHWISE_CONV_2D": 3, "FULLY_CONNECTED": 0, "TRANSPOSE_CONV": 0}
 # Builtins whose inputs all have one type.
 SAME_INPUTS = {"ADD", "SUB", "MUL", "DIV", "MAXIMUM", "MINIMUM", "SQUARED_DIFFERENCE",
                "EQUAL", "NOT_EQUAL", "LESS", "LESS_EQUAL", "GREATER", "GREATER_EQUAL",
@@ -329,6 +333,59 @@ def check_operands(sub: Any, used: list[str]) -> None:
                                         f"require the same type)")
 
 
+def _check_weight(i: int, name: str, w: Any, x: Any) -> None:
+    """An int8 or int16 data input takes int8 (or int4) weights, quantised per tensor or per
+    output channel (TFLM's and LiteRT's kernels refuse other weights or read one scale)."""
+    if x.Type() in (9, 7) and w.Type() not in (9, 17):
+        raise _err(i, name, f"{TYPE_NAMES.get(w.Type(), w.Type())} weights for an "
+                            f"{TYPE_NAMES[x.Type()]} input (int8 or int4 weights)")
+    q = w.Quantization()
+    if q is not None and q.ScaleLength() > 1 and q.QuantizedDimension() != WEIGHT_AXIS[name]:
+        raise _err(i, name, f"per-channel weight scales along dimension "
+                            f"{q.QuantizedDimension()}; {name} takes them along dimension "
+                            f"{WEIGHT_AXIS[name]} (its output channels)")
+
+
+def check_declared(sub: Any, used: list[str]) -> None:
+    """The output shapes of the builtins whose converters take the declared shape (a Reshape
+    to it): FULLY_CONNECTED [batch, units] (or the input's leading dims with keep_num_dims),
+    SQUEEZE the input without the squeezed dims. TFLM and LiteRT differ on others."""
+    for i in range(sub.OperatorsLength()):
+        name = used[i]
+        if name not in ("FULLY_CONNECTED", "SQUEEZE"):
+            continue
+        op = sub.Operators(i)
+        ins = [int(op.Inputs(k)) for k in range(op.InputsLength())]
+        outs = [int(op.Outputs(k)) for k in range(op.OutputsLength())]
+        if not ins or not outs or min(ins[:2] + outs[:1]) < 0:
+            continue
+
+        def shape(t: int) -> list[int]:
+            tt = sub.Tensors(t)
+            return [int(d) for d in tt.ShapeAsNumpy()] if tt.ShapeLength() else []
+
+        xs, ys = shape(ins[0]), shape(outs[0])
+        if any(d < 0 for d in xs + ys):
+            continue
+        got = options_table(op)
+        if name == "SQUEEZE":
+            dims = [int(d) for d in got[1].SqueezeDimsAsNumpy()] \
+                if got is not None and got[1].SqueezeDimsLength() else []
+            dims = [d + len(xs) if d < 0 else d for d in dims]
+            if any(not 0 <= d < len(xs) or xs[d] != 1 for d in dims):
+                raise _err(i, name, f"squeeze_dims {dims} of an input of shape {xs}")
+            want = [d for k, d in enumerate(xs) if (k not in dims if dims else d != 1)]
+        else:
+            ws = shape(ins[1])
+            if len(ws) != 2 or not xs or xs[-1] == 0 or int(np.prod(xs)) % ws[1]:
+                continue
+            keep = got is not None and got[0] == "FullyConnectedOptions" and \
+                bool(got[1].KeepNumDims())
+            want = xs[:-1] + [ws[0]] if keep else [int(np.prod(xs)) // ws[1], ws[0]]
+        if ys != want:
+            raise _err(i, name, f"output declared {ys}; {name} computes {want}")
+
+
 def check_bias(sub: Any, used: list[str]) -> None:
     """TFLM's int8 kernels requantise with input scale x weight scale and never read the bias
     scale: a bias of another scale would give a third answer."""
@@ -337,7 +394,10 @@ def check_bias(sub: Any, used: list[str]) -> None:
             continue
         op = sub.Operators(i)
         bi, wi, xi = BIASED[used[i]]
-        if op.InputsLength() <= max(bi, wi, xi):
+        if op.InputsLength() <= max(wi, xi) or min(op.Inputs(wi), op.Inputs(xi)) < 0:
+            continue
+        _check_weight(i, used[i], sub.Tensors(op.Inputs(wi)), sub.Tensors(op.Inputs(xi)))
+        if op.InputsLength() <= bi:
             continue
         tb, tw, tx = (op.Inputs(bi), op.Inputs(wi), op.Inputs(xi))
         if min(tb, tw, tx) < 0:
@@ -352,8 +412,8 @@ def check_bias(sub: Any, used: list[str]) -> None:
                                    f"scales")
         sb, want = np.broadcast_arrays(sb, sx[0] * sw)
         if not np.allclose(sb, want, rtol=1e-3, atol=0):
-            raise AotcError("the bias scale is not input scale x weight scale (TFLM assumes "
-                            "it is)")
+            raise _err(i, used[i], "the bias scale is not input scale x weight scale (TFLM "
+                                   "assumes it is)")
 
 
 def validate(model: Any, sub: Any, used: list[str]) -> None:
@@ -361,6 +421,7 @@ def validate(model: Any, sub: Any, used: list[str]) -> None:
     check_tensors(model, sub, used)
     check_options(sub, used)
     check_operands(sub, used)
+    check_declared(sub, used)
     check_bias(sub, used)
 
 
