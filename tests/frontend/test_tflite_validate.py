@@ -192,6 +192,21 @@ MUTATIONS: dict[str, tuple[str, str, Callable[[Any], None], str]] = {
     "int16_input_shape": ("add_int16", "seed", lambda m: setattr(
         m.subgraphs[0].tensors[0], "shape", np.array([1, 6, 4, 6], np.int32)),
         "operator 0 ADD: output 'add_0_0' is declared [1, 6, 6, 4]"),
+    "dilation_int16": ("depthwise_conv_2d_int8", "seed", lambda m: setattr(
+        m.subgraphs[0].operators[0].builtinOptions, "dilationWFactor", 65536),
+        "DepthwiseConv2DOptions.DilationWFactor is 65536"),
+    "uint8_weights": ("conv_2d_int8", "seed", lambda m: setattr(
+        m.subgraphs[0].tensors[1], "type", S.TensorType.UINT8), "uint8 weights for an int8"),
+    "fc_output": ("fully_connected_int8", "seed", lambda m: setattr(
+        m.subgraphs[0].tensors[3], "shape", np.array([14], np.int32)),
+        "output declared [14]; FULLY_CONNECTED computes [2, 7]"),
+    "squeeze_output": ("op_squeeze_float", "seed", lambda m: setattr(
+        m.subgraphs[0].tensors[5], "shape", np.array([4], np.int32)),
+        "output declared [4]; SQUEEZE computes [1, 4]"),
+    "assign_variable_inputs": ("accumulator_int8", "seed", lambda m: setattr(
+        m.subgraphs[0].operators[5], "inputs",
+        np.append(m.subgraphs[0].operators[5].inputs, -1).astype(np.int32)),
+        "operator 5 ASSIGN_VARIABLE: 3 inputs"),
     "builtin_code": ("conv_2d_float", "seed", lambda m: setattr(
         m.operatorCodes[0], "builtinCode", S.BuiltinOperator.DEPTHWISE_CONV_2D),
         "deprecated_builtin_code 3 (CONV_2D) and builtin_code 4 (DEPTHWISE_CONV_2D) disagree"),

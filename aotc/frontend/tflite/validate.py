@@ -10,7 +10,8 @@ computes a third answer. Findings of ``scripts/fuzz.py --format tflite``.
   options for (NEEDS_OPTIONS) have them; padding is SAME or VALID; a fused activation is a
   TFLite activation, and NONE, RELU, RELU_N1_TO_1 or RELU6 on the operators that clamp their
   output with it (TFLM and LiteRT ignore TANH and SIGN_BIT there); PACK's, UNPACK's and
-  SPLIT's counts are the operator's; depth_multiplier agrees with the channels;
+  SPLIT's counts are the operator's; depth_multiplier agrees with the channels; strides,
+  dilations and filter sizes are 1 to 32767 (TFLM's kernel parameters are int16);
 * operands: input and output counts of the common builtins (ARITY), one input type where the
   kernels require it (SAME_INPUTS), outputs of the data input's type (SAME_TYPE);
 * tensors: operator and subgraph tensor indices in range (-1 only for an optional operator
@@ -196,6 +197,11 @@ def check_options(sub: Any, used: list[str]) -> None:
             n = op.InputsLength() if what == "inputs" else op.OutputsLength()
             if getattr(o, field)() != n:
                 raise _err(i, used[i], f"{name}.{field} is {getattr(o, field)()} for {n} {what}")
+        for field in ("StrideW", "StrideH", "StrideD", "DilationWFactor", "DilationHFactor",
+                      "DilationDFactor", "FilterWidth", "FilterHeight"):
+            if hasattr(o, field) and not 1 <= getattr(o, field)() <= 32767:
+                raise _err(i, used[i], f"{name}.{field} is {getattr(o, field)()} (1 to 32767: "
+                                       f"TFLM keeps it in an int16)")
         if hasattr(o, "QuantizedBiasType") and o.QuantizedBiasType() not in TYPE_NAMES:
             raise _err(i, used[i], f"{name}.quantized_bias_type {o.QuantizedBiasType()} is not "
                                    f"a TFLite type")
