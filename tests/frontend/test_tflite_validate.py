@@ -207,6 +207,20 @@ MUTATIONS: dict[str, tuple[str, str, Callable[[Any], None], str]] = {
         m.subgraphs[0].operators[5], "inputs",
         np.append(m.subgraphs[0].operators[5].inputs, -1).astype(np.int32)),
         "operator 5 ASSIGN_VARIABLE: 3 inputs"),
+    "softmax_beta": ("pools_softmax_int8", "seed", lambda m: setattr(
+        m.subgraphs[0].operators[3].builtinOptions, "beta", 0.0),
+        "SoftmaxOptions.beta is 0.0"),
+    "concat_params": ("op_concatenation_h_int8", "seed", lambda m: setattr(
+        m.subgraphs[0].tensors[int(m.subgraphs[0].operators[1].outputs[0])].quantization,
+        "zeroPoint", np.array([-128], np.int64)), "operator 1 CONCATENATION: input 0 has"),
+    "int16_bias_scale": ("fully_connected_int16", "seed", lambda m: setattr(
+        m.subgraphs[0].tensors[2].quantization, "scale",
+        np.asarray(m.subgraphs[0].tensors[2].quantization.scale) * 1000),
+        "input scale x weight scale"),
+    "inf_constant": ("op_prelu_float", "seed", lambda m: setattr(
+        m.buffers[m.subgraphs[0].tensors[1].buffer], "data", np.frombuffer(np.full(
+            len(m.buffers[m.subgraphs[0].tensors[1].buffer].data) // 4, np.inf,
+            np.float32).tobytes(), np.uint8)), "a float constant holding NaN or infinity"),
     "builtin_code": ("conv_2d_float", "seed", lambda m: setattr(
         m.operatorCodes[0], "builtinCode", S.BuiltinOperator.DEPTHWISE_CONV_2D),
         "deprecated_builtin_code 3 (CONV_2D) and builtin_code 4 (DEPTHWISE_CONV_2D) disagree"),

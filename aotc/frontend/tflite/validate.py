@@ -16,9 +16,9 @@ computes a third answer. Findings of ``scripts/fuzz.py --format tflite``.
   kernels require it (SAME_INPUTS), outputs of the data input's type (SAME_TYPE);
 * tensors: operator and subgraph tensor indices in range (-1 only for an optional operator
   input), buffer indices in range, a variable tensor has no constant data, a constant's data
-  is as long as its shape and type say, no NaN in a float constant;
-* quantisation: scales finite and positive, as many zero points as scales, per-channel
-  parameters along an existing dimension of the size of their count;
+  is as long as its shape and type say, no NaN or infinity in a float constant;
+* quantisation: scales finite and positive, as many zero points as scales (the per-channel
+  axis and count: Builder.quant);
 * the int32 bias of a quantised CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED or TRANSPOSE_CONV
   has the scale input scale x weight scale (TFLM assumes it and never reads the bias's own);
 * shapes: every operator output's declared shape is the one the operator computes.
@@ -205,6 +205,9 @@ def check_options(sub: Any, used: list[str]) -> None:
         if hasattr(o, "QuantizedBiasType") and o.QuantizedBiasType() not in TYPE_NAMES:
             raise _err(i, used[i], f"{name}.quantized_bias_type {o.QuantizedBiasType()} is not "
                                    f"a TFLite type")
+        if name == "SoftmaxOptions" and not (np.isfinite(o.Beta()) and o.Beta() > 0):
+            raise _err(i, used[i], f"SoftmaxOptions.beta is {o.Beta()} (finite and positive: "
+                                   f"TFLM and LiteRT abort on others)")
         if name == "DepthwiseConv2DOptions":
             _check_depth_multiplier(sub, i, op, o, used[i])
         if hasattr(o, "Padding") and o.Padding() not in (0, 1):
@@ -278,10 +281,9 @@ def check_tensors(model: Any, sub: Any, used: list[str]) -> None:
             raise AotcError(f"{where}: {size} bytes of data for shape {shape} of "
                             f"{n * ITEMSIZE[t.Type()]} bytes")
         if size and t.Type() == 0 and buf.DataLength() == size and size % 4 == 0 \
-                and np.isnan(buf.DataAsNumpy().view(np.float32)).any():
-            raise AotcError(f"{where}: a float constant holding NaN (TFLite's kernels compare "
-                            f"with NaN differently from aotc's: MAXIMUM, MINIMUM, pools, "
-                            f"clamps)")
+                and not np.isfinite(buf.DataAsNumpy().view(np.float32)).all():
+            raise AotcError(f"{where}: a float constant holding NaN or infinity (TFLite's "
+                            f"kernels compare and clamp them differently from aotc's)")
         _check_quant(t, where, shape)
 
 
@@ -296,11 +298,24 @@ def _check_quant(t: Any, where: str, shape: list[int]) -> None:
         raise AotcError(f"{where}: quantisation scale {bad} (must be finite and positive)")
     if zps != len(scale):
         raise AotcError(f"{where}: {len(scale)} quantisation scales and {zps} zero points")
-    if len(scale) > 1:
-        ax = q.QuantizedDimension()
-        if not 0 <= ax < len(shape) or shape[ax] != len(scale):
-            raise AotcError(f"{where}: {len(scale)} per-channel scales along dimension {ax} "
-                            f"of shape {shape}")
+    # per-channel axis and count: Builder.quant (a 1-D bias is read along its only axis)
+
+
+def _check_same_params(sub: Any, i: int, name: str, ins: list[int], y: int) -> None:
+    """An int8 or int16 CONCATENATION: every input has the output's scale and zero point (TFLM
+    and LiteRT refuse others)."""
+    ty = sub.Tensors(y)
+    qy = ty.Quantization()
+    if ty.Type() not in (9, 7) or qy is None or qy.ScaleLength() != 1 or qy.ZeroPointLength() != 1:
+        return
+    for k, t in enumerate(ins):
+        q = sub.Tensors(t).Quantization()
+        if q is None or q.ScaleLength() != 1 or q.ZeroPointLength() != 1:
+            continue
+        if np.float32(q.Scale(0)) != np.float32(qy.Scale(0)) or q.ZeroPoint(0) != qy.ZeroPoint(0):
+            raise _err(i, name, f"input {k} has scale {q.Scale(0):.6g} and zero point "
+                                f"{q.ZeroPoint(0)}, the output {qy.Scale(0):.6g} and "
+                                f"{qy.ZeroPoint(0)} (TFLM requires them equal)")
 
 
 def check_operands(sub: Any, used: list[str]) -> None:
@@ -326,6 +341,8 @@ def check_operands(sub: Any, used: list[str]) -> None:
                 names = ", ".join(TYPE_NAMES.get(t, str(t)) for t in sorted(types))
                 raise _err(i, name, f"inputs of types {names} (TFLM and LiteRT require one "
                                     f"type)")
+        if name == "CONCATENATION" and outs and outs[0] >= 0:
+            _check_same_params(sub, i, name, [t for t in ins if t >= 0], outs[0])
         if name in SAME_TYPE:
             side, k = KIND_FROM.get(name, ("in", 0))
             if side != "in" or k >= len(ins) or ins[k] < 0:
@@ -346,7 +363,8 @@ def _check_weight(i: int, name: str, w: Any, x: Any) -> None:
         raise _err(i, name, f"{TYPE_NAMES.get(w.Type(), w.Type())} weights for an "
                             f"{TYPE_NAMES[x.Type()]} input (int8 or int4 weights)")
     q = w.Quantization()
-    if q is not None and q.ScaleLength() > 1 and q.QuantizedDimension() != WEIGHT_AXIS[name]:
+    if q is not None and q.ScaleLength() > 1 and q.QuantizedDimension() != WEIGHT_AXIS[name] \
+            and 0 <= q.QuantizedDimension() < w.ShapeLength():  # others: Builder.quant
         raise _err(i, name, f"per-channel weight scales along dimension "
                             f"{q.QuantizedDimension()}; {name} takes them along dimension "
                             f"{WEIGHT_AXIS[name]} (its output channels)")
@@ -410,12 +428,11 @@ def check_bias(sub: Any, used: list[str]) -> None:
             continue
         b, w, x = (sub.Tensors(tb), sub.Tensors(tw), sub.Tensors(tx))
         qs = [t.Quantization() for t in (b, w, x)]
-        if any(q is None or q.ScaleLength() == 0 for q in qs) or b.Type() != 2:  # int32 bias
+        if any(q is None or q.ScaleLength() == 0 for q in qs) or b.Type() not in (2, 4):
             continue
         sb, sw, sx = (q.ScaleAsNumpy().astype(np.float64) for q in qs)
         if len(sx) != 1 or (len(sb) not in (1, len(sw)) and len(sw) != 1):
-            raise _err(i, used[i], f"the bias has {len(sb)} scales for {len(sw)} weight "
-                                   f"scales")
+            continue  # counts that disagree with the channels: Builder.quant names them
         sb, want = np.broadcast_arrays(sb, sx[0] * sw)
         if not np.allclose(sb, want, rtol=1e-3, atol=0):
             raise _err(i, used[i], "the bias scale is not input scale x weight scale (TFLM "
