@@ -221,6 +221,13 @@ MUTATIONS: dict[str, tuple[str, str, Callable[[Any], None], str]] = {
         m.buffers[m.subgraphs[0].tensors[1].buffer], "data", np.frombuffer(np.full(
             len(m.buffers[m.subgraphs[0].tensors[1].buffer].data) // 4, np.inf,
             np.float32).tobytes(), np.uint8)), "a float constant holding NaN or infinity"),
+    "softmax_small_beta": ("zoo_magic_wand_int8", "seed", lambda m: setattr(
+        m.subgraphs[0].operators[8].builtinOptions, "beta", 1e-12),
+        "operator 8 SOFTMAX: beta 1e-12 x input scale"),
+    "div_by_zero": ("op_div_int8", "seed", lambda m: setattr(
+        m.buffers[m.subgraphs[0].tensors[4].buffer], "data", np.frombuffer(np.full(
+            4, m.subgraphs[0].tensors[4].quantization.zeroPoint[0], np.int8).tobytes(),
+            np.uint8)), "holds zero"),
     "builtin_code": ("conv_2d_float", "seed", lambda m: setattr(
         m.operatorCodes[0], "builtinCode", S.BuiltinOperator.DEPTHWISE_CONV_2D),
         "deprecated_builtin_code 3 (CONV_2D) and builtin_code 4 (DEPTHWISE_CONV_2D) disagree"),

@@ -117,11 +117,26 @@ def _now() -> float:
     return time.monotonic()
 
 
-def run_tflm(data: bytes, xs: list[np.ndarray]) -> list[np.ndarray]:
+def input_positions(data: bytes, names: list[str]) -> list[int]:
+    """The subgraph-input position of each of aotc's inputs (by tensor name: aotc leaves out a
+    subgraph input that is a constant); positional when the model cannot be read."""
+    try:
+        from ai_edge_litert import schema_py_generated as S
+
+        sg = S.ModelT.InitFromPackedBuf(data, 0).subgraphs[0]
+        model_names = [sg.tensors[int(t)].name.decode() for t in sg.inputs]
+        pos = [model_names.index(n) for n in names]
+        return pos if len(set(pos)) == len(pos) else list(range(len(names)))
+    except Exception:  # noqa: BLE001
+        return list(range(len(names)))
+
+
+def run_tflm(data: bytes, xs: list[np.ndarray], pos: list[int] | None = None
+             ) -> list[np.ndarray]:
     from tflite_micro.python.tflite_micro import runtime
 
     it = runtime.Interpreter.from_bytes(data, arena_size=16 << 20)
-    for k, x in enumerate(xs):
+    for k, x in zip(pos or range(len(xs)), xs):
         it.set_input(x, k)
     it.invoke()
     outs = []
@@ -134,16 +149,18 @@ def run_tflm(data: bytes, xs: list[np.ndarray]) -> list[np.ndarray]:
             return outs
 
 
-def run_litert(data: bytes, xs: list[np.ndarray]) -> list[np.ndarray]:
+def run_litert(data: bytes, xs: list[np.ndarray], pos: list[int] | None = None
+               ) -> list[np.ndarray]:
     from ai_edge_litert.interpreter import Interpreter, OpResolverType
 
     it = Interpreter(model_content=data, experimental_op_resolver_type=OpResolverType.BUILTIN_REF)
     it.allocate_tensors()
     details = it.get_input_details()
-    if len(details) != len(xs):
+    pos = pos or list(range(len(xs)))
+    if max(pos, default=-1) >= len(details):
         raise ValueError(f"{len(details)} inputs, aotc has {len(xs)}")
-    for d, x in zip(details, xs):
-        it.set_tensor(d["index"], x)
+    for k, x in zip(pos, xs):
+        it.set_tensor(details[k]["index"], x)
     it.invoke()
     return [np.array(it.get_tensor(d["index"]), copy=True) for d in it.get_output_details()]
 
@@ -225,16 +242,17 @@ def run_case(case_dir: Path, input_seed: int, emit: Any) -> dict[str, Any]:
         return {"outcome": "wrong-result", "message": _line("run failed: " + e.one_line())}
     got = [np.asarray(res[s["name"]]) for s in runner.meta["outputs"]]
     data = model.read_bytes()
+    pos = input_positions(data, [s["name"] for s in specs])
     emit({"stage": "tflm"})
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        ok, tflm = in_child(lambda: run_tflm(data, xs))
+        ok, tflm = in_child(lambda: run_tflm(data, xs, pos))
     if ok and tflm:
         diff = compare_tflite(got, tflm, 0, "TFLM")
         if not diff:
             return {"outcome": "ok-tflm", "message": ""}
         emit({"stage": "litert"})
-        lok, lit = in_child(lambda: run_litert(data, xs))
+        lok, lit = in_child(lambda: run_litert(data, xs, pos))
         side = ("LiteRT refuses the model" if not lok else
                 "LiteRT agrees with aotc" if not compare_tflite(got, lit, 1, "LiteRT") else
                 "LiteRT agrees with TFLM" if not compare_tflite(tflm, lit, 1, "LiteRT") else
@@ -242,7 +260,7 @@ def run_case(case_dir: Path, input_seed: int, emit: Any) -> dict[str, Any]:
         return {"outcome": "wrong-result", "message": _line(f"{diff}; {side}")}
     why_tflm = tflm if not ok else "no outputs"
     emit({"stage": "litert"})
-    ok, lit = in_child(lambda: run_litert(data, xs))
+    ok, lit = in_child(lambda: run_litert(data, xs, pos))
     if not ok:
         return {"outcome": "accepted-invalid", "message": _line(
             f"TFLM refuses ({why_tflm}); LiteRT refuses ({lit})")}

@@ -205,9 +205,8 @@ def check_options(sub: Any, used: list[str]) -> None:
         if hasattr(o, "QuantizedBiasType") and o.QuantizedBiasType() not in TYPE_NAMES:
             raise _err(i, used[i], f"{name}.quantized_bias_type {o.QuantizedBiasType()} is not "
                                    f"a TFLite type")
-        if name == "SoftmaxOptions" and not (np.isfinite(o.Beta()) and o.Beta() > 0):
-            raise _err(i, used[i], f"SoftmaxOptions.beta is {o.Beta()} (finite and positive: "
-                                   f"TFLM and LiteRT abort on others)")
+        if name == "SoftmaxOptions":
+            _check_softmax(sub, i, op, o, used[i])
         if name == "DepthwiseConv2DOptions":
             _check_depth_multiplier(sub, i, op, o, used[i])
         if hasattr(o, "Padding") and o.Padding() not in (0, 1):
@@ -222,6 +221,23 @@ def check_options(sub: Any, used: list[str]) -> None:
                 raise _err(i, used[i], f"fused activation {ACTIVATIONS[act]} is not supported "
                                        f"(TFLM and LiteRT ignore it; only NONE, RELU, "
                                        f"RELU_N1_TO_1 and RELU6 clamp the output)")
+
+
+def _check_softmax(sub: Any, i: int, op: Any, o: Any, name: str) -> None:
+    """beta finite and positive; on int8, beta x input scale x 2^26 > 1 (TFLM and LiteRT
+    abort on a smaller requantisation multiplier)."""
+    beta = o.Beta()
+    if not (np.isfinite(beta) and beta > 0):
+        raise _err(i, name, f"SoftmaxOptions.beta is {beta} (finite and positive: TFLM and "
+                            f"LiteRT abort on others)")
+    if op.InputsLength() < 1 or op.Inputs(0) < 0:
+        return
+    x = sub.Tensors(op.Inputs(0))
+    q = x.Quantization()
+    if x.Type() == 9 and q is not None and q.ScaleLength() == 1 and \
+            beta * q.Scale(0) * 2.0 ** 26 <= 1.0:
+        raise _err(i, name, f"beta {beta:g} x input scale {q.Scale(0):g} is too small for "
+                            f"TFLM's int8 softmax (it aborts)")
 
 
 def _check_depth_multiplier(sub: Any, i: int, op: Any, o: Any, name: str) -> None:
@@ -318,7 +334,27 @@ def _check_same_params(sub: Any, i: int, name: str, ins: list[int], y: int) -> N
                                 f"{qy.ZeroPoint(0)} (TFLM requires them equal)")
 
 
-def check_operands(sub: Any, used: list[str]) -> None:
+def _check_divisor(sub: Any, i: int, name: str, t: int, model: Any) -> None:
+    """A constant integer divisor holding zero (its zero point when quantised): TFLM's integer
+    kernels and aotc's saturate the infinity differently."""
+    tt = sub.Tensors(t)
+    if tt.Type() not in (9, 7, 2, 3) or not 0 <= tt.Buffer() < model.BuffersLength():
+        return
+    buf = model.Buffers(tt.Buffer())
+    if buf is None or not buf.DataLength():
+        return
+    dt = {9: np.int8, 7: np.int16, 2: np.int32, 3: np.uint8}[tt.Type()]
+    raw = buf.DataAsNumpy()
+    if raw.size % np.dtype(dt).itemsize:
+        return
+    q = tt.Quantization()
+    zero = q.ZeroPoint(0) if q is not None and q.ZeroPointLength() == 1 else 0
+    if (raw.view(dt) == zero).any():
+        raise _err(i, name, f"the constant divisor {tt.Name().decode('utf-8', 'replace')!r} "
+                            f"holds zero")
+
+
+def check_operands(sub: Any, used: list[str], model: Any) -> None:
     from aotc.frontend.tflite.importer import KIND_FROM
 
     for i in range(sub.OperatorsLength()):
@@ -341,6 +377,8 @@ def check_operands(sub: Any, used: list[str]) -> None:
                 names = ", ".join(TYPE_NAMES.get(t, str(t)) for t in sorted(types))
                 raise _err(i, name, f"inputs of types {names} (TFLM and LiteRT require one "
                                     f"type)")
+        if name in ("DIV", "FLOOR_DIV", "FLOOR_MOD") and len(ins) == 2 and ins[1] >= 0:
+            _check_divisor(sub, i, name, ins[1], model)
         if name == "CONCATENATION" and outs and outs[0] >= 0:
             _check_same_params(sub, i, name, [t for t in ins if t >= 0], outs[0])
         if name in SAME_TYPE:
@@ -443,7 +481,7 @@ def validate(model: Any, sub: Any, used: list[str]) -> None:
     check_codes(model, sub, used)
     check_tensors(model, sub, used)
     check_options(sub, used)
-    check_operands(sub, used)
+    check_operands(sub, used, model)
     check_declared(sub, used)
     check_bias(sub, used)
 
