@@ -19,8 +19,9 @@ computes a third answer. Findings of ``scripts/fuzz.py --format tflite``.
   is as long as its shape and type say, no NaN or infinity in a float constant;
 * quantisation: scales finite and positive, as many zero points as scales (the per-channel
   axis and count: Builder.quant);
-* the int32 bias of a quantised CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED or TRANSPOSE_CONV
-  has the scale input scale x weight scale (TFLM assumes it and never reads the bias's own);
+* the int32 (int64) bias of a quantised CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED or
+  TRANSPOSE_CONV has the scale input scale x weight scale (TFLM assumes it and never reads
+  the bias's own);
 * shapes: every operator output's declared shape is the one the operator computes.
 """
 
@@ -57,17 +58,18 @@ _UNARY = ("SOFTMAX", "LOGISTIC", "TANH", "RELU", "RELU6", "RELU_N1_TO_1", "RELU_
           "L2_POOL_2D", "SQUEEZE", "LOGICAL_NOT", "ZEROS_LIKE", "CAST", "SHAPE")
 _BINARY = ("ADD", "SUB", "MUL", "DIV", "MAXIMUM", "MINIMUM", "SQUARED_DIFFERENCE", "POW",
            "FLOOR_DIV", "FLOOR_MOD", "PRELU", "MEAN", "SUM", "REDUCE_MAX", "REDUCE_MIN",
-           "REDUCE_PROD", "REDUCE_ANY", "REDUCE_ALL", "PAD", "TRANSPOSE", "GATHER", "GATHER_ND",
+           "REDUCE_PROD", "REDUCE_ANY", "REDUCE_ALL", "TRANSPOSE", "GATHER", "GATHER_ND",
            "EXPAND_DIMS", "TILE", "RESIZE_BILINEAR", "RESIZE_NEAREST_NEIGHBOR", "BATCH_MATMUL",
            "MIRROR_PAD", "ARG_MAX", "ARG_MIN", "EQUAL", "NOT_EQUAL", "LESS", "LESS_EQUAL",
-           "GREATER", "GREATER_EQUAL", "LOGICAL_AND", "LOGICAL_OR", "SPACE_TO_BATCH_ND",
-           "BATCH_TO_SPACE_ND", "BROADCAST_TO", "CUMSUM", "EMBEDDING_LOOKUP", "FILL")
+           "GREATER", "GREATER_EQUAL", "LOGICAL_AND", "LOGICAL_OR", "BROADCAST_TO", "CUMSUM",
+           "EMBEDDING_LOOKUP", "FILL")
 # builtin -> (fewest inputs, most inputs, outputs): TFLM's and LiteRT's kernels check these
 # counts (NumInputs / NumOutputs); -1 (no tensor) only as an input past the fewest.
 ARITY: dict[str, tuple[int, int, int | None]] = {
     **{k: (1, 1, 1) for k in _UNARY}, **{k: (2, 2, 1) for k in _BINARY},
     "CONV_2D": (2, 3, 1), "DEPTHWISE_CONV_2D": (2, 3, 1), "FULLY_CONNECTED": (2, 3, 1),
-    "TRANSPOSE_CONV": (3, 4, 1), "RESHAPE": (1, 2, 1), "PADV2": (2, 3, 1),
+    "TRANSPOSE_CONV": (3, 4, 1), "RESHAPE": (1, 2, 1), "PADV2": (2, 3, 1), "PAD": (2, 3, 1),
+    "SPACE_TO_BATCH_ND": (3, 3, 1), "BATCH_TO_SPACE_ND": (3, 3, 1),
     "STRIDED_SLICE": (4, 4, 1), "SLICE": (3, 3, 1), "SPLIT": (2, 2, None),
     "SPLIT_V": (3, 3, None), "SELECT_V2": (3, 3, 1), "SVDF": (4, 5, 1),
     "DEPTH_TO_SPACE": (1, 1, 1), "SPACE_TO_DEPTH": (1, 1, 1), "REVERSE_V2": (2, 2, 1),
@@ -83,10 +85,10 @@ SAME_INPUTS = {"ADD", "SUB", "MUL", "DIV", "MAXIMUM", "MINIMUM", "SQUARED_DIFFER
                "LOGICAL_AND", "LOGICAL_OR"}
 # Builtins whose outputs have the type of their data input (KIND_FROM's operand): TFLM's and
 # LiteRT's kernels refuse another output type.
-SAME_TYPE = {"CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "TRANSPOSE_CONV",
+SAME_TYPE = {"CONV_2D", "DEPTHWISE_CONV_2D", "TRANSPOSE_CONV",
              "CONCATENATION", "ADD", "SUB", "MUL", "DIV", "MAXIMUM", "MINIMUM",
              "AVERAGE_POOL_2D", "MAX_POOL_2D", "L2_POOL_2D", "RESHAPE", "SQUEEZE", "TRANSPOSE",
-             "PAD", "PADV2", "MEAN", "SUM", "REDUCE_MAX", "REDUCE_MIN", "SOFTMAX", "LOGISTIC",
+             "PAD", "PADV2", "MEAN", "SUM", "REDUCE_MAX", "REDUCE_MIN", "LOGISTIC",
              "TANH", "RELU", "RELU6", "LEAKY_RELU", "HARD_SWISH", "STRIDED_SLICE", "SLICE",
              "SPLIT", "SPLIT_V", "PACK", "UNPACK", "GATHER", "EXPAND_DIMS", "TILE",
              "RESIZE_BILINEAR", "RESIZE_NEAREST_NEIGHBOR", "BATCH_MATMUL", "PRELU",
