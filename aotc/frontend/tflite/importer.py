@@ -107,7 +107,7 @@ def convert(data: bytes, fname: str = "model.tflite") -> onnx.ModelProto:
                 raise AotcError(f"{fname}: operator {i} has opcode index {idx} beyond the "
                                 f"table")
             used.append(codes[idx])
-        validate(model, sub, used)
+        validate(model, sub, used, KIND_FROM)
     except AotcError:
         raise
     except Exception as e:  # a table the accessors cannot read

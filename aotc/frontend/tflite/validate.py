@@ -356,9 +356,8 @@ def _check_divisor(sub: Any, i: int, name: str, t: int, model: Any) -> None:
                             f"holds zero")
 
 
-def check_operands(sub: Any, used: list[str], model: Any) -> None:
-    from aotc.frontend.tflite.importer import KIND_FROM
-
+def check_operands(sub: Any, used: list[str], model: Any,
+                   kind_from: dict[str, tuple[str, int]]) -> None:
     for i in range(sub.OperatorsLength()):
         name = used[i]
         op = sub.Operators(i)
@@ -384,7 +383,7 @@ def check_operands(sub: Any, used: list[str], model: Any) -> None:
         if name == "CONCATENATION" and outs and outs[0] >= 0:
             _check_same_params(sub, i, name, [t for t in ins if t >= 0], outs[0])
         if name in SAME_TYPE:
-            side, k = KIND_FROM.get(name, ("in", 0))
+            side, k = kind_from.get(name, ("in", 0))
             if side != "in" or k >= len(ins) or ins[k] < 0:
                 continue
             want = sub.Tensors(ins[k]).Type()
@@ -479,11 +478,14 @@ def check_bias(sub: Any, used: list[str]) -> None:
                                    "assumes it is)")
 
 
-def validate(model: Any, sub: Any, used: list[str]) -> None:
+def validate(model: Any, sub: Any, used: list[str],
+             kind_from: dict[str, tuple[str, int]]) -> None:
+    """All the checks of the module docstring before conversion; ``kind_from``: where each
+    builtin's data operand is (importer.KIND_FROM)."""
     check_codes(model, sub, used)
     check_tensors(model, sub, used)
     check_options(sub, used)
-    check_operands(sub, used, model)
+    check_operands(sub, used, model, kind_from)
     check_declared(sub, used)
     check_bias(sub, used)
 
