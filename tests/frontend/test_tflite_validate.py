@@ -228,6 +228,18 @@ MUTATIONS: dict[str, tuple[str, str, Callable[[Any], None], str]] = {
         m.buffers[m.subgraphs[0].tensors[4].buffer], "data", np.frombuffer(np.full(
             4, m.subgraphs[0].tensors[4].quantization.zeroPoint[0], np.int8).tobytes(),
             np.uint8)), "holds zero"),
+    "svdf_state_shape": ("svdf_int8", "seed", lambda m: setattr(
+        m.subgraphs[0].tensors[4], "shape", np.array([80, 1], np.int32)),
+        "operator 0 SVDF: activation state of shape [80, 1]"),
+    "per_channel_activation": ("fully_connected_int8", "seed", lambda m: (
+        setattr(m.subgraphs[0].tensors[0].quantization, "scale",
+                np.linspace(0.01, 0.02, 20).astype(np.float32)),
+        setattr(m.subgraphs[0].tensors[0].quantization, "zeroPoint", np.zeros(20, np.int64)),
+        setattr(m.subgraphs[0].tensors[0].quantization, "quantizedDimension", 1)),
+        "per-channel quantisation of an activation"),
+    "transpose_conv_stride": ("op_transpose_conv_float", "seed", lambda m: setattr(
+        m.subgraphs[0].operators[1].builtinOptions, "strideH", 4),
+        "operator 1 TRANSPOSE_CONV: output height 12; stride 4 and SAME padding on 6 give 24"),
     "builtin_code": ("conv_2d_float", "seed", lambda m: setattr(
         m.operatorCodes[0], "builtinCode", S.BuiltinOperator.DEPTHWISE_CONV_2D),
         "deprecated_builtin_code 3 (CONV_2D) and builtin_code 4 (DEPTHWISE_CONV_2D) disagree"),

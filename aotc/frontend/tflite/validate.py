@@ -302,13 +302,16 @@ def check_tensors(model: Any, sub: Any, used: list[str]) -> None:
                 and not np.isfinite(buf.DataAsNumpy().view(np.float32)).all():
             raise AotcError(f"{where}: a float constant holding NaN or infinity (TFLite's "
                             f"kernels compare and clamp them differently from aotc's)")
-        _check_quant(t, where, shape)
+        _check_quant(t, where, shape, const=bool(size))
 
 
-def _check_quant(t: Any, where: str, shape: list[int]) -> None:
+def _check_quant(t: Any, where: str, shape: list[int], const: bool = True) -> None:
     q = t.Quantization()
     if q is None or q.ScaleLength() == 0:
         return
+    if not const and q.ScaleLength() > 1 and not t.IsVariable():
+        raise AotcError(f"{where}: per-channel quantisation of an activation ({q.ScaleLength()} "
+                        f"scales; TFLM's kernels read one)")
     scale = q.ScaleAsNumpy()
     zps = q.ZeroPointLength()
     if not np.all(np.isfinite(scale)) or np.any(scale <= 0):
@@ -409,13 +412,31 @@ def _check_weight(i: int, name: str, w: Any, x: Any) -> None:
                             f"{WEIGHT_AXIS[name]} (its output channels)")
 
 
+def _check_transpose_conv(i: int, name: str, xs: list[int], ws: list[int], ys: list[int],
+                          got: Any) -> None:
+    """The declared output height and width are the ones TFLite's converter writes for the
+    stride and padding (SAME: input x stride; VALID: (input - 1) x stride + kernel): TFLM
+    and aotc place other output sizes differently."""
+    if got is None or got[0] != "TransposeConvOptions" or len(xs) != 4 or len(ws) != 4 \
+            or len(ys) != 4:
+        return
+    o = got[1]
+    for k, (n_in, kk, st, n_out) in enumerate(zip(xs[1:3], ws[1:3], (o.StrideH(), o.StrideW()),
+                                                  ys[1:3])):
+        want = n_in * st if o.Padding() == 0 else (n_in - 1) * st + kk
+        if n_out != want:
+            raise _err(i, name, f"output {'height' if k == 0 else 'width'} {n_out}; stride "
+                                f"{st} and {'SAME' if o.Padding() == 0 else 'VALID'} padding "
+                                f"on {n_in} give {want}")
+
+
 def check_declared(sub: Any, used: list[str]) -> None:
     """The output shapes of the builtins whose converters take the declared shape (a Reshape
     to it): FULLY_CONNECTED [batch, units] (or the input's leading dims with keep_num_dims),
     SQUEEZE the input without the squeezed dims. TFLM and LiteRT differ on others."""
     for i in range(sub.OperatorsLength()):
         name = used[i]
-        if name not in ("FULLY_CONNECTED", "SQUEEZE"):
+        if name not in ("FULLY_CONNECTED", "SQUEEZE", "TRANSPOSE_CONV", "SVDF"):
             continue
         op = sub.Operators(i)
         ins = [int(op.Inputs(k)) for k in range(op.InputsLength())]
@@ -431,6 +452,19 @@ def check_declared(sub: Any, used: list[str]) -> None:
         if any(d < 0 for d in xs + ys):
             continue
         got = options_table(op)
+        if name == "TRANSPOSE_CONV":  # inputs: output shape, filter, data
+            _check_transpose_conv(i, name, shape(ins[2]) if len(ins) > 2 and ins[2] >= 0
+                                  else [], shape(ins[1]), ys, got)
+            continue
+        if name == "SVDF":
+            if len(ins) > 4 and ins[4] >= 0 and got is not None and len(xs) == 2:
+                st, ws = shape(ins[4]), shape(ins[1])
+                mem = shape(ins[2])[1] if len(shape(ins[2])) == 2 else -1
+                if ws and mem > 0 and st != [xs[0], ws[0] * mem]:
+                    raise _err(i, name, f"activation state of shape {st}; SVDF with batch "
+                                        f"{xs[0]}, {ws[0]} filters and memory {mem} takes "
+                                        f"{[xs[0], ws[0] * mem]}")
+            continue
         if name == "SQUEEZE":
             dims = [int(d) for d in got[1].SqueezeDimsAsNumpy()] \
                 if got is not None and got[1].SqueezeDimsLength() else []
