@@ -240,6 +240,15 @@ MUTATIONS: dict[str, tuple[str, str, Callable[[Any], None], str]] = {
     "transpose_conv_stride": ("op_transpose_conv_float", "seed", lambda m: setattr(
         m.subgraphs[0].operators[1].builtinOptions, "strideH", 4),
         "operator 1 TRANSPOSE_CONV: output height 12; stride 4 and SAME padding on 6 give 24"),
+    "softmax_output_params": ("pools_softmax_int8", "seed", lambda m: setattr(
+        m.subgraphs[0].tensors[int(m.subgraphs[0].operators[3].outputs[0])].quantization,
+        "zeroPoint", np.array([127], np.int64)), "operator 3 SOFTMAX: output scale"),
+    "pool_params": ("op_squeeze_int8", "seed", lambda m: setattr(
+        m.subgraphs[0].tensors[3].quantization, "scale", np.array([3.5], np.float32)),
+        "operator 1 AVERAGE_POOL_2D: input 0 has scale 3.5"),
+    "shrink_output": ("op_strided_slice_shrink_float", "seed", lambda m: setattr(
+        m.subgraphs[0].tensors[7], "shape", np.array([6, 2, 2], np.int32)),
+        "output declared [6, 2, 2]; the slice with shrink_axis_mask 1 gives [2, 6, 2]"),
     "builtin_code": ("conv_2d_float", "seed", lambda m: setattr(
         m.operatorCodes[0], "builtinCode", S.BuiltinOperator.DEPTHWISE_CONV_2D),
         "deprecated_builtin_code 3 (CONV_2D) and builtin_code 4 (DEPTHWISE_CONV_2D) disagree"),

@@ -83,6 +83,11 @@ SAME_INPUTS = {"ADD", "SUB", "MUL", "DIV", "MAXIMUM", "MINIMUM", "SQUARED_DIFFER
                "EQUAL", "NOT_EQUAL", "LESS", "LESS_EQUAL", "GREATER", "GREATER_EQUAL",
                "CONCATENATION", "PACK", "ADD_N", "FLOOR_DIV", "FLOOR_MOD", "POW", "PRELU",
                "LOGICAL_AND", "LOGICAL_OR"}
+# int8/int16 builtins whose output has the input's scale and zero point: TFLM's kernels move
+# or compare the integers (and refuse or ignore other parameters); aotc would requantise.
+SAME_PARAMS = {"RESHAPE", "SQUEEZE", "EXPAND_DIMS", "AVERAGE_POOL_2D", "MAX_POOL_2D", "RELU6",
+               "TRANSPOSE", "SPLIT", "SPLIT_V", "PACK", "UNPACK", "SPACE_TO_DEPTH",
+               "DEPTH_TO_SPACE", "BATCH_TO_SPACE_ND", "SPACE_TO_BATCH_ND", "GATHER"}
 # Builtins whose outputs have the type of their data input (KIND_FROM's operand): TFLM's and
 # LiteRT's kernels refuse another output type.
 SAME_TYPE = {"CONV_2D", "DEPTHWISE_CONV_2D", "TRANSPOSE_CONV",
@@ -322,9 +327,23 @@ def _check_quant(t: Any, where: str, shape: list[int], const: bool = True) -> No
     # per-channel axis and count: Builder.quant (a 1-D bias is read along its only axis)
 
 
+def _check_softmax_output(sub: Any, i: int, name: str, y: int) -> None:
+    """An int8 SOFTMAX writes scale 1/256 and zero point -128, an int16 one 1/32768 and 0
+    (TFLM and LiteRT refuse others)."""
+    t = sub.Tensors(y)
+    q = t.Quantization()
+    want = {9: (1 / 256, -128), 7: (1 / 32768, 0)}.get(t.Type())
+    if want is None or q is None or q.ScaleLength() != 1 or q.ZeroPointLength() != 1:
+        return
+    if abs(q.Scale(0) - want[0]) > 1e-3 * want[0] or q.ZeroPoint(0) != want[1]:
+        raise _err(i, name, f"output scale {q.Scale(0):.6g} and zero point {q.ZeroPoint(0)}; "
+                            f"an {TYPE_NAMES[t.Type()]} SOFTMAX writes {want[0]:.6g} and "
+                            f"{want[1]}")
+
+
 def _check_same_params(sub: Any, i: int, name: str, ins: list[int], y: int) -> None:
-    """An int8 or int16 CONCATENATION: every input has the output's scale and zero point (TFLM
-    and LiteRT refuse others)."""
+    """An int8 or int16 CONCATENATION or SAME_PARAMS builtin: every input has the output's
+    scale and zero point (TFLM refuses or ignores others)."""
     ty = sub.Tensors(y)
     qy = ty.Quantization()
     if ty.Type() not in (9, 7) or qy is None or qy.ScaleLength() != 1 or qy.ZeroPointLength() != 1:
@@ -383,6 +402,14 @@ def check_operands(sub: Any, used: list[str], model: Any,
                                     f"type)")
         if name in ("DIV", "FLOOR_DIV", "FLOOR_MOD") and len(ins) == 2 and ins[1] >= 0:
             _check_divisor(sub, i, name, ins[1], model)
+        if name in SAME_PARAMS:
+            side, k = kind_from.get(name, ("in", 0))
+            if side == "in" and k < len(ins) and ins[k] >= 0:
+                for y in outs:
+                    if y >= 0:
+                        _check_same_params(sub, i, name, [ins[k]], y)
+        if name == "SOFTMAX" and ins and outs and min(ins[0], outs[0]) >= 0:
+            _check_softmax_output(sub, i, name, outs[0])
         if name == "CONCATENATION" and outs and outs[0] >= 0:
             _check_same_params(sub, i, name, [t for t in ins if t >= 0], outs[0])
         if name in SAME_TYPE:
