@@ -162,8 +162,10 @@ MUTATIONS: dict[str, tuple[str, str, Callable[[Any], None], str]] = {
     "extra_input": ("CONV_2D", "float", lambda m: setattr(
         m.subgraphs[0].operators[0], "inputs",
         np.append(m.subgraphs[0].operators[0].inputs, 1).astype(np.int32)), "4 inputs"),
-    "output_type": ("ADD", "int8", lambda m: setattr(
-        m.subgraphs[0].tensors[2], "type", S.TensorType.INT16), "output 0 is int16"),
+    "output_type": ("ADD", "int8", lambda m: (
+        setattr(m.subgraphs[0].tensors[2], "type", S.TensorType.INT16),
+        setattr(m.subgraphs[0].tensors[2].quantization, "zeroPoint", np.zeros(1, np.int64))),
+        "output 0 is int16"),
     "zero_scale": ("ADD", "int8", lambda m: setattr(
         m.subgraphs[0].tensors[0].quantization, "scale", np.zeros(1, np.float32)),
         "quantisation scale 0.0"),
@@ -249,6 +251,12 @@ MUTATIONS: dict[str, tuple[str, str, Callable[[Any], None], str]] = {
     "shrink_output": ("op_strided_slice_shrink_float", "seed", lambda m: setattr(
         m.subgraphs[0].tensors[7], "shape", np.array([6, 2, 2], np.int32)),
         "output declared [6, 2, 2]; the slice with shrink_axis_mask 1 gives [2, 6, 2]"),
+    "uint8_input_int8_weights": ("fully_connected_int8", "seed", lambda m: setattr(
+        m.subgraphs[0].tensors[0], "type", S.TensorType.UINT8),
+        "int8 weights for a uint8 input"),
+    "int16_zero_point": ("conv_2d_int16", "seed", lambda m: setattr(
+        m.subgraphs[0].tensors[3].quantization, "zeroPoint", np.array([1000], np.int64)),
+        "an int16 activation with zero point 1000"),
     "builtin_code": ("conv_2d_float", "seed", lambda m: setattr(
         m.operatorCodes[0], "builtinCode", S.BuiltinOperator.DEPTHWISE_CONV_2D),
         "deprecated_builtin_code 3 (CONV_2D) and builtin_code 4 (DEPTHWISE_CONV_2D) disagree"),

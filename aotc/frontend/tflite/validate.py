@@ -314,6 +314,9 @@ def _check_quant(t: Any, where: str, shape: list[int], const: bool = True) -> No
     q = t.Quantization()
     if q is None or q.ScaleLength() == 0:
         return
+    if not const and t.Type() == 7 and q.ZeroPointLength() == 1 and q.ZeroPoint(0) != 0:
+        raise AotcError(f"{where}: an int16 activation with zero point {q.ZeroPoint(0)} (TFLite's "
+                        f"16x8 activations are symmetric; TFLM assumes 0)")
     if not const and q.ScaleLength() > 1 and not t.IsVariable():
         raise AotcError(f"{where}: per-channel quantisation of an activation ({q.ScaleLength()} "
                         f"scales; TFLM's kernels read one)")
@@ -431,6 +434,9 @@ def _check_weight(i: int, name: str, w: Any, x: Any) -> None:
     if x.Type() in (9, 7) and w.Type() not in (9, 17):
         raise _err(i, name, f"{TYPE_NAMES.get(w.Type(), w.Type())} weights for an "
                             f"{TYPE_NAMES[x.Type()]} input (int8 or int4 weights)")
+    if x.Type() == 3 and w.Type() != 3:
+        raise _err(i, name, f"{TYPE_NAMES.get(w.Type(), w.Type())} weights for a uint8 input "
+                            f"(uint8 weights)")
     q = w.Quantization()
     if q is not None and q.ScaleLength() > 1 and q.QuantizedDimension() != WEIGHT_AXIS[name] \
             and 0 <= q.QuantizedDimension() < w.ShapeLength():  # others: Builder.quant
