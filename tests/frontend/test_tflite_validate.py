@@ -238,7 +238,7 @@ MUTATIONS: dict[str, tuple[str, str, Callable[[Any], None], str]] = {
                 np.linspace(0.01, 0.02, 20).astype(np.float32)),
         setattr(m.subgraphs[0].tensors[0].quantization, "zeroPoint", np.zeros(20, np.int64)),
         setattr(m.subgraphs[0].tensors[0].quantization, "quantizedDimension", 1)),
-        "per-channel quantisation of an activation"),
+        "per-channel quantisation of a graph input"),
     "transpose_conv_stride": ("op_transpose_conv_float", "seed", lambda m: setattr(
         m.subgraphs[0].operators[1].builtinOptions, "strideH", 4),
         "operator 1 TRANSPOSE_CONV: output height 12; stride 4 and SAME padding on 6 give 24"),

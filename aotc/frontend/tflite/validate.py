@@ -284,6 +284,7 @@ def check_tensors(model: Any, sub: Any, used: list[str]) -> None:
                 if (t == -1 and side == "input") or 0 <= t < n_t:
                     continue
                 raise _err(i, used[i], f"{side} {k} is tensor {t}, beyond the {n_t} tensors")
+    graph_inputs = {int(sub.Inputs(k)) for k in range(sub.InputsLength())}
     for j in range(n_t):
         t = sub.Tensors(j)
         name = (t.Name() or b"").decode("utf-8", "replace")
@@ -307,19 +308,20 @@ def check_tensors(model: Any, sub: Any, used: list[str]) -> None:
                 and not np.isfinite(buf.DataAsNumpy().view(np.float32)).all():
             raise AotcError(f"{where}: a float constant holding NaN or infinity (TFLite's "
                             f"kernels compare and clamp them differently from aotc's)")
-        _check_quant(t, where, shape, const=bool(size))
+        _check_quant(t, where, shape, const=bool(size), graph_input=j in graph_inputs)
 
 
-def _check_quant(t: Any, where: str, shape: list[int], const: bool = True) -> None:
+def _check_quant(t: Any, where: str, shape: list[int], const: bool = True,
+                 graph_input: bool = False) -> None:
     q = t.Quantization()
     if q is None or q.ScaleLength() == 0:
         return
     if not const and t.Type() == 7 and q.ZeroPointLength() == 1 and q.ZeroPoint(0) != 0:
         raise AotcError(f"{where}: an int16 activation with zero point {q.ZeroPoint(0)} (TFLite's "
                         f"16x8 activations are symmetric; TFLM assumes 0)")
-    if not const and q.ScaleLength() > 1 and not t.IsVariable():
-        raise AotcError(f"{where}: per-channel quantisation of an activation ({q.ScaleLength()} "
-                        f"scales; TFLM's kernels read one)")
+    if graph_input and q.ScaleLength() > 1:  # an operator's output: Builder.fout names it
+        raise AotcError(f"{where}: per-channel quantisation of a graph input "
+                        f"({q.ScaleLength()} scales; TFLM's kernels read one)")
     scale = q.ScaleAsNumpy()
     zps = q.ZeroPointLength()
     if not np.all(np.isfinite(scale)) or np.any(scale <= 0):
