@@ -139,6 +139,12 @@ def test_changed_rank_of_an_intermediate_tensor_is_refused(tmp_path, capsys):
     assert "operator 0 CONV_2D: output 'conv_2d_0_0' is declared [1, 10, 6, 8, 1]" in line, line
 
 
+def test_schema_version_other_than_3_is_refused(tmp_path, capsys):
+    m, xs = _model("CONV_2D", "float")
+    m.version = 16
+    assert "schema version 16" in _refused(_pack(m), tmp_path, capsys)
+
+
 def test_stride_that_disagrees_with_the_declared_output_is_refused(tmp_path, capsys):
     """strideW 7 on a SAME CONV_2D whose output is declared [1, 8, 8, 6]: TFLM writes the
     declared shape, LiteRT computes [1, 8, 2, 6]."""
@@ -257,6 +263,24 @@ MUTATIONS: dict[str, tuple[str, str, Callable[[Any], None], str]] = {
     "int16_zero_point": ("conv_2d_int16", "seed", lambda m: setattr(
         m.subgraphs[0].tensors[3].quantization, "zeroPoint", np.array([1000], np.int64)),
         "an int16 activation with zero point 1000"),
+    "concat_activation": ("op_concatenation_h_float", "seed", lambda m: setattr(
+        m.subgraphs[0].operators[1].builtinOptions, "fusedActivationFunction", 1),
+        "a fused activation on CONCATENATION"),
+    "concat_axis": ("op_concatenation_h_float", "seed", lambda m: setattr(
+        m.subgraphs[0].operators[1].builtinOptions, "axis", 7), "axis 7 of a rank-4 input"),
+    "resize_size": ("op_resize_bilinear_float", "seed", lambda m: setattr(
+        m.subgraphs[0].tensors[4], "shape", np.array([2, 1], np.int32)),
+        "size of shape [2, 1]"),
+    "var_handle_options": ("accumulator_int8", "seed", lambda m: [
+        (setattr(o, "builtinOptions", None), setattr(o, "builtinOptionsType", 0))
+        for o in m.subgraphs[0].operators
+        if isinstance(o.builtinOptions, S.VarHandleOptionsT)], "VAR_HANDLE: no builtin options"),
+    "opcode_version_0": ("conv_2d_float", "seed", lambda m: setattr(
+        m.operatorCodes[0], "version", 0), "opcode version 0"),
+    "prelu_alpha": ("op_prelu_float", "seed", lambda m: setattr(
+        m.subgraphs[0].operators[1], "inputs", np.array(
+            [m.subgraphs[0].operators[1].inputs[0], 1], np.int32)),
+        "operator 1 PRELU: alpha of shape [4, 1, 1, 4] does not broadcast"),
     "builtin_code": ("conv_2d_float", "seed", lambda m: setattr(
         m.operatorCodes[0], "builtinCode", S.BuiltinOperator.DEPTHWISE_CONV_2D),
         "deprecated_builtin_code 3 (CONV_2D) and builtin_code 4 (DEPTHWISE_CONV_2D) disagree"),

@@ -42,7 +42,7 @@ PLACEHOLDER = 127  # BuiltinOperator.PLACEHOLDER_FOR_GREATER_OP_CODES
 # Options tables whose fused activation clamps the output (TFLM's CalculateActivationRange).
 CLAMPING = {"Conv2DOptions", "DepthwiseConv2DOptions", "FullyConnectedOptions",
             "Pool2DOptions", "AddOptions", "SubOptions", "MulOptions", "DivOptions",
-            "ConcatenationOptions", "TransposeConvOptions", "L2NormOptions", "Conv3DOptions"}
+            "TransposeConvOptions", "L2NormOptions", "Conv3DOptions"}
 ACTIVATIONS = {0: "NONE", 1: "RELU", 2: "RELU_N1_TO_1", 3: "RELU6", 4: "TANH", 5: "SIGN_BIT"}
 # TFLite type code -> bytes per element (int4: two per byte, counted apart).
 ITEMSIZE = {0: 4, 1: 2, 2: 4, 3: 1, 4: 8, 6: 1, 7: 2, 9: 1, 10: 8, 12: 8, 15: 4, 16: 2, 18: 2}
@@ -115,7 +115,7 @@ OPTIONS_OF = {"AVERAGE_POOL_2D": "Pool2DOptions", "MAX_POOL_2D": "Pool2DOptions"
 NEEDS_OPTIONS = {"CONV_2D", "DEPTHWISE_CONV_2D", "TRANSPOSE_CONV", "AVERAGE_POOL_2D",
                  "MAX_POOL_2D", "L2_POOL_2D", "SVDF", "PACK", "UNPACK", "SPLIT", "SPLIT_V",
                  "SOFTMAX", "LEAKY_RELU", "DEPTH_TO_SPACE", "SPACE_TO_DEPTH",
-                 "UNIDIRECTIONAL_SEQUENCE_LSTM", "CONV_3D"}
+                 "UNIDIRECTIONAL_SEQUENCE_LSTM", "CONV_3D", "VAR_HANDLE", "CALL_ONCE"}
 # (options class, field, what it counts): the count must be the operator's.
 COUNTS = {"PACK": ("ValuesCount", "inputs"), "UNPACK": ("Num", "outputs"),
           "SPLIT": ("NumSplits", "outputs"), "SPLIT_V": ("NumSplits", "outputs")}
@@ -173,6 +173,9 @@ def check_codes(model: Any, sub: Any, used: list[str]) -> None:
 
     for i in range(sub.OperatorsLength()):
         oc = model.OperatorCodes(sub.Operators(i).OpcodeIndex())
+        if oc.Version() < 1:
+            raise _err(i, used[i], f"opcode version {oc.Version()} (TFLite's versions start "
+                                   f"at 1)")
         dep, new = oc.DeprecatedBuiltinCode(), _raw_builtin_code(oc)
         if dep == new or (new == 0 and 0 <= dep < PLACEHOLDER) or (
                 dep == PLACEHOLDER and new >= PLACEHOLDER):
@@ -212,6 +215,11 @@ def check_options(sub: Any, used: list[str]) -> None:
         if hasattr(o, "QuantizedBiasType") and o.QuantizedBiasType() not in TYPE_NAMES:
             raise _err(i, used[i], f"{name}.quantized_bias_type {o.QuantizedBiasType()} is not "
                                    f"a TFLite type")
+        if name == "ConcatenationOptions":
+            if o.FusedActivationFunction() != 0:
+                raise _err(i, used[i], "a fused activation on CONCATENATION (TFLM and LiteRT "
+                                       "take NONE only)")
+            _check_axis(sub, i, op, used[i], o.Axis())
         if name == "SoftmaxOptions":
             _check_softmax(sub, i, op, o, used[i])
         if name == "DepthwiseConv2DOptions":
@@ -228,6 +236,14 @@ def check_options(sub: Any, used: list[str]) -> None:
                 raise _err(i, used[i], f"fused activation {ACTIVATIONS[act]} is not supported "
                                        f"(TFLM and LiteRT ignore it; only NONE, RELU, "
                                        f"RELU_N1_TO_1 and RELU6 clamp the output)")
+
+
+def _check_axis(sub: Any, i: int, op: Any, name: str, axis: int) -> None:
+    if op.InputsLength() < 1 or op.Inputs(0) < 0:
+        return
+    rank = sub.Tensors(op.Inputs(0)).ShapeLength()
+    if not -rank <= axis < max(rank, 1):
+        raise _err(i, name, f"axis {axis} of a rank-{rank} input")
 
 
 def _check_softmax(sub: Any, i: int, op: Any, o: Any, name: str) -> None:
@@ -407,6 +423,22 @@ def check_operands(sub: Any, used: list[str], model: Any,
                                     f"type)")
         if name in ("DIV", "FLOOR_DIV", "FLOOR_MOD") and len(ins) == 2 and ins[1] >= 0:
             _check_divisor(sub, i, name, ins[1], model)
+        if name == "PRELU" and len(ins) == 2 and min(ins) >= 0:
+            xs, al = ([int(d) for d in sub.Tensors(t).ShapeAsNumpy()]
+                      if sub.Tensors(t).ShapeLength() else [] for t in ins)
+            try:
+                ok = list(np.broadcast_shapes(tuple(xs), tuple(al))) == xs
+            except ValueError:
+                ok = False
+            if not ok:
+                raise _err(i, name, f"alpha of shape {al} does not broadcast to the input's "
+                                    f"{xs}")
+        if name in ("RESIZE_BILINEAR", "RESIZE_NEAREST_NEIGHBOR") and len(ins) > 1 \
+                and ins[1] >= 0:
+            size = [int(d) for d in sub.Tensors(ins[1]).ShapeAsNumpy()] \
+                if sub.Tensors(ins[1]).ShapeLength() else []
+            if size != [2]:
+                raise _err(i, name, f"size of shape {size} (TFLM and LiteRT take [2])")
         if name in SAME_PARAMS:
             side, k = kind_from.get(name, ("in", 0))
             if side == "in" and k < len(ins) and ins[k] >= 0:
@@ -551,6 +583,8 @@ def validate(model: Any, sub: Any, used: list[str],
              kind_from: dict[str, tuple[str, int]]) -> None:
     """All the checks of the module docstring before conversion; ``kind_from``: where each
     builtin's data operand is (importer.KIND_FROM)."""
+    if model.Version() != 3:
+        raise AotcError(f"schema version {model.Version()}; TFLM and LiteRT read version 3")
     check_codes(model, sub, used)
     check_tensors(model, sub, used)
     check_options(sub, used)
@@ -591,6 +625,20 @@ def check_shapes(b: Any, sub: Any, m: Any, used: list[str]) -> None:
     probe = onnx.ModelProto()
     probe.CopyFrom(m)
     probe.graph.value_info.extend(extra)
+    # A graph output's declared shape is checked through an Identity to a declared copy (ONNX
+    # does not compare a graph output's own declaration with the inferred shape).
+    for o in probe.graph.output:
+        if not o.type.tensor_type.HasField("shape"):
+            continue
+        dims = [d.dim_value if d.HasField("dim_value") else 0
+                for d in o.type.tensor_type.shape.dim]
+        if any(d <= 0 for d in dims):
+            continue
+        probe.graph.node.append(helper.make_node("Identity", [o.name], [o.name + "/declared"],
+                                                 name=o.name))
+        probe.graph.value_info.append(helper.make_tensor_value_info(
+            o.name + "/declared", o.type.tensor_type.elem_type, dims))
+        o.type.tensor_type.ClearField("shape")
     _standard_domain(probe)
     try:
         shape_inference.infer_shapes(probe, strict_mode=True)
