@@ -281,6 +281,9 @@ MUTATIONS: dict[str, tuple[str, str, Callable[[Any], None], str]] = {
         m.subgraphs[0].operators[1], "inputs", np.array(
             [m.subgraphs[0].operators[1].inputs[0], 1], np.int32)),
         "operator 1 PRELU: alpha of shape [4, 1, 1, 4] does not broadcast"),
+    "fc_output_type": ("fully_connected_int16", "seed", lambda m: setattr(
+        m.subgraphs[0].tensors[int(m.subgraphs[0].operators[0].outputs[0])], "type",
+        S.TensorType.INT32), "output 0 is int32"),
     "builtin_code": ("conv_2d_float", "seed", lambda m: setattr(
         m.operatorCodes[0], "builtinCode", S.BuiltinOperator.DEPTHWISE_CONV_2D),
         "deprecated_builtin_code 3 (CONV_2D) and builtin_code 4 (DEPTHWISE_CONV_2D) disagree"),
