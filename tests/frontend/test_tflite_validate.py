@@ -257,8 +257,8 @@ MUTATIONS: dict[str, tuple[str, str, Callable[[Any], None], str]] = {
     "shrink_output": ("op_strided_slice_shrink_float", "seed", lambda m: setattr(
         m.subgraphs[0].tensors[7], "shape", np.array([6, 2, 2], np.int32)),
         "output declared [6, 2, 2]; the slice with shrink_axis_mask 1 gives [2, 6, 2]"),
-    "uint8_input_int8_weights": ("fully_connected_int8", "seed", lambda m: setattr(
-        m.subgraphs[0].tensors[0], "type", S.TensorType.UINT8),
+    "uint8_input_int8_weights": ("fully_connected_int8", "seed", lambda m: [setattr(
+        m.subgraphs[0].tensors[k], "type", S.TensorType.UINT8) for k in (0, 3)],
         "int8 weights for a uint8 input"),
     "int16_zero_point": ("conv_2d_int16", "seed", lambda m: setattr(
         m.subgraphs[0].tensors[3].quantization, "zeroPoint", np.array([1000], np.int64)),
