@@ -5,9 +5,13 @@ of outcomes per mutation class. Findings get a reproducer under OUT/findings/<ki
     python scripts/fuzz.py --cases 5000 --seed 1 --jobs 2          # the full run
     python scripts/fuzz.py --cases 200 --seed 7 --out /tmp/fz      # a quick one
     python scripts/fuzz.py --replay out/fuzz/findings               # re-run reproducers
+    python scripts/fuzz.py --format tflite --cases 5000 --seed 1    # .tflite models vs TFLM
 
 Exit status 1 when there are findings, 0 when there are none. The oracle's rules are in
-tests/fuzz/fuzz_oracle.py; the mutation classes in tests/fuzz/fuzz_mutate.py.
+tests/fuzz/fuzz_oracle.py; the mutation classes in tests/fuzz/fuzz_mutate.py. With --format
+tflite the seeds are .tflite models (tests/fuzz/tflite_seeds.py), mutated on TensorFlow Lite's
+object tree (tests/fuzz/tflite_mutate.py) and checked against TFLM, LiteRT where TFLM refuses
+the model (tests/fuzz/tflite_oracle.py).
 """
 
 from __future__ import annotations
@@ -40,14 +44,18 @@ def main() -> int:
                    help="seconds per case for compile + build + run + onnxruntime (default 60)")
     p.add_argument("--out", type=Path, default=Path("out/fuzz"),
                    help="output directory: table.txt, results.jsonl, findings/ (default out/fuzz)")
+    p.add_argument("--format", choices=("onnx", "tflite"), default="onnx",
+                   help="seed models and mutations: onnx (default) or tflite")
     p.add_argument("--replay", type=Path, default=None, metavar="DIR",
-                   help="run every case directory (holding model.onnx) under DIR through the "
-                        "oracle and print its outcome, e.g. to check a fix of a finding")
+                   help="run every case directory (holding model.onnx or model.tflite) under DIR "
+                        "through the oracle and print its outcome, e.g. to check a fix of a "
+                        "finding")
     args = p.parse_args()
     if args.replay is not None:
         return replay(args.replay, args.timeout)
     t0 = time.monotonic()
-    results = run(args.seed, args.cases, args.jobs, args.out.resolve(), args.timeout, args.start)
+    results = run(args.seed, args.cases, args.jobs, args.out.resolve(), args.timeout, args.start,
+                  fmt=args.format)
     print((args.out / "table.txt").read_text(), end="")
     print(f"{len(results)} cases in {time.monotonic() - t0:.0f} s with {args.jobs} job(s); "
           f"reproducers in {args.out / 'findings'}")

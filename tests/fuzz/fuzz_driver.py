@@ -27,6 +27,8 @@ from typing import Any
 from fuzz_mutate import Case, make_case
 from fuzz_oracle import FINDINGS, OUTCOMES, ort_rejected
 
+FORMATS = ("onnx", "tflite")
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 
@@ -57,9 +59,19 @@ def input_seed(seed: int, index: int) -> int:
     return seed * 1_000_003 + index
 
 
+def make_any_case(seed: int, index: int, fmt: str = "onnx") -> tuple[str, str, list[str], Any]:
+    """Case ``index`` of the run ``seed`` of format ``fmt`` (onnx: fuzz_mutate.py; tflite:
+    tflite_mutate.py)."""
+    if fmt == "tflite":
+        from tflite_mutate import make_case as make_tflite_case
+
+        return make_tflite_case(seed, index)
+    return make_case(seed, index)
+
+
 def write_case(case: Case, directory: Path) -> None:
     directory.mkdir(parents=True, exist_ok=True)
-    (directory / "model.onnx").write_bytes(case.serialise())
+    (directory / getattr(case, "file_name", "model.onnx")).write_bytes(case.serialise())
     for name, data in case.files.items():
         (directory / name).write_bytes(data)
 
@@ -140,10 +152,10 @@ def _died(stage: str, invalid: str, what: str, sig: str) -> tuple[str, str]:
 
 
 def run_one(worker: Worker | None, index: int, seed: int, work: Path, timeout: float,
-            log: Path) -> tuple[Result, Worker | None, Path]:
+            log: Path, fmt: str = "onnx") -> tuple[Result, Worker | None, Path]:
     """Case ``index`` of the run ``seed``; returns the result, the worker (None when it had to
     be killed) and the case directory."""
-    tag, seed_name, muts, case = make_case(seed, index)
+    tag, seed_name, muts, case = make_any_case(seed, index, fmt)
     case_dir = work / f"case-{index:06d}"
     write_case(case, case_dir)
     outcome, message, stage, secs, worker = execute(worker, case_dir, input_seed(seed, index),
@@ -194,14 +206,15 @@ def save_reproducer(res: Result, case_dir: Path, out: Path) -> Path:
             shutil.copy2(f, dest / f.name)
     (dest / "case.json").write_text(json.dumps({**asdict(res), "input_seed": res.input_seed},
                                                 indent=1, ensure_ascii=True) + "\n")
+    model = "model.tflite" if (case_dir / "model.tflite").exists() else "model.onnx"
     line = (f"{res.outcome}: {res.message} | seed model {res.seed_model}; "
-            f"{'; '.join(res.mutations)} | reproduce: python -m aotc verify model.onnx\n")
+            f"{'; '.join(res.mutations)} | reproduce: python -m aotc verify {model}\n")
     (dest / "README.txt").write_text(line.encode("utf-8", "backslashreplace").decode())
     return dest
 
 
 def run(seed: int, cases: int, jobs: int, out: Path, timeout: float = 60.0, start: int = 0,
-        progress: bool = True) -> list[Result]:
+        progress: bool = True, fmt: str = "onnx") -> list[Result]:
     """Runs cases ``start .. start+cases-1`` of the run ``seed``; writes ``out/results.jsonl``,
     ``out/table.txt`` and ``out/findings/<kind>/case-N-<class>/`` (model + README.txt)."""
     out.mkdir(parents=True, exist_ok=True)
@@ -225,7 +238,8 @@ def run(seed: int, cases: int, jobs: int, out: Path, timeout: float = 60.0, star
                         i = todo.get_nowait()
                     except queue.Empty:
                         break
-                    res, worker, case_dir = run_one(worker, i, seed, Path(tmp), timeout, log)
+                    res, worker, case_dir = run_one(worker, i, seed, Path(tmp), timeout, log,
+                                                        fmt)
                     if res.finding:
                         save_reproducer(res, case_dir, out)
                     shutil.rmtree(case_dir, ignore_errors=True)
@@ -259,7 +273,7 @@ def run(seed: int, cases: int, jobs: int, out: Path, timeout: float = 60.0, star
     with open(out / "results.jsonl", "w") as f:
         for r in ordered:
             f.write(json.dumps(asdict(r), ensure_ascii=True) + "\n")
-    table = format_table(ordered)
+    table = format_table(ordered, TFLITE_COLUMNS if fmt == "tflite" else COLUMNS)
     (out / "table.txt").write_text(table + "\n")
     return ordered
 
@@ -268,22 +282,27 @@ COLUMNS = ["user-error", "ok-verified", "ok-ort-rejects", "ok-ort-nonfinite", "o
            "ok-ref-agrees", "ok-unrun", *FINDINGS]
 SHORT = {"user-error": "user-err", "ok-verified": "ok-verif", "ok-ort-rejects": "ok-ortrej",
          "ok-unrun": "ok-unrun", "ok-ort-nonfinite": "ok-ortnan", "ok-fp-contract": "ok-fma",
-         "ok-ref-agrees": "ok-ref",
+         "ok-ref-agrees": "ok-ref", "ok-tflm": "ok-tflm", "ok-litert": "ok-litert",
          "traceback": "traceback",
          "multi-line-error": "multiline",
          "crash": "crash", "hang": "hang", "build-failure": "build", "wrong-result": "wrong",
          "accepted-invalid": "acc-inval", "fuzzer-error": "fuzz-err"}
 
 
-def format_table(results: list[Result]) -> str:
+# The .tflite oracle's outcomes (tflite_oracle.py): no onnxruntime columns.
+TFLITE_COLUMNS = ["user-error", "ok-tflm", "ok-litert", "ok-unrun", *FINDINGS]
+
+
+def format_table(results: list[Result], columns: list[str] | None = None) -> str:
+    columns = columns or COLUMNS
     by_tag: dict[str, Counter[str]] = {}
     for r in results:
         by_tag.setdefault(r.tag, Counter())[r.outcome] += 1
     total: Counter[str] = Counter(r.outcome for r in results)
-    head = ["class", "cases", *(SHORT[c] for c in COLUMNS)]
-    rows = [[t, str(sum(c.values())), *(str(c[k]) for k in COLUMNS)]
+    head = ["class", "cases", *(SHORT[c] for c in columns)]
+    rows = [[t, str(sum(c.values())), *(str(c[k]) for k in columns)]
             for t, c in sorted(by_tag.items())]
-    rows.append(["total", str(len(results)), *(str(total[k]) for k in COLUMNS)])
+    rows.append(["total", str(len(results)), *(str(total[k]) for k in columns)])
     widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
     lines = ["  ".join(x.rjust(w) if i else x.ljust(w) for i, (x, w) in
                        enumerate(zip(r, widths))) for r in [head, *rows]]
@@ -299,7 +318,7 @@ def replay(root: Path, timeout: float = 60.0) -> int:
     worker: Worker | None = None
     still = 0
     with tempfile.TemporaryDirectory(prefix="aotc_fuzz_replay_") as tmp:
-        for model in sorted(root.rglob("model.onnx")):
+        for model in sorted([*root.rglob("model.onnx"), *root.rglob("model.tflite")]):
             case_dir = Path(tmp) / model.parent.name
             shutil.copytree(model.parent, case_dir)
             shutil.rmtree(case_dir / "bundle", ignore_errors=True)

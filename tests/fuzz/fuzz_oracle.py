@@ -74,6 +74,8 @@ OUTCOMES = {
     "ok-ort-nonfinite": False,  # matches the ONNX reference; onnxruntime differs only at NaN/inf
     "ok-fp-contract": False,   # differs only as fused multiply-add would (FMA_RULE)
     "ok-ref-agrees": False,    # onnxruntime differs; the ONNX reference agrees with aotc
+    "ok-tflm": False,          # .tflite: built with -Werror and matched TFLM (tflite_oracle.py)
+    "ok-litert": False,        # .tflite: TFLM refuses the model; matched LiteRT
     "traceback": True,         # exit 3 (internal error) or any other exit status
     "multi-line-error": True,  # exit 2 but not exactly one 'aotc: error:' line
     "crash": True,             # a signal in the compiler or in the generated C
@@ -385,7 +387,13 @@ def worker() -> None:
     for line in sys.stdin:
         req = json.loads(line)
         try:
-            res = run_case(Path(req["dir"]), int(req["input_seed"]), emit)
+            case_dir = Path(req["dir"])
+            if (case_dir / "model.tflite").exists():
+                from tflite_oracle import run_case as run_tflite_case
+
+                res = run_tflite_case(case_dir, int(req["input_seed"]), emit)
+            else:
+                res = run_case(case_dir, int(req["input_seed"]), emit)
             # the case's temporary directory out of the message: same text in every run
             res["message"] = res["message"].replace(req["dir"], "<case>")
         except Exception as e:  # noqa: BLE001 - the oracle itself failed: report, keep serving

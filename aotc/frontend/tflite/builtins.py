@@ -336,6 +336,12 @@ def strided_slice(b: Builder, op: Any) -> None:
                           b.init(np.array(axes, np.int64), "axes"),
                           b.init(np.array(step, np.int64), "steps")], "slice")[0]
     if sm:
+        # the shrunk shape, as TFLite computes it (the Reshape goes to the declared one)
+        probe = np.empty(b.shape(x), np.bool_)[tuple(slice(*v) for v in zip(starts, ends, step))]
+        want = [d for k, d in enumerate(probe.shape) if not (k < n and sm >> k & 1)]
+        if list(b.shape(y)) != want:
+            raise AotcError(f"output declared {list(b.shape(y))}; the slice with "
+                            f"shrink_axis_mask {sm} gives {want}")
         _reshape_to(b, x, y, out)
     else:
         b.define(y, out, layout)

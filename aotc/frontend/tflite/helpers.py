@@ -20,6 +20,12 @@ def _opts(op: Any, cls: str) -> Any:
     t = op.BuiltinOptions()
     if t is None:
         return None
+    tag = op.BuiltinOptionsType()
+    if tag != getattr(tflite.BuiltinOptions, cls):
+        from aotc.frontend.tflite.validate import _option_classes
+
+        raise AotcError(f"builtin options of type {_option_classes().get(tag, tag)}; the "
+                        f"operator takes {cls}")
     o = getattr(tflite, cls)()
     o.Init(t.Bytes, t.Pos)
     return o
@@ -86,6 +92,9 @@ def strided_slice_params(b: Builder, op: Any) -> tuple[list[int], list[int], lis
     end = [int(v) for v in _need_const(b, et, "end")]
     step = [int(v) for v in _need_const(b, st, "strides")]
     bm, em, sm = (o.BeginMask(), o.EndMask(), o.ShrinkAxisMask()) if o else (0, 0, 0)
+    if any(m >> len(begin) for m in (bm, em, sm)):
+        raise AotcError(f"begin_mask, end_mask or shrink_axis_mask has bits beyond the "
+                        f"{len(begin)} sliced dimensions")
     rel = bool(o.Offset()) if o is not None else False
     if 0 in step:
         raise AotcError("a stride is 0")

@@ -37,6 +37,7 @@ from aotc.errors import AotcError
 from aotc.frontend.tflite.builder import Builder
 from aotc.frontend.tflite.builtins import CONVERTERS, TYPES
 from aotc.frontend.tflite.fold import try_fold
+from aotc.frontend.tflite.validate import check_shapes, validate
 
 # TFLite TensorType codes -> names.
 TYPE_NAMES = {0: "float32", 1: "float16", 2: "int32", 3: "uint8", 4: "int64", 5: "string",
@@ -98,7 +99,7 @@ def convert(data: bytes, fname: str = "model.tflite") -> onnx.ModelProto:
         raise AotcError(f"{fname} is not a valid TFLite flatbuffer ({type(e).__name__})") from None
     if sub is None:
         raise AotcError(f"{fname} has no subgraph")
-    used = _check_all(sub, codes, fname, "")
+    used = _check_all(model, sub, codes, fname, "")
     try:
         b = Builder(model, sub, data, fname)
     except AotcError:
@@ -108,23 +109,32 @@ def convert(data: bytes, fname: str = "model.tflite") -> onnx.ModelProto:
     b.subgraph = _Subgraphs(model, data, fname, codes)
     _convert_ops(b, used)
     try:
-        return b.finish()
+        m = b.finish()
     except AotcError:
         raise
     except Exception as e:
         raise AotcError(f"{fname}: malformed graph outputs ({type(e).__name__}: {e})") from None
+    check_shapes(b, sub, m, used)
+    return m
 
 
-def _check_all(sub: Any, codes: list[str], fname: str, where: str) -> list[str]:
-    """The builtin of each operator of ``sub``, after checking them all (one error listing
-    every operator that cannot be converted)."""
+def _check_all(model: Any, sub: Any, codes: list[str], fname: str, where: str) -> list[str]:
+    """The builtin of each operator of ``sub``, after validating the subgraph's structure
+    (validate.py) and checking every operator (one error listing every operator that cannot
+    be converted)."""
     used = []
-    for i in range(sub.OperatorsLength()):
-        idx = sub.Operators(i).OpcodeIndex()
-        if idx >= len(codes):
-            raise AotcError(f"{fname}{where}: operator {i} has opcode index {idx} beyond the "
-                            f"table")
-        used.append(codes[idx])
+    try:
+        for i in range(sub.OperatorsLength()):
+            idx = sub.Operators(i).OpcodeIndex()
+            if idx >= len(codes):
+                raise AotcError(f"{fname}{where}: operator {i} has opcode index {idx} beyond "
+                                f"the table")
+            used.append(codes[idx])
+        validate(model, sub, used, KIND_FROM)
+    except AotcError:
+        raise
+    except Exception as e:  # a table the accessors cannot read
+        raise AotcError(f"{fname} is not a valid TFLite flatbuffer ({type(e).__name__})") from None
     problems = [line for i in range(sub.OperatorsLength())
                 if (line := _check(sub, i, used[i])) is not None]
     if problems:
@@ -167,7 +177,7 @@ class _Subgraphs:
         if index in self.active:
             raise AotcError(f"subgraph {index} runs itself (recursion is not supported)")
         sub = self.model.Subgraphs(index)
-        used = _check_all(sub, self.codes, self.fname, f" subgraph {index}")
+        used = _check_all(self.model, sub, self.codes, self.fname, f" subgraph {index}")
         state = sorted({u for u in used if u in RESOURCES or u == "CALL_ONCE"})
         if state:
             raise AotcError(f"subgraph {index} uses {', '.join(state)}: resource variables "

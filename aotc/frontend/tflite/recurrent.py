@@ -58,6 +58,9 @@ def _options(op: Any) -> Any:
     t = op.BuiltinOptions()
     if t is None:
         raise AotcError("the operator has no UnidirectionalSequenceLSTMOptions")
+    if op.BuiltinOptionsType() != tflite.BuiltinOptions.UnidirectionalSequenceLSTMOptions:
+        raise AotcError(f"builtin options of type {op.BuiltinOptionsType()}; the operator "
+                        f"takes UnidirectionalSequenceLSTMOptions")
     o = tflite.UnidirectionalSequenceLSTMOptions()
     o.Init(t.Bytes, t.Pos)
     return o

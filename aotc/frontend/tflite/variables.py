@@ -45,6 +45,9 @@ def _options(op: Any, cls: str) -> Any:
     t = op.BuiltinOptions()
     if t is None:
         return None
+    if op.BuiltinOptionsType() != getattr(tflite.BuiltinOptions, cls):
+        raise AotcError(f"builtin options of type {op.BuiltinOptionsType()}; the operator "
+                        f"takes {cls}")
     o = getattr(tflite, cls)()
     o.Init(t.Bytes, t.Pos)
     return o
