@@ -49,6 +49,18 @@ def pack_quads(w: np.ndarray) -> np.ndarray:
     return quads.view("<i4")[..., 0]
 
 
+def pack_quads_wide(w: np.ndarray) -> np.ndarray:
+    """Weights (K, J), K a multiple of 4 -> int32 words (K / 4, J, 2): pack_quads' word [q, j]
+    pre-extended, SXTB16 done at compile time: [q, j, 0] holds the int16 lanes (w[4q, j],
+    w[4q + 2, j]), [q, j, 1] (w[4q + 1, j], w[4q + 3, j]), low lane first (x_quad's pairs'
+    order). Twice pack_quads' bytes."""
+    k, j = w.shape
+    assert k % 4 == 0, w.shape
+    q = w.astype(np.int16).T.reshape(j, k // 4, 4).transpose(1, 0, 2)  # (q, j, 4)
+    lanes = np.ascontiguousarray(q[..., [0, 2, 1, 3]])  # (q, j, [even pair, odd pair])
+    return lanes.view("<i4").reshape(k // 4, j, 2)
+
+
 def ld_word8(x: Expr) -> Expr:
     """Four adjacent 8-bit values from the Load ``x`` on as one int32 word (one LDR)."""
     assert x.dtype.itemsize == 1, x.dtype

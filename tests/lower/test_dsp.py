@@ -14,7 +14,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import aotc
-from aotc.loops.dsp import pack_quads, pack_words
+from aotc.loops.dsp import pack_quads, pack_quads_wide, pack_words
 
 
 def _model(node: onnx.NodeProto, inits: dict, x_shape: tuple, xdt: type, opset: int
@@ -108,12 +108,17 @@ def test_dsp_build_equals_generic_build(case, tmp_path):
                        absent=("smlad", "arm_acle"))
 
 
+@pytest.mark.parametrize("target", ["cortex-m4f", "cortex-m33"])
 @pytest.mark.parametrize("case", sorted(QUADS))
-def test_dsp_quads_build_equals_generic_build(case, tmp_path):
+def test_dsp_quads_build_equals_generic_build(case, target, tmp_path):
+    """On cortex-m4f the quads' weights pre-extended to int16 (gemm.dsp_wide's default on the
+    Cortex-M4: no SXTB16 on a weight word), on cortex-m33 packed bytes."""
     make, kw = QUADS[case]
     model, x = make(**kw)
-    check_target_build(model, x, tmp_path, "cortex-m4f",
+    check_target_build(model, x, tmp_path, target,
                        present=("__smlad(", "aotc_ld_word8(&"), absent=("smlad", "arm_acle"))
+    c = (tmp_path / "target" / "m.c").read_text()
+    assert ("__sxtb16(wq" in c) == (target != "cortex-m4f")
 
 
 DEPTHWISE = {
@@ -197,6 +202,20 @@ def test_pack_quads_lane_order():
     quads = w.astype(np.int64).reshape(3, 4, 5).transpose(0, 2, 1)  # (q, j, 4)
     np.testing.assert_array_equal(_sxtb16(words, 0), quads[..., 0::2])
     np.testing.assert_array_equal(_sxtb16(words, 8), quads[..., 1::2])
+
+
+def test_pack_quads_wide_is_pack_quads_sign_extended():
+    """pack_quads_wide's two words per column and quad are SXTB16 and SXTB16 ROR 8 of
+    pack_quads' word: the int16 lanes (k0, k2) and (k1, k3), low lane first."""
+    rng = np.random.default_rng(5)
+    w = rng.integers(-128, 128, (12, 5)).astype(np.int8)
+    w[0, 0], w[2, 1] = -128, 127
+    wide = pack_quads_wide(w)
+    assert wide.shape == (3, 5, 2) and wide.dtype == np.int32
+    lanes = wide.view("<i2").reshape(3, 5, 2, 2).astype(np.int64)
+    words = pack_quads(w)
+    np.testing.assert_array_equal(lanes[:, :, 0], _sxtb16(words, 0))
+    np.testing.assert_array_equal(lanes[:, :, 1], _sxtb16(words, 8))
 
 
 INT8_MODELS = ["kws_ref_model_int8_qdq", "vww_96_int8_qdq", "pretrainedResnet_int8_qdq",
