@@ -14,7 +14,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import aotc
-from aotc.loops.dsp import pack_quads, pack_quads_wide, pack_words
+from aotc.loops.dsp import pack_quads, pack_quads_wide, pack_words, widen
 
 
 def _model(node: onnx.NodeProto, inits: dict, x_shape: tuple, xdt: type, opset: int
@@ -202,6 +202,20 @@ def test_pack_quads_lane_order():
     quads = w.astype(np.int64).reshape(3, 4, 5).transpose(0, 2, 1)  # (q, j, 4)
     np.testing.assert_array_equal(_sxtb16(words, 0), quads[..., 0::2])
     np.testing.assert_array_equal(_sxtb16(words, 8), quads[..., 1::2])
+
+
+def test_widen_is_sxtb16_at_compile_time():
+    """widen's two words per packed word are its SXTB16 and SXTB16 ROR 8 (the lanes the DSP
+    schedules unpack at run time), for the conv's pack_words too."""
+    rng = np.random.default_rng(6)
+    w = rng.integers(-128, 128, (5, 3, 7)).astype(np.int8)
+    w[0, 0, :2] = [-128, 127]
+    words = pack_words(w)
+    wide = widen(words)
+    assert wide.shape == (*words.shape, 2) and wide.dtype == np.int32
+    lanes = wide.view("<i2").reshape(*words.shape, 2, 2).astype(np.int64)
+    np.testing.assert_array_equal(lanes[..., 0, :], _sxtb16(words, 0))
+    np.testing.assert_array_equal(lanes[..., 1, :], _sxtb16(words, 8))
 
 
 def test_pack_quads_wide_is_pack_quads_sign_extended():

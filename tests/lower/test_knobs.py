@@ -84,6 +84,8 @@ INT_CASES = [
     *[(("gemm.dsp_k", v), "matmul_quads", "cortex-m4f", {}) for v in (2, 4, 8)],
     # The quads' weights pre-extended to int16: the default on the Cortex-M4 only.
     (("gemm.dsp_wide", False), "matmul_quads", "cortex-m4f", {}),
+    *[(("conv.dsp_wide", False), k, "cortex-m4f", {}) for k in ("pointwise", "even")],
+    (("conv.dsp_wide", True), "long", "cortex-m33", {}),
     *[(("gemm.dsp_wide", True), "matmul_quads", t, {}) for t in ("cortex-m33", "cortex-m7")],
     *[(("gemm.tile", v), "matmul", None, {}) for v in (4, 16)],
     *[(("gemm.mve_order", v), "matmul", "cortex-m55", {}) for v in ("ordered", "compiler")],

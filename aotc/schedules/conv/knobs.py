@@ -164,6 +164,20 @@ def dsp_unroll_default(column_words: int) -> int:
     return 32 if column_words <= 32 else 16
 
 
+def _dsp_wide(ctx: Context) -> bool:
+    # Measured on KWS (int8, bench/boards.py --int8), estimated cycles per inference, off ->
+    # on: cortex-m4f 5,226,957 -> 4,817,083 (1.97 -> 1.81 per MAC; its pointwise convs
+    # 3,254,280 -> 2,835,712), cortex-m7 3,370,831 -> 3,401,239, cortex-m33 4,483,051 ->
+    # 4,429,156 (-1.2%, but twice the weights' flash on a 512 KB part: not the default).
+    return ctx.cpu == "cortex-m4"
+
+
+DSP_WIDE = knob("conv.dsp_wide", (False, True), _dsp_wide,
+                "the DSP schedule's weights pre-extended to int16 at compile time (two words "
+                "per packed word, no SXTB16 on them): twice the weights' flash; default on "
+                "the Cortex-M4 (board.toml cpu), off elsewhere; see gemm.dsp_wide")
+
+
 def _float_depthwise(ctx: Context) -> str:
     # Measured on cortex-m4f (aotc bench, -Os), KWS's 3x3 depthwise convs on 25x5 maps, 4 of
     # them: tiled 1.01 M instructions, plane1 1.12 M, plane2 0.97 M, plane4 0.77 M (plane8:
