@@ -110,19 +110,21 @@ def widen(words: np.ndarray) -> np.ndarray:
 
 
 def mac_tile(kb: Any, accs: Any, words: Any, row: Expr, width: int, xps: Any,
-             wide: bool = False) -> None:
+             wide: bool = False, plane: int = 0) -> None:
     """accs[p][j] += the pair dot product of channel j's weights with ``xps[p]``, for j <
     width, for each pixel p (one accumulator array and activation pair each; a single pair and
     array for one pixel); the weight words of the tile are words[row], words[row + 1], ...
     (pack_words' jp). With several pixels each weight word is loaded and unpacked once.
-    ``wide``: ``words`` is widen() of them, two words each, the lanes already unpacked."""
+    ``wide``: ``words`` is widen() of them, two words each, the lanes already unpacked;
+    ``plane`` > 0: the odd lanes that many words after the even ones (not adjacent)."""
     accs = accs if isinstance(accs, (list, tuple)) else [accs]
     xps = xps if isinstance(xps, (list, tuple)) else [xps]
     for jp in range(-(-width // 2)):
         lanes: list[Expr]
         if wide:
-            at = (row + jp) * 2
-            lanes = [words.flat(at)] + ([words.flat(at + 1)] if 2 * jp + 1 < width else [])
+            at, odd = ((row + jp, row + jp + plane) if plane
+                       else ((row + jp) * 2, (row + jp) * 2 + 1))
+            lanes = [words.flat(at)] + ([words.flat(odd)] if 2 * jp + 1 < width else [])
         else:
             w = kb.local(words.flat(row + jp), "wq", I32)
             lanes = [call("sxtb16", w, dtype=I32)]

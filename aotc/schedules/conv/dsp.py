@@ -66,7 +66,12 @@ def lower_conv_dsp(conv: Any, node: Node, kb: Any, X: Any, B: Any, arith: Any,
             wt = (wg[m0:m0 + tw].reshape(-1, length).T[:, None, :] if flat
                   else wg[m0:m0 + tw].transpose(1, 2, 0))
             packed = dsp.pack_words(wt)
-            parts.append((dsp.widen(packed) if wide else packed).reshape(-1))
+            if wide:  # the tile's even lanes, then its odd ones
+                lanes = dsp.widen(packed)
+                parts.append(np.concatenate([lanes[..., 0].reshape(-1),
+                                             lanes[..., 1].reshape(-1)]))
+            else:
+                parts.append(packed.reshape(-1))
     words = kb.const("wq", np.concatenate(parts), I32)
     per_group = sum(p.size for p in parts) // group // (2 if wide else 1)
     tile_words = q_len * (tw // 2)
@@ -134,7 +139,11 @@ def lower_conv_dsp(conv: Any, node: Node, kb: Any, X: Any, B: Any, arith: Any,
             xps = [kb.local(call("ld_pair16", col.flat(2 * (p * q_len + q)), dtype=I32)
                             if flat else col.flat(p * q_len + q), "xp", I32)
                    for p in range(pixels)]
-            dsp.mac_tile(kb, accs, words, base + q * half, width, xps, wide)
+            if wide:
+                dsp.mac_tile(kb, accs, words, base * 2 + q * half, width, xps, True,
+                             q_len * half)
+            else:
+                dsp.mac_tile(kb, accs, words, base + q * half, width, xps)
 
         # ``steps`` words of the column per iteration (one loop counter, compare and branch),
         # the rest after the loop, in order: the same sums.

@@ -165,10 +165,14 @@ def dsp_unroll_default(column_words: int) -> int:
 
 
 def _dsp_wide(ctx: Context) -> bool:
-    # Measured on KWS (int8, bench/boards.py --int8), estimated cycles per inference, off ->
-    # on: cortex-m4f 5,226,957 -> 4,817,083 (1.97 -> 1.81 per MAC; its pointwise convs
-    # 3,254,280 -> 2,835,712), cortex-m7 3,370,831 -> 3,401,239, cortex-m33 4,483,051 ->
-    # 4,429,156 (-1.2%, but twice the weights' flash on a 512 KB part: not the default).
+    # Measured (bench/boards.py --int8, estimated cycles per inference, the M4 model with
+    # LDRD not pipelined), main -> on: cortex-m4f KWS 5,232,846 -> 4,862,392, VWW 16,553,635
+    # -> 16,431,891, ResNet-8 24,483,309 -> 22,847,103, streaming wakeword 1,468,102 ->
+    # 1,439,028. Each tile's even lanes before its odd ones: interleaved, gcc -Os reads a
+    # pair by one LDRD, which the M4 does not pipeline with the loads around it (KWS
+    # 5,023,059, VWW 16,723,551: worse than off). KWS interleaved on the other cores:
+    # cortex-m7 3,370,831 -> 3,401,239, cortex-m33 4,483,051 -> 4,429,156 (-1.2%, but twice
+    # the weights' flash on a 512 KB part: not the default).
     return ctx.cpu == "cortex-m4"
 
 
