@@ -181,12 +181,15 @@ class MatMul(OpDef):
             dsp_k = kb.knob(GEMM.DSP_K) if x8 and K % 4 == 0 else 2
             w2 = np.asarray(w).reshape(b_shape)
             if dsp_k > 2:
-                simd_tile = kb.knob(GEMM.SIMD_TILE, default=GEMM.dsp_quads_tile_default(N))
                 dsp_wide = kb.knob(GEMM.DSP_WIDE)
-                pack = dsp.pack_quads_wide if dsp_wide else dsp.pack_quads
+                simd_tile = kb.knob(GEMM.SIMD_TILE,
+                                    default=GEMM.dsp_quads_tile_default(N, dsp_wide))
+                tiles = [w2[:, n0:n0 + simd_tile] for n0 in range(0, N, simd_tile)]
+                # Wide: a tile's even lanes, then its odd ones (not adjacent: no LDRD).
                 dsp_words = kb.const("wq", np.concatenate(
-                    [pack(w2[:, n0:n0 + simd_tile]).reshape(-1)
-                     for n0 in range(0, N, simd_tile)]), dtypes.int32)
+                    [np.concatenate([dsp.pack_quads_wide(t)[..., h].reshape(-1)
+                                     for h in (0, 1)]) if dsp_wide
+                     else dsp.pack_quads(t).reshape(-1) for t in tiles]), dtypes.int32)
             else:
                 simd_tile = kb.knob(GEMM.SIMD_TILE, default=GEMM.dsp_simd_tile_default(N))
                 dsp_words = kb.const("wq", np.concatenate(

@@ -71,10 +71,13 @@ DSP_WIDE = knob("gemm.dsp_wide", (False, True), _dsp_wide,
                 "default on the Cortex-M4 (board.toml cpu), off elsewhere")
 
 
-def dsp_quads_tile_default(columns: int) -> int:
+def dsp_quads_tile_default(columns: int, wide: bool = False) -> int:
     # 4 columns a tile with gemm.dsp_k's quads (measured with it, above): 8 columns' eight
-    # accumulators, two activation pairs and the step's pointers spill at -Os.
-    return 4
+    # accumulators, two activation pairs and the step's pointers spill at -Os. With
+    # gemm.dsp_wide (no SXTB16 of the weights: two registers fewer), 8: AD on cortex-m4f
+    # (estimated cycles, the M4 model with LDRD not pipelined) 2 columns 553,315, 4 490,861,
+    # 8 461,925 (16 k a step; 4 columns with 8 k 518,595, 4 k 533,484).
+    return 8 if wide else 4
 
 
 MVE_ORDER = knob("gemm.mve_order", ("pipelined", "ordered", "compiler"), "pipelined",

@@ -174,7 +174,7 @@ def tiled_dot_dsp_quads(kb: Any, n_total: int, K: int, a_at: Callable[[Expr], Ex
     dsp.pack_quads of its [K, width] slice, tile after tile), two SMLADs. Same int32 sums (the
     four products in another order: integer sums, identical). ``wide`` (gemm.dsp_wide): the
     words are dsp.pack_quads_wide's, two per column and quad already in int16 lanes (two word
-    loads, no SXTB16 on the weights)."""
+    loads, no SXTB16 on the weights), each tile's even lanes before its odd ones."""
     quads, per = K // 4, step // 4
     nw = 2 if wide else 1
 
@@ -189,10 +189,10 @@ def tiled_dot_dsp_quads(kb: Any, n_total: int, K: int, a_at: Callable[[Expr], Ex
             xa, xb = dsp.x_quad(kb.local(dsp.ld_word8(a), "xw", dtypes.int32), x_zp)
             xa, xb = kb.local(xa, "xa", dtypes.int32), kb.local(xb, "xb", dtypes.int32)
             for j in range(width):
-                if wide:
-                    at = base + (q * width + j) * 2
+                if wide:  # the tile's even lanes, then its odd ones
+                    at = base + q * width + j
                     we = kb.local(words.flat(at), "we", dtypes.int32)
-                    wo = kb.local(words.flat(at + 1), "wo", dtypes.int32)
+                    wo = kb.local(words.flat(at + quads * width), "wo", dtypes.int32)
                     kb.store(acc, [j], call("smlad", we, xa, acc[[j]], dtype=dtypes.int32))
                     kb.store(acc, [j], call("smlad", wo, xb, acc[[j]], dtype=dtypes.int32))
                     continue
