@@ -56,19 +56,20 @@ DSP_K = knob("gemm.dsp_k", (2, 4, 8, 16), 16,
              "and K a multiple of 4, else 2")
 
 def _dsp_wide(ctx: Context) -> bool:
-    # Measured on AD (all one-row int8 matmuls, gemm.dsp_k 16, 4 columns a tile), estimated
-    # cycles per inference (bench/boards.py --int8), off -> on: cortex-m4f 532,419 ->
-    # 475,401 (2.02 -> 1.80 per MAC; instructions 435,075 -> 353,965), cortex-m7 333,022 ->
-    # 376,210 (more loads than its single load pipe issues beside the SMLADs); cortex-m33:
-    # AD's weights (265 KB -> 530 KB) no longer fit its part's 512 KB of flash. On by
-    # default on the Cortex-M4 only.
-    return ctx.cpu == "cortex-m4"
+    # Measured on AD (all one-row int8 matmuls, gemm.dsp_k 16), estimated cycles per
+    # inference (bench/boards.py --int8; the M4 model with LDRD not pipelined), off (4
+    # columns a tile) -> on (8, each tile's even lanes before its odd ones): cortex-m4f
+    # 535,203 -> 461,925 (2.03 -> 1.75 per MAC), cortex-m7 333,022 -> 299,275 (1.26 ->
+    # 1.13). Lanes interleaved (gcc -Os reads a pair by one LDRD), 4 columns: m4f 506,743,
+    # m7 376,210. cortex-m33: AD's weights (265 KB -> 530 KB) no longer fit its part's
+    # 512 KB of flash: off there. Flash: twice the quads' weights.
+    return ctx.cpu in ("cortex-m4", "cortex-m7")
 
 
 DSP_WIDE = knob("gemm.dsp_wide", (False, True), _dsp_wide,
                 "gemm.dsp_k's quads with the weights pre-extended to int16 at compile time "
                 "(two words per column and 4 k, no SXTB16 on them): twice the weights' flash; "
-                "default on the Cortex-M4 (board.toml cpu), off elsewhere")
+                "default on the Cortex-M4 and M7 (board.toml cpu), off elsewhere")
 
 
 def dsp_quads_tile_default(columns: int, wide: bool = False) -> int:
