@@ -86,6 +86,7 @@ INT_CASES = [
     *[(("gemm.dsp_wide", False), "matmul_quads", t, {}) for t in ("cortex-m4f", "cortex-m7")],
     *[(("conv.dsp_wide", False), k, "cortex-m4f", {}) for k in ("pointwise", "even")],
     (("conv.dsp_wide", False), "long", "cortex-m7", {}),
+    (("conv.dsp_wide", True), "wide", "cortex-m7", {}),  # flat columns: off on the M7
     (("conv.dsp_wide", True), "long", "cortex-m33", {}),
     (("gemm.dsp_wide", True), "matmul_quads", "cortex-m33", {}),
     *[(("gemm.tile", v), "matmul", None, {}) for v in (4, 16)],

@@ -58,7 +58,7 @@ def lower_conv_dsp(conv: Any, node: Node, kb: Any, X: Any, B: Any, arith: Any,
     px, tw, full, rest = pixel_tiles(kb, npix, mg, CONV.dsp_pixels_default(kprod, flat))
     # Per group, tile after tile: pack_words of the tile's [cg, K, width] weights, so word
     # (cp * kprod + k) * half + jp of a tile pairs with column word cp * kprod + k.
-    wide = kb.knob(CONV.DSP_WIDE)
+    wide = kb.knob(CONV.DSP_WIDE, default=CONV.dsp_wide_default(kb.cpu, flat))
     parts = []
     for gi in range(group):
         wg = w[gi * mg:(gi + 1) * mg].reshape(mg, cg, kprod)

@@ -178,10 +178,18 @@ def _dsp_wide(ctx: Context) -> bool:
     return ctx.cpu in ("cortex-m4", "cortex-m7")
 
 
+def dsp_wide_default(cpu: str, flat: bool) -> bool:
+    # The flat columns (the first convs) lose on the M7: KWS's first conv 414,041 ->
+    # 445,306, VWW's 1,089,234 -> 1,096,722, ResNet-8's 768,113 -> 786,497 estimated cycles
+    # (on m4f 599,779 -> 613,541, 1,727,777 -> 1,700,129, 1,223,158 -> 1,198,582: kept).
+    return _dsp_wide(Context(cpu=cpu)) and not (flat and cpu == "cortex-m7")
+
+
 DSP_WIDE = knob("conv.dsp_wide", (False, True), _dsp_wide,
                 "the DSP schedule's weights pre-extended to int16 at compile time (two words "
                 "per packed word, no SXTB16 on them): twice the weights' flash; default on "
-                "the Cortex-M4 and M7 (board.toml cpu), off elsewhere; see gemm.dsp_wide")
+                "the Cortex-M4 and M7 (board.toml cpu; on the M7 not for flat columns), off "
+                "elsewhere; see gemm.dsp_wide")
 
 
 def _float_depthwise(ctx: Context) -> str:
