@@ -168,9 +168,10 @@ def _dsp_wide(ctx: Context) -> bool:
     # Measured (bench/boards.py --int8, estimated cycles per inference, the M4 model with
     # LDRD not pipelined), main -> on: cortex-m4f KWS 5,232,846 -> 4,862,392, VWW 16,553,635
     # -> 16,431,891, ResNet-8 24,483,309 -> 22,847,103, streaming wakeword 1,468,102 ->
-    # 1,439,028; cortex-m7 (with gemm.dsp_wide) KWS 3,370,831 -> 3,210,906, VWW 10,682,646
-    # -> 10,207,620, ResNet-8 14,430,277 -> 13,665,739, streaming wakeword 936,190 ->
-    # 850,216. Each tile's even lanes before its odd ones: interleaved, gcc -Os reads a pair
+    # 1,439,028; cortex-m7 (with gemm.dsp_wide; the flat columns too) KWS 3,370,831 ->
+    # 3,210,906, VWW 10,682,646 -> 10,207,620, ResNet-8 14,430,277 -> 13,665,739, streaming
+    # wakeword 936,190 -> 850,216 (without the flat columns, dsp_wide_default: KWS 3,181,290,
+    # VWW 10,203,970, ResNet-8 13,652,939). Each tile's even lanes before its odd ones: interleaved, gcc -Os reads a pair
     # by one LDRD, which the M4 does not pipeline with the loads around it (m4f KWS
     # 5,023,059, VWW 16,723,551: worse than off). cortex-m33 gains too (KWS 4,483,051 ->
     # 4,151,672, ResNet-8 20,587,089 -> 19,370,097, streaming wakeword 1,221,741 ->
