@@ -171,9 +171,9 @@ def _dsp_wide(ctx: Context) -> bool:
     # 1,439,028; cortex-m7 (with gemm.dsp_wide; the flat columns too) KWS 3,370,831 ->
     # 3,210,906, VWW 10,682,646 -> 10,207,620, ResNet-8 14,430,277 -> 13,665,739, streaming
     # wakeword 936,190 -> 850,216 (without the flat columns, dsp_wide_default: KWS 3,181,290,
-    # VWW 10,203,970, ResNet-8 13,652,939). Each tile's even lanes before its odd ones: interleaved, gcc -Os reads a pair
-    # by one LDRD, which the M4 does not pipeline with the loads around it (m4f KWS
-    # 5,023,059, VWW 16,723,551: worse than off). cortex-m33 gains too (KWS 4,483,051 ->
+    # VWW 10,203,970, ResNet-8 13,652,939). Each tile's even lanes before its odd ones:
+    # interleaved, gcc -Os reads a pair by one LDRD, which the M4 does not pipeline with the
+    # loads around it (m4f KWS 5,023,059, VWW 16,723,551: worse than off). cortex-m33 gains too (KWS 4,483,051 ->
     # 4,151,672, ResNet-8 20,587,089 -> 19,370,097, streaming wakeword 1,221,741 ->
     # 1,189,682) but its part has 512 KB of flash (VWW would take 499 KB): off there.
     return ctx.cpu in ("cortex-m4", "cortex-m7")
