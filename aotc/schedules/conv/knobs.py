@@ -173,9 +173,10 @@ def _dsp_wide(ctx: Context) -> bool:
     # wakeword 936,190 -> 850,216 (without the flat columns, dsp_wide_default: KWS 3,181,290,
     # VWW 10,203,970, ResNet-8 13,652,939). Each tile's even lanes before its odd ones:
     # interleaved, gcc -Os reads a pair by one LDRD, which the M4 does not pipeline with the
-    # loads around it (m4f KWS 5,023,059, VWW 16,723,551: worse than off). cortex-m33 gains too (KWS 4,483,051 ->
-    # 4,151,672, ResNet-8 20,587,089 -> 19,370,097, streaming wakeword 1,221,741 ->
-    # 1,189,682) but its part has 512 KB of flash (VWW would take 499 KB): off there.
+    # loads around it (m4f KWS 5,023,059, VWW 16,723,551: worse than off). cortex-m33 gains
+    # too (KWS 4,483,051 -> 4,151,672, ResNet-8 20,587,089 -> 19,370,097, streaming wakeword
+    # 1,221,741 -> 1,189,682) but its part has 512 KB of flash (VWW would take 499 KB): off
+    # there.
     return ctx.cpu in ("cortex-m4", "cortex-m7")
 
 
