@@ -77,6 +77,15 @@ def _target_features(target: str | None) -> frozenset[str]:
                         f"{', '.join(boards.list_boards())})") from None
 
 
+def _target_cpu(target: str | None) -> str:
+    """The target's core (board.toml cpu), which some knobs' defaults key on; "" without one."""
+    if target is None:
+        return ""
+    from aotc.targets import boards
+
+    return boards.load_board(target).cpu
+
+
 def _pipeline(names: tuple[str, ...] | None, requant: str = "tflite") -> list[Pass]:
     if requant not in REQUANT_MODES:
         raise AotcError(f"unknown requant mode {requant!r} (use {' or '.join(REQUANT_MODES)})")
@@ -300,7 +309,8 @@ def _lower_step(sched: Schedule, step: Step, ctx: _Context) -> LoweredStep:
     """One step lowered; with --keep-float16-weights its float16-valued constants kept as
     float16 (lower/half.py)."""
     options = ctx.options
-    ls = lower_step(sched, step, options.unroll_max, ctx.features, options.schedules)
+    ls = lower_step(sched, step, options.unroll_max, ctx.features, options.schedules,
+                    _target_cpu(options.target))
     return keep_float16(ls, sched.graph) if options.keep_float16_weights else ls
 
 

@@ -110,7 +110,8 @@ class KernelBuilder:
                  input_consts: Sequence[np.ndarray | None] = (),
                  features: frozenset[str] = frozenset(),
                  dead_outputs: frozenset[int] = frozenset(),
-                 schedule: Schedule | None = None, stack_temps: bool = False) -> None:
+                 schedule: Schedule | None = None, stack_temps: bool = False,
+                 cpu: str = "") -> None:
         self.name = name
         self.comment = comment
         self.inputs = list(inputs)
@@ -127,6 +128,7 @@ class KernelBuilder:
         self.dead_outputs = dead_outputs  # outputs nothing reads: their stores are dropped
         # Target features (board.toml) that steer lowering choices, e.g. "autovec".
         self.features = features
+        self.cpu = cpu  # the target's core (board.toml cpu), "" without --target
         self.scratch: list[Buffer] = []
         # temporary(): small temporaries as local arrays instead of scratch (when allowed).
         self.stack_temps_ok = stack_temps
@@ -202,7 +204,7 @@ class KernelBuilder:
         """The value of schedule knob ``k`` for this kernel: the schedule's, else ``default``,
         else the knob's default for this target (``integer``: integer arithmetic)."""
         if default is None:
-            default = k.default(Context(self.features, integer))
+            default = k.default(Context(self.features, integer, self.cpu))
         self.space[k.name] = (list(k.choices), default)
         return self.schedule.get(k.name, default)
 

@@ -49,6 +49,14 @@ def pack_quads(w: np.ndarray) -> np.ndarray:
     return quads.view("<i4")[..., 0]
 
 
+def pack_quads_wide(w: np.ndarray) -> np.ndarray:
+    """Weights (K, J), K a multiple of 4 -> int32 words (K / 4, J, 2): pack_quads' word [q, j]
+    pre-extended, SXTB16 done at compile time: [q, j, 0] holds the int16 lanes (w[4q, j],
+    w[4q + 2, j]), [q, j, 1] (w[4q + 1, j], w[4q + 3, j]), low lane first (x_quad's pairs'
+    order). Twice pack_quads' bytes."""
+    return widen(pack_quads(w))
+
+
 def ld_word8(x: Expr) -> Expr:
     """Four adjacent 8-bit values from the Load ``x`` on as one int32 word (one LDR)."""
     assert x.dtype.itemsize == 1, x.dtype
@@ -92,19 +100,37 @@ def x_pair(x0: Expr, x1: Expr | None, x_zp: int) -> Expr:
     return pair
 
 
-def mac_tile(kb: Any, accs: Any, words: Any, row: Expr, width: int, xps: Any) -> None:
+def widen(words: np.ndarray) -> np.ndarray:
+    """Packed int32 words (pack_words, pack_quads) -> int32 (..., 2): each word's SXTB16 and
+    SXTB16 ROR 8 done at compile time, the two int16 lanes of each low lane first (twice the
+    bytes; no SXTB16 on the weights at run time)."""
+    b = np.asarray(words).astype("<i4").view(np.int8).reshape(*np.shape(words), 4)
+    lanes = b[..., [0, 2, 1, 3]].astype("<i2")
+    return np.ascontiguousarray(lanes).view("<i4").reshape(*np.shape(words), 2)
+
+
+def mac_tile(kb: Any, accs: Any, words: Any, row: Expr, width: int, xps: Any,
+             wide: bool = False, plane: int = 0) -> None:
     """accs[p][j] += the pair dot product of channel j's weights with ``xps[p]``, for j <
     width, for each pixel p (one accumulator array and activation pair each; a single pair and
     array for one pixel); the weight words of the tile are words[row], words[row + 1], ...
-    (pack_words' jp). With several pixels each weight word is loaded and unpacked once."""
+    (pack_words' jp). With several pixels each weight word is loaded and unpacked once.
+    ``wide``: ``words`` is widen() of them, two words each, the lanes already unpacked;
+    ``plane`` > 0: the odd lanes that many words after the even ones (not adjacent)."""
     accs = accs if isinstance(accs, (list, tuple)) else [accs]
     xps = xps if isinstance(xps, (list, tuple)) else [xps]
     for jp in range(-(-width // 2)):
-        w = kb.local(words.flat(row + jp), "wq", I32)
-        lanes: list[Expr] = [call("sxtb16", w, dtype=I32)]
-        if 2 * jp + 1 < width:
-            lanes.append(call("sxtb16_ror8", w, dtype=I32))
-        if len(xps) > 1:
+        lanes: list[Expr]
+        if wide:
+            at, odd = ((row + jp, row + jp + plane) if plane
+                       else ((row + jp) * 2, (row + jp) * 2 + 1))
+            lanes = [words.flat(at)] + ([words.flat(odd)] if 2 * jp + 1 < width else [])
+        else:
+            w = kb.local(words.flat(row + jp), "wq", I32)
+            lanes = [call("sxtb16", w, dtype=I32)]
+            if 2 * jp + 1 < width:
+                lanes.append(call("sxtb16_ror8", w, dtype=I32))
+        if len(xps) > 1 or wide:
             lanes = [kb.local(lane, "wl", I32) for lane in lanes]
         for acc, xp in zip(accs, xps):
             for h, lane in enumerate(lanes):

@@ -57,7 +57,8 @@ def _opdef(g: Graph, n: Node) -> OpDef:
 
 def lower_step(s: Schedule, step: Step, unroll_max: int = 8,
                features: frozenset[str] = frozenset(),
-               schedules: Mapping[str, Mapping[str, Any]] | None = None) -> LoweredStep:
+               schedules: Mapping[str, Mapping[str, Any]] | None = None, cpu: str = ""
+               ) -> LoweredStep:
     """``schedules``: workload key -> schedule ({knob: value}) for the kernels that have one
     (e.g. from a tuning log); the others get their knobs' defaults."""
     g = s.graph
@@ -106,7 +107,8 @@ def lower_step(s: Schedule, step: Step, unroll_max: int = 8,
         input_consts=[g.values[i].const if i else None for i in node.inputs],
         features=features,
         dead_outputs=frozenset(k for k, o in enumerate(n.outputs) if o in s.dead),
-        schedule=(schedules or {}).get(key), stack_temps=bool(n.attrs.get("_stack_temp")))
+        schedule=(schedules or {}).get(key), stack_temps=bool(n.attrs.get("_stack_temp")),
+        cpu=cpu)
     try:
         opdef.lower(node, kb)
     except AotcError:

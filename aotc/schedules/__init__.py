@@ -35,11 +35,13 @@ Schedule = Mapping[str, Any]  # knob name -> value
 
 @dataclass(frozen=True)
 class Context:
-    """What a knob's default may depend on: the target's features (board.toml) and whether
-    the kernel's arithmetic is integer."""
+    """What a knob's default may depend on: the target's features (board.toml), whether
+    the kernel's arithmetic is integer, and the target's core (board.toml cpu, e.g.
+    "cortex-m4"; "" without --target) where cores of the same features differ in timing."""
 
     features: frozenset[str] = frozenset()
     integer: bool = False
+    cpu: str = ""
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import aotc
-from aotc.loops.dsp import pack_quads, pack_words
+from aotc.loops.dsp import pack_quads, pack_quads_wide, pack_words, widen
 
 
 def _model(node: onnx.NodeProto, inits: dict, x_shape: tuple, xdt: type, opset: int
@@ -108,12 +108,17 @@ def test_dsp_build_equals_generic_build(case, tmp_path):
                        absent=("smlad", "arm_acle"))
 
 
+@pytest.mark.parametrize("target", ["cortex-m4f", "cortex-m33"])
 @pytest.mark.parametrize("case", sorted(QUADS))
-def test_dsp_quads_build_equals_generic_build(case, tmp_path):
+def test_dsp_quads_build_equals_generic_build(case, target, tmp_path):
+    """On cortex-m4f the quads' weights pre-extended to int16 (gemm.dsp_wide's default on the
+    Cortex-M4: no SXTB16 on a weight word), on cortex-m33 packed bytes."""
     make, kw = QUADS[case]
     model, x = make(**kw)
-    check_target_build(model, x, tmp_path, "cortex-m4f",
+    check_target_build(model, x, tmp_path, target,
                        present=("__smlad(", "aotc_ld_word8(&"), absent=("smlad", "arm_acle"))
+    c = (tmp_path / "target" / "m.c").read_text()
+    assert ("__sxtb16(wq" in c) == (target != "cortex-m4f")
 
 
 DEPTHWISE = {
@@ -199,12 +204,42 @@ def test_pack_quads_lane_order():
     np.testing.assert_array_equal(_sxtb16(words, 8), quads[..., 1::2])
 
 
+def test_widen_is_sxtb16_at_compile_time():
+    """widen's two words per packed word are its SXTB16 and SXTB16 ROR 8 (the lanes the DSP
+    schedules unpack at run time), for the conv's pack_words too."""
+    rng = np.random.default_rng(6)
+    w = rng.integers(-128, 128, (5, 3, 7)).astype(np.int8)
+    w[0, 0, :2] = [-128, 127]
+    words = pack_words(w)
+    wide = widen(words)
+    assert wide.shape == (*words.shape, 2) and wide.dtype == np.int32
+    lanes = wide.view("<i2").reshape(*words.shape, 2, 2).astype(np.int64)
+    np.testing.assert_array_equal(lanes[..., 0, :], _sxtb16(words, 0))
+    np.testing.assert_array_equal(lanes[..., 1, :], _sxtb16(words, 8))
+
+
+def test_pack_quads_wide_is_pack_quads_sign_extended():
+    """pack_quads_wide's two words per column and quad are SXTB16 and SXTB16 ROR 8 of
+    pack_quads' word: the int16 lanes (k0, k2) and (k1, k3), low lane first."""
+    rng = np.random.default_rng(5)
+    w = rng.integers(-128, 128, (12, 5)).astype(np.int8)
+    w[0, 0], w[2, 1] = -128, 127
+    wide = pack_quads_wide(w)
+    assert wide.shape == (3, 5, 2) and wide.dtype == np.int32
+    lanes = wide.view("<i2").reshape(3, 5, 2, 2).astype(np.int64)
+    words = pack_quads(w)
+    np.testing.assert_array_equal(lanes[:, :, 0], _sxtb16(words, 0))
+    np.testing.assert_array_equal(lanes[:, :, 1], _sxtb16(words, 8))
+
+
 INT8_MODELS = ["kws_ref_model_int8_qdq", "vww_96_int8_qdq", "pretrainedResnet_int8_qdq",
                "ad01_int8_qdq", "str_ww_ref_model_int8_qdq"]
 MODEL_CASES = [("cortex-m4f", s) for s in INT8_MODELS] + [
     ("cortex-m33", "kws_ref_model_int8_qdq"),
     # gemm.dsp_k's quads (AD: all matmuls) on the other two cores of the DSP extension.
-    ("cortex-m33", "ad01_int8_qdq"), ("cortex-m7", "ad01_int8_qdq")]
+    ("cortex-m33", "ad01_int8_qdq"), ("cortex-m7", "ad01_int8_qdq"),
+    # conv.dsp_wide's int16 weights (the default on the M7 as on the M4).
+    ("cortex-m7", "kws_ref_model_int8_qdq")]
 
 
 @pytest.mark.parametrize("board,stem", MODEL_CASES)

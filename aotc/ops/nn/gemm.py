@@ -165,6 +165,7 @@ class MatMul(OpDef):
         w = kb.input_const(1)
         dsp_words = mve_words = None
         dsp_k = 2
+        dsp_wide = False
         simd_tile = 0
         if (mve.usable(kb, kb.inputs[0].dtype, w, arith) and len(b_shape) == 2
                 and not arith.x_zp and kb.knob(GEMM.PATH) == "simd"):
@@ -180,10 +181,15 @@ class MatMul(OpDef):
             dsp_k = kb.knob(GEMM.DSP_K) if x8 and K % 4 == 0 else 2
             w2 = np.asarray(w).reshape(b_shape)
             if dsp_k > 2:
-                simd_tile = kb.knob(GEMM.SIMD_TILE, default=GEMM.dsp_quads_tile_default(N))
+                dsp_wide = kb.knob(GEMM.DSP_WIDE)
+                simd_tile = kb.knob(GEMM.SIMD_TILE,
+                                    default=GEMM.dsp_quads_tile_default(N, dsp_wide))
+                tiles = [w2[:, n0:n0 + simd_tile] for n0 in range(0, N, simd_tile)]
+                # Wide: a tile's even lanes, then its odd ones (not adjacent: no LDRD).
                 dsp_words = kb.const("wq", np.concatenate(
-                    [dsp.pack_quads(w2[:, n0:n0 + simd_tile]).reshape(-1)
-                     for n0 in range(0, N, simd_tile)]), dtypes.int32)
+                    [np.concatenate([dsp.pack_quads_wide(t)[..., h].reshape(-1)
+                                     for h in (0, 1)]) if dsp_wide
+                     else dsp.pack_quads(t).reshape(-1) for t in tiles]), dtypes.int32)
             else:
                 simd_tile = kb.knob(GEMM.SIMD_TILE, default=GEMM.dsp_simd_tile_default(N))
                 dsp_words = kb.const("wq", np.concatenate(
@@ -211,7 +217,7 @@ class MatMul(OpDef):
             elif dsp_words is not None and dsp_k > 2:
                 tiled_dot_dsp_quads(kb, N, K, lambda k: A[[*pre, m, k]], dsp_words, store,
                                      lambda n: arith.init(bias, n), arith.x_zp, simd_tile,
-                                     dsp_k)
+                                     dsp_k, dsp_wide)
             elif dsp_words is not None:
                 tiled_dot_dsp(kb, N, K, lambda k: A[[*pre, m, k]], dsp_words, store,
                                lambda n: arith.init(bias, n), arith, simd_tile)

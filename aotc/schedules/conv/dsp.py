@@ -58,15 +58,22 @@ def lower_conv_dsp(conv: Any, node: Node, kb: Any, X: Any, B: Any, arith: Any,
     px, tw, full, rest = pixel_tiles(kb, npix, mg, CONV.dsp_pixels_default(kprod, flat))
     # Per group, tile after tile: pack_words of the tile's [cg, K, width] weights, so word
     # (cp * kprod + k) * half + jp of a tile pairs with column word cp * kprod + k.
+    wide = kb.knob(CONV.DSP_WIDE, default=CONV.dsp_wide_default(kb.cpu, flat))
     parts = []
     for gi in range(group):
         wg = w[gi * mg:(gi + 1) * mg].reshape(mg, cg, kprod)
         for m0 in range(0, mg, tw):
             wt = (wg[m0:m0 + tw].reshape(-1, length).T[:, None, :] if flat
                   else wg[m0:m0 + tw].transpose(1, 2, 0))
-            parts.append(dsp.pack_words(wt).reshape(-1))
+            packed = dsp.pack_words(wt)
+            if wide:  # the tile's even lanes, then its odd ones
+                lanes = dsp.widen(packed)
+                parts.append(np.concatenate([lanes[..., 0].reshape(-1),
+                                             lanes[..., 1].reshape(-1)]))
+            else:
+                parts.append(packed.reshape(-1))
     words = kb.const("wq", np.concatenate(parts), I32)
-    per_group = sum(p.size for p in parts) // group
+    per_group = sum(p.size for p in parts) // group // (2 if wide else 1)
     tile_words = q_len * (tw // 2)
     col = (kb.scratch_buffer("col", I16, (px * 2 * q_len,)) if flat
            else kb.scratch_buffer("col", I32, (px * q_len,)))
@@ -132,7 +139,11 @@ def lower_conv_dsp(conv: Any, node: Node, kb: Any, X: Any, B: Any, arith: Any,
             xps = [kb.local(call("ld_pair16", col.flat(2 * (p * q_len + q)), dtype=I32)
                             if flat else col.flat(p * q_len + q), "xp", I32)
                    for p in range(pixels)]
-            dsp.mac_tile(kb, accs, words, base + q * half, width, xps)
+            if wide:
+                dsp.mac_tile(kb, accs, words, base * 2 + q * half, width, xps, True,
+                             q_len * half)
+            else:
+                dsp.mac_tile(kb, accs, words, base + q * half, width, xps)
 
         # ``steps`` words of the column per iteration (one loop counter, compare and branch),
         # the rest after the loop, in order: the same sums.

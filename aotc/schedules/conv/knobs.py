@@ -164,6 +164,36 @@ def dsp_unroll_default(column_words: int) -> int:
     return 32 if column_words <= 32 else 16
 
 
+def _dsp_wide(ctx: Context) -> bool:
+    # Measured (bench/boards.py --int8, estimated cycles per inference, the M4 model with
+    # LDRD not pipelined), main -> on: cortex-m4f KWS 5,232,846 -> 4,862,392, VWW 16,553,635
+    # -> 16,431,891, ResNet-8 24,483,309 -> 22,847,103, streaming wakeword 1,468,102 ->
+    # 1,439,028; cortex-m7 (with gemm.dsp_wide; the flat columns too) KWS 3,370,831 ->
+    # 3,210,906, VWW 10,682,646 -> 10,207,620, ResNet-8 14,430,277 -> 13,665,739, streaming
+    # wakeword 936,190 -> 850,216 (without the flat columns, dsp_wide_default: KWS 3,181,290,
+    # VWW 10,203,970, ResNet-8 13,652,939). Each tile's even lanes before its odd ones:
+    # interleaved, gcc -Os reads a pair by one LDRD, which the M4 does not pipeline with the
+    # loads around it (m4f KWS 5,023,059, VWW 16,723,551: worse than off). cortex-m33 gains
+    # too (KWS 4,483,051 -> 4,151,672, ResNet-8 20,587,089 -> 19,370,097, streaming wakeword
+    # 1,221,741 -> 1,189,682) but its part has 512 KB of flash (VWW would take 499 KB): off
+    # there.
+    return ctx.cpu in ("cortex-m4", "cortex-m7")
+
+
+def dsp_wide_default(cpu: str, flat: bool) -> bool:
+    # The flat columns (the first convs) lose on the M7: KWS's first conv 414,041 ->
+    # 445,306, VWW's 1,089,234 -> 1,096,722, ResNet-8's 768,113 -> 786,497 estimated cycles
+    # (on m4f 599,779 -> 613,541, 1,727,777 -> 1,700,129, 1,223,158 -> 1,198,582: kept).
+    return _dsp_wide(Context(cpu=cpu)) and not (flat and cpu == "cortex-m7")
+
+
+DSP_WIDE = knob("conv.dsp_wide", (False, True), _dsp_wide,
+                "the DSP schedule's weights pre-extended to int16 at compile time (two words "
+                "per packed word, no SXTB16 on them): twice the weights' flash; default on "
+                "the Cortex-M4 and M7 (board.toml cpu; on the M7 not for flat columns), off "
+                "elsewhere; see gemm.dsp_wide")
+
+
 def _float_depthwise(ctx: Context) -> str:
     # Measured on cortex-m4f (aotc bench, -Os), KWS's 3x3 depthwise convs on 25x5 maps, 4 of
     # them: tiled 1.01 M instructions, plane1 1.12 M, plane2 0.97 M, plane4 0.77 M (plane8:

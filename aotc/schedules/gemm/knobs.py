@@ -55,11 +55,30 @@ DSP_K = knob("gemm.dsp_k", (2, 4, 8, 16), 16,
              "SMLADs each), 1, 2 or 4 such words per column a step; signed 8-bit activations "
              "and K a multiple of 4, else 2")
 
+def _dsp_wide(ctx: Context) -> bool:
+    # Measured on AD (all one-row int8 matmuls, gemm.dsp_k 16), estimated cycles per
+    # inference (bench/boards.py --int8; the M4 model with LDRD not pipelined), off (4
+    # columns a tile) -> on (8, each tile's even lanes before its odd ones): cortex-m4f
+    # 535,203 -> 461,925 (2.03 -> 1.75 per MAC), cortex-m7 333,022 -> 299,275 (1.26 ->
+    # 1.13). Lanes interleaved (gcc -Os reads a pair by one LDRD), 4 columns: m4f 506,743,
+    # m7 376,210. cortex-m33: AD's weights (265 KB -> 530 KB) no longer fit its part's
+    # 512 KB of flash: off there. Flash: twice the quads' weights.
+    return ctx.cpu in ("cortex-m4", "cortex-m7")
 
-def dsp_quads_tile_default(columns: int) -> int:
+
+DSP_WIDE = knob("gemm.dsp_wide", (False, True), _dsp_wide,
+                "gemm.dsp_k's quads with the weights pre-extended to int16 at compile time "
+                "(two words per column and 4 k, no SXTB16 on them): twice the weights' flash; "
+                "default on the Cortex-M4 and M7 (board.toml cpu), off elsewhere")
+
+
+def dsp_quads_tile_default(columns: int, wide: bool = False) -> int:
     # 4 columns a tile with gemm.dsp_k's quads (measured with it, above): 8 columns' eight
-    # accumulators, two activation pairs and the step's pointers spill at -Os.
-    return 4
+    # accumulators, two activation pairs and the step's pointers spill at -Os. With
+    # gemm.dsp_wide (no SXTB16 of the weights: two registers fewer), 8: AD on cortex-m4f
+    # (estimated cycles, the M4 model with LDRD not pipelined) 2 columns 553,315, 4 490,861,
+    # 8 461,925 (16 k a step; 4 columns with 8 k 518,595, 4 k 533,484).
+    return 8 if wide else 4
 
 
 MVE_ORDER = knob("gemm.mve_order", ("pipelined", "ordered", "compiler"), "pipelined",

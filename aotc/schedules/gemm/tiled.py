@@ -166,13 +166,17 @@ def tiled_dot_dsp(kb: Any, n_total: int, K: int, a_at: Callable[[Expr], Expr], w
 
 def tiled_dot_dsp_quads(kb: Any, n_total: int, K: int, a_at: Callable[[Expr], Expr],
                          words: BufRef, store: Callable[[Expr, Expr], None],
-                         init: Callable[[Expr], Expr], x_zp: int, tile: int, step: int) -> None:
+                         init: Callable[[Expr], Expr], x_zp: int, tile: int, step: int,
+                         wide: bool = False) -> None:
     """tiled_dot_dsp for signed 8-bit activations and K a multiple of 4: columns in tiles of
     ``tile``, ``step`` k (a multiple of 4) per loop step; each 4 k one word load of the
     activations (dsp.x_quad) and per column one word of its 4 weights (``words``: each tile's
     dsp.pack_quads of its [K, width] slice, tile after tile), two SMLADs. Same int32 sums (the
-    four products in another order: integer sums, identical)."""
+    four products in another order: integer sums, identical). ``wide`` (gemm.dsp_wide): the
+    words are dsp.pack_quads_wide's, two per column and quad already in int16 lanes (two word
+    loads, no SXTB16 on the weights), each tile's even lanes before its odd ones."""
     quads, per = K // 4, step // 4
+    nw = 2 if wide else 1
 
     def block(n0: Expr, width: int, base: Expr | int) -> None:
         acc = kb.local_array(width, "acc", dtypes.int32)
@@ -185,6 +189,13 @@ def tiled_dot_dsp_quads(kb: Any, n_total: int, K: int, a_at: Callable[[Expr], Ex
             xa, xb = dsp.x_quad(kb.local(dsp.ld_word8(a), "xw", dtypes.int32), x_zp)
             xa, xb = kb.local(xa, "xa", dtypes.int32), kb.local(xb, "xb", dtypes.int32)
             for j in range(width):
+                if wide:  # the tile's even lanes, then its odd ones
+                    at = base + q * width + j
+                    we = kb.local(words.flat(at), "we", dtypes.int32)
+                    wo = kb.local(words.flat(at + quads * width), "wo", dtypes.int32)
+                    kb.store(acc, [j], call("smlad", we, xa, acc[[j]], dtype=dtypes.int32))
+                    kb.store(acc, [j], call("smlad", wo, xb, acc[[j]], dtype=dtypes.int32))
+                    continue
                 w = kb.local(words.flat(base + q * width + j), "wq", dtypes.int32)
                 kb.store(acc, [j], call("smlad", call("sxtb16", w, dtype=dtypes.int32), xa,
                                         acc[[j]], dtype=dtypes.int32))
@@ -199,7 +210,8 @@ def tiled_dot_dsp_quads(kb: Any, n_total: int, K: int, a_at: Callable[[Expr], Ex
             quad(Const(q))
         store_tile(kb, acc, n0, width, store, dtypes.int32)
 
-    over_tiles(kb, n_total, tile, lambda n0, width, t: block(n0, width, t * (quads * tile)))
+    over_tiles(kb, n_total, tile,
+               lambda n0, width, t: block(n0, width, t * (quads * tile * nw)))
 
 
 def tiled_dot_mve(kb: Any, n_total: int, K: int, a_at: Callable[[Expr], Expr], words: BufRef,

@@ -87,8 +87,11 @@ def _single_issue(core: Core, insns: list[Insn]) -> float:
         if prev is not None:
             c += _stalls(core, prev, insn)
             if core.load_pipelining and insn.kind in ("load", "store") \
-                    and prev.kind in ("load", "store") and not insn.address & prev.writes:
-                c = min(c, 1)  # M4 TRM: neighbouring loads/stores pipeline
+                    and prev.kind in ("load", "store") and not insn.address & prev.writes \
+                    and insn.registers == 1 and prev.registers == 1:
+                # M4 TRM 3.3.2: neighbouring single loads/stores pipeline; "LDRD and STRD
+                # cannot be pipelined with preceding or following instructions".
+                c = min(c, 1)
             if insn.kind == "it" and core.it_folding and prev.size == 2:
                 c = 0
             if core.dual_issue == "16bit" and not paired and _pairs_16bit(prev, insn):
