@@ -5,9 +5,8 @@ both layouts are covered.
 
 References and tolerances: float32 against the LiteRT interpreter's reference kernels, rtol and
 atol 1e-5 (1e-4 for the libm functions: LOGISTIC, TANH, SOFTMAX). int8 against TensorFlow Lite
-Micro (whose arithmetic ``--requant tflite`` follows): exact, except where aotc's integer
-kernel is not TFLM's arithmetic (``LSB`` below: the op runs in float between DequantizeLinear
-and QuantizeLinear, or as a table of the float function): within that many LSB. LiteRT's own
+Micro (whose arithmetic ``--requant tflite`` follows): exact (``LSB`` below would list a
+builtin whose int8 result is not TFLM's arithmetic, with its tolerance: none is). LiteRT's own
 int8 kernels differ from TFLM's in places (FULLY_CONNECTED rounds once where TFLM rounds
 twice), so int8 is also checked against LiteRT within 1 LSB. Each bundle also runs on the
 QEMU boards of AOTC_TEST_BOARDS (cortex-m4f, cortex-m0plus) against the host build, as every
@@ -30,8 +29,8 @@ import aotc
 from aotc.errors import AotcError
 from aotc.frontend.tflite.builtins import CONVERTERS, TYPES
 
-# int8 LSB tolerance where aotc does not compute TFLite's integer arithmetic.
-LSB = {"TRANSPOSE_CONV": 1}
+# int8 LSB tolerance where aotc does not compute TFLite's integer arithmetic (none).
+LSB: dict[str, int] = {}
 # LiteRT's BUILTIN_REF int8 SUM gives -1 everywhere on these models (its optimized kernel agrees
 # with TFLM): compared with TFLM only.
 LITERT_REF_WRONG = {"SUM"}
