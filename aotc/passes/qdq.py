@@ -273,6 +273,19 @@ class _Rewriter:
         wt = self.value(w.inputs[0]).type.dtype.name  # type: ignore[union-attr]
         return yt == "int16" and wt == "int8" and bt in (None, "int32", "int64")
 
+    def int8_tflite(self, x: Node, w: Node, q: Node) -> bool:
+        """TFLite's int8 kernels (tflite mode): int8 activations in and out, int8 weights with
+        zero points 0."""
+        if self.mode != "tflite":
+            return False
+        names = (x.inputs[0], w.inputs[0], q.inputs[2])
+        if any(self.value(n).type.dtype.name != "int8" for n in names):  # type: ignore
+            return False
+        if not self.zp_in(w):
+            return True
+        wz = self.const(self.zp_in(w))
+        return wz is not None and not wz.any()
+
     def r_Conv(self, p: Node, q: Node) -> Node | None:
         x = self.act_dq(p.inputs[0], wide=True)
         w = self.dq(p.inputs[1], const_data=True)
@@ -502,13 +515,16 @@ class _Rewriter:
 
     def r_ConvTranspose(self, p: Node, q: Node) -> Node | None:
         """TFLite's 16x8 TRANSPOSE_CONV (int16 in and out, int8 weights, int64 or int32
-        bias) as an integer kernel; 8-bit transpose convolutions stay float."""
+        bias) and, in tflite mode, its int8 one (int8 in, out and weights, weight zero points
+        0, an int32 bias) as an integer kernel; other 8-bit transpose convolutions stay
+        float."""
         x = self.act_dq(p.inputs[0], wide=True)
         w = self.dq(p.inputs[1], const_data=True)
         b = self.dq(p.inputs[2], const_data=True) if len(p.inputs) > 2 and p.inputs[2] else None
         if x is None or w is None or (len(p.inputs) > 2 and p.inputs[2] and b is None):
             return None
-        if self.value(x.inputs[0]).type.dtype.name != "int16":  # type: ignore[union-attr]
+        xt = self.value(x.inputs[0]).type.dtype.name  # type: ignore[union-attr]
+        if xt != "int16" and not self.int8_tflite(x, w, q):
             return None
         if (not self.x16_ok(x, w, q, b) or int(p.attrs.get("group", 1)) != 1
                 or (not self.per_tensor(w) and int(w.attrs.get("axis", 1)) != 1)):

@@ -5,9 +5,8 @@ both layouts are covered.
 
 References and tolerances: float32 against the LiteRT interpreter's reference kernels, rtol and
 atol 1e-5 (1e-4 for the libm functions: LOGISTIC, TANH, SOFTMAX). int8 against TensorFlow Lite
-Micro (whose arithmetic ``--requant tflite`` follows): exact, except where aotc's integer
-kernel is not TFLM's arithmetic (``LSB`` below: the op runs in float between DequantizeLinear
-and QuantizeLinear, or as a table of the float function): within that many LSB. LiteRT's own
+Micro (whose arithmetic ``--requant tflite`` follows): exact (``LSB`` below would list a
+builtin whose int8 result is not TFLM's arithmetic, with its tolerance: none is). LiteRT's own
 int8 kernels differ from TFLM's in places (FULLY_CONNECTED rounds once where TFLM rounds
 twice), so int8 is also checked against LiteRT within 1 LSB. Each bundle also runs on the
 QEMU boards of AOTC_TEST_BOARDS (cortex-m4f, cortex-m0plus) against the host build, as every
@@ -30,8 +29,8 @@ import aotc
 from aotc.errors import AotcError
 from aotc.frontend.tflite.builtins import CONVERTERS, TYPES
 
-# int8 LSB tolerance where aotc does not compute TFLite's integer arithmetic.
-LSB = {"HARD_SWISH": 1, "TRANSPOSE_CONV": 1}
+# int8 LSB tolerance where aotc does not compute TFLite's integer arithmetic (none).
+LSB: dict[str, int] = {}
 # LiteRT's BUILTIN_REF int8 SUM gives -1 everywhere on these models (its optimized kernel agrees
 # with TFLM): compared with TFLM only.
 LITERT_REF_WRONG = {"SUM"}
@@ -374,3 +373,120 @@ def test_int8_tables_every_code(code, ranges, tmp_path):
     xs = [codes.astype(np.int8).reshape(shape)]
     got = _run_aotc(model, xs, tmp_path)[0][0]
     np.testing.assert_array_equal(got, interpret_tflm(model, xs)[0])
+
+
+@pytest.mark.parametrize("ranges", [
+    ((-3.0, 2.0), (0.0, 3.0)),          # reluish multiplier left-shifted by 1
+    ((-0.7, 5.0), (-1.0, 4.0)),
+    ((-0.1, 0.15), (-0.05, 0.1)),       # right-shifted (a small input scale)
+    ((-300.0, 700.0), (-1.0, 700.0)),   # left-shifted by 9: saturating shifts
+    ((0.0, 6.0), (-0.375, 6.0)),        # zero points -128 / near it
+    ((-6.0, 0.0), (-0.5, 0.0)),         # zero points 127
+], ids=["a", "b", "small", "large", "zp-128", "zp127"])
+def test_int8_hard_swish_every_code(ranges, tmp_path):
+    """int8 HARD_SWISH (a table of TFLM's fixed-point arithmetic) on every input code, for six
+    pairs of input/output parameters: exact with TFLM."""
+    net = Net(True, {"input0": ranges[0], "hard_swish_0_0": ranges[1]})
+    shape = (1, 16, 16, 1)
+    y = net.op("HARD_SWISH", [net.input(shape)], shape)
+    model = net.build([y])
+    xs = [np.arange(-128, 128).astype(np.int8).reshape(shape)]
+    got = _run_aotc(model, xs, tmp_path)[0][0]
+    np.testing.assert_array_equal(got, interpret_tflm(model, xs)[0])
+
+
+@pytest.mark.parametrize("x_range", [(-1.0, 2.0), (0.0, 3.0), (-3.0, 0.0), (-0.2, 5.0)],
+                         ids=["mid", "zp-128", "zp127", "skewed"])
+@pytest.mark.parametrize("geom", [(2, 0, True), (1, 1, False), (2, 1, True)],
+                         ids=["s2_same_bias", "s1_valid", "s2_valid_bias"])
+def test_int8_transpose_conv_zero_points(x_range, geom, tmp_path):
+    """int8 TRANSPOSE_CONV with input zero points across the range (per-channel weights,
+    with and without a bias): TFLM's integer kernel (QConvTranspose), exact with TFLM."""
+    stride, padding, with_bias = geom
+    net = Net(True, {"input0": x_range, "transpose_conv_0_0": (-4.0, 6.0)}, seed=3)
+    n, h, w, c = shape = (1, 5, 4, 3)
+    x = net.input(shape)
+    wt = net.weight(net.rng.normal(scale=0.5, size=(4, 3, 3, c)))
+    out = ((n, stride * h, stride * w, 4) if padding == 0
+           else (n, (h - 1) * stride + 3, (w - 1) * stride + 3, 4))
+    ins = [net.ints(out), wt, x]
+    if with_bias:
+        ins.append(net.bias(net.rng.normal(scale=0.3, size=4), x, wt))
+    y = net.op("TRANSPOSE_CONV", ins, out, options(
+        "TransposeConvOptions", padding=padding, strideH=stride, strideW=stride))
+    model = net.build([y])
+    xs = [net.rng.integers(-128, 128, size=shape).astype(np.int8)]
+    got, ops = _run_aotc(model, xs, tmp_path)
+    assert "QConvTranspose" in ops and "ConvTranspose" not in ops, ops
+    np.testing.assert_array_equal(got[0], interpret_tflm(model, xs)[0])
+
+
+@pytest.mark.parametrize("requant", ["tflite", "onnx"])
+def test_onnx_qdq_transpose_conv_int8(requant, tmp_path):
+    """An ONNX QDQ int8 ConvTranspose holding the same integers as a TFLite TRANSPOSE_CONV
+    (stride 2, VALID, per-channel weights, bias; input zero point nonzero): with
+    ``--requant tflite`` it becomes QConvTranspose, exact with TFLM on the .tflite model; with
+    ``--requant onnx`` it stays float between DequantizeLinear and QuantizeLinear."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    net = Net(True, {"input0": (-1.0, 2.0), "transpose_conv_0_0": (-4.0, 6.0)}, seed=5)
+    n, h, w, c = shape = (1, 5, 4, 3)
+    m = 4
+    x = net.input(shape)
+    wt = net.weight(net.rng.normal(scale=0.5, size=(m, 3, 3, c)))
+    b = net.bias(net.rng.normal(scale=0.3, size=m), x, wt)
+    out = (n, 2 * h + 1, 2 * w + 1, m)
+    y = net.op("TRANSPOSE_CONV", [net.ints(out), wt, x, b], out, options(
+        "TransposeConvOptions", padding=1, strideH=2, strideW=2))
+    model = net.build([y])
+
+    def data(t: int, dt: type) -> np.ndarray:
+        buf = net.buffers[net.tensors[t].buffer].data
+        return np.frombuffer(np.asarray(buf, np.uint8).tobytes(), dt).reshape(
+            net.tensors[t].shape)
+
+    def qp(t: int) -> tuple[np.ndarray, np.ndarray]:
+        q = net.tensors[t].quantization
+        return np.asarray(q.scale, np.float32), np.asarray(q.zeroPoint, np.int64)
+
+    (sx, zx), (sw, _), (sb, _), (sy, zy) = qp(x), qp(wt), qp(b), qp(y)
+    inits = [
+        numpy_helper.from_array(np.float32(sx[0]), "sx"),
+        numpy_helper.from_array(np.int8(zx[0]), "zx"),
+        numpy_helper.from_array(data(wt, np.int8).transpose(3, 0, 1, 2).copy(), "wq"),
+        numpy_helper.from_array(sw, "sw"),
+        numpy_helper.from_array(np.zeros(m, np.int8), "zw"),
+        numpy_helper.from_array(data(b, np.int32), "bq"),
+        numpy_helper.from_array(sb, "sb"),
+        numpy_helper.from_array(np.zeros(m, np.int32), "zb"),
+        numpy_helper.from_array(np.float32(sy[0]), "sy"),
+        numpy_helper.from_array(np.int8(zy[0]), "zy"),
+    ]
+    nodes = [
+        helper.make_node("DequantizeLinear", ["x", "sx", "zx"], ["xf"]),
+        helper.make_node("DequantizeLinear", ["wq", "sw", "zw"], ["wf"], axis=1),
+        helper.make_node("DequantizeLinear", ["bq", "sb", "zb"], ["bf"], axis=0),
+        helper.make_node("ConvTranspose", ["xf", "wf", "bf"], ["yf"], strides=[2, 2],
+                         kernel_shape=[3, 3]),
+        helper.make_node("QuantizeLinear", ["yf", "sy", "zy"], ["y"]),
+    ]
+    g = helper.make_graph(nodes, "convt", [helper.make_tensor_value_info(
+        "x", TensorProto.INT8, [n, c, h, w])], [helper.make_tensor_value_info(
+            "y", TensorProto.INT8, [n, m, out[1], out[2]])], inits)
+    onnx_model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    xs = net.rng.integers(-128, 128, size=shape).astype(np.int8)
+    bundle = aotc.compile(onnx_model, tmp_path / "out", name="m", requant=requant)
+    got = bundle.load().run({"x": xs.transpose(0, 3, 1, 2).copy()})["y"].transpose(0, 2, 3, 1)
+    ops = {nd.op for nd in bundle.compilation.graph.nodes}
+    want = interpret_tflm(model, [xs])[0]
+    if requant == "tflite":
+        assert "QConvTranspose" in ops and "ConvTranspose" not in ops, ops
+        np.testing.assert_array_equal(got, want)
+    else:  # float between DequantizeLinear and QuantizeLinear: onnxruntime's answer
+        import onnxruntime as ort
+
+        assert "ConvTranspose" in ops and "QConvTranspose" not in ops, ops
+        sess = ort.InferenceSession(onnx_model.SerializeToString(),
+                                    providers=["CPUExecutionProvider"])
+        ref = sess.run(None, {"x": xs.transpose(0, 3, 1, 2).copy()})[0].transpose(0, 2, 3, 1)
+        assert np.abs(got.astype(np.int64) - ref).max() <= 1, "more than 1 LSB from onnxruntime"

@@ -1,9 +1,12 @@
-"""QConvTranspose: TFLite's 16x8 TRANSPOSE_CONV as an integer kernel (aotc domain; the QDQ
-pass makes it from DequantizeLinear -> ConvTranspose -> QuantizeLinear with int16 activations,
-int8 weights and an int64 or int32 bias). TFLM scatters int16 x int8 products into an int64
-scratch buffer and requantises each output with the 16x8 rounding (arith.mbqm64); integer sums
-do not depend on their order, so the kernel gathers each output's taps into one accumulator
-(ConvTranspose's loop nest) and gives the same bytes without the scratch buffer.
+"""QConvTranspose: TFLite's int8 and 16x8 TRANSPOSE_CONV as an integer kernel (aotc domain;
+the QDQ pass makes it from DequantizeLinear -> ConvTranspose -> QuantizeLinear with int16
+activations, int8 weights and an int64 or int32 bias, and, with ``--requant tflite``, with int8
+activations, int8 weights of zero point 0 and an int32 bias). TFLM scatters the products
+(int8: (x - x_zp) * w into int32; 16x8: x * w into int64) into a scratch buffer and
+requantises each output (int8: MultiplyByQuantizedMultiplier and the output zero point; 16x8:
+its rounding, arith.mbqm64); integer sums do not depend on their order, so the kernel gathers
+each output's taps into one accumulator (ConvTranspose's loop nest) and gives the same bytes
+without the scratch buffer.
 """
 
 from __future__ import annotations
@@ -38,12 +41,13 @@ from aotc.ops.quant.conv_matmul import (
 class QConvTranspose(QuantOp):
     """(x, x_scale, x_zp, w, w_scale, w_zp, y_scale, y_zp[, B]) with ConvTranspose's
     attributes; w is [C, M, kH, kW] with per-tensor or per-output-channel (axis 1) scales;
-    group 1; zero points 0 (TFLite's 16x8)."""
+    group 1; int16 x (TFLite's 16x8: zero points 0) or int8 x (TFLite's int8: any x zero
+    point, w zero point 0); int8 w."""
 
     name = "QConvTranspose"
     domain = "aotc"
     since = 1
-    dtypes = ("int16",)
+    dtypes = ("int8", "int16")
     const_inputs = (1, 2, 3, 4, 5, 6, 7)
 
     def reference(self, x: np.ndarray, x_scale: np.ndarray, x_zero_point: np.ndarray,
@@ -57,15 +61,17 @@ class QConvTranspose(QuantOp):
 
     def check(self, node: Node, ins: Sequence[Value | None]) -> None:
         x, w = ins[0], ins[3]
-        if x is None or w is None or x.type.dtype.name != "int16" \
+        if x is None or w is None or x.type.dtype.name not in ("int8", "int16") \
                 or w.type.dtype.name != "int8":
-            raise AotcError("takes int16 x and int8 w (16x8)", node.name, node.op)
+            raise AotcError("takes int8 or int16 x and int8 w", node.name, node.op)
         if int(node.attrs.get("group", 1)) != 1:
             raise AotcError("group must be 1", node.name, node.op)
+        x16 = x.type.dtype.name == "int16"
         for i, what in ((2, "x_zero_point"), (5, "w_zero_point")):
             z = const_of(node, ins[i], what)
-            if z is not None and z.any():
-                raise AotcError(f"{what} must be 0 (16x8)", node.name, node.op)
+            if z is not None and z.any() and (x16 or i == 5):
+                raise AotcError(f"{what} must be 0 ({'16x8' if x16 else 'int8 w'})",
+                                node.name, node.op)
         ConvTranspose().check(node.with_(inputs=(node.inputs[0], node.inputs[3])),
                               [x, w])
 
@@ -101,10 +107,12 @@ class QConvTranspose(QuantOp):
                             const_of(node, ins[6], "y_scale"), w.type.shape[1], node)
         zy = const_of(node, yz, "y_zero_point")
         assert zy is not None
+        zx = const_of(node, ins[2], "x_zero_point")
         bias = ins[8] if len(ins) > 8 else None
         keep = [node.inputs[0], node.inputs[3]] + ([node.inputs[8]] if bias is not None else [])
         return node.with_(inputs=tuple(keep), attrs={
             **node.attrs, "_real": real, "_yz": int(zy.reshape(-1)[0]),
+            "_xz": int(zx.reshape(-1)[0]) if zx is not None else 0,
             "_out": yz.type.dtype.name, "_wide": wide_acc(x, bias)})
 
     def lower(self, node: Node, kb: Any) -> None:
@@ -121,17 +129,22 @@ class QConvTranspose(QuantOp):
         with kb.loops(Y.shape, ["n", "m"] + [f"o{k}" for k in range(nd)]) as (n, m, *o):
             init = Cast(B[[m]], acc_t) if B is not None else Const(0, acc_t)
             acc = kb.local(init, "acc", acc_t)
-            self._window(kb, 0, X, W, n, m, o, [], [], pb, s, d, acc)
+            self._window(kb, 0, X, W, n, m, o, [], [], pb, s, d, acc,
+                         int(node.attrs.get("_xz", 0)))
             kb.store_output([n, m, *o], rq(kb, acc, m))
 
     def _window(self, kb: Any, dim: int, X: Any, W: Any, n: Expr, m: Expr, o: list[Expr],
                 ii: list[Expr], kk: list[Expr], pb: list[int], s: list[int], d: list[int],
-                acc: Any) -> None:
-        """The taps of output ``o``: input i with i * s + k * d - pb == o, per spatial dim."""
+                acc: Any, xz: int = 0) -> None:
+        """The taps of output ``o``: input i with i * s + k * d - pb == o, per spatial dim;
+        each tap adds (x - xz) * w."""
         nd = len(X.shape) - 2
         if dim == nd:
             with kb.loop(X.shape[1], "c") as c:
-                kb.assign(acc, acc + Cast(X[[n, c, *ii]], I32) * Cast(W[[c, m, *kk]], I32))
+                xv = Cast(X[[n, c, *ii]], I32)
+                if xz:
+                    xv = xv - Const(xz, I32)
+                kb.assign(acc, acc + xv * Cast(W[[c, m, *kk]], I32))
             return
         with kb.loop(W.shape[2 + dim], f"k{dim}", unroll=True) as k:
             num = kb.local(o[dim] + pb[dim] - k * d[dim], f"t{dim}")
@@ -141,4 +154,5 @@ class QConvTranspose(QuantOp):
             iv = num // s[dim] if s[dim] > 1 else num
             conds.append(cmp("lt", iv, X.shape[2 + dim]))
             with kb.if_(land(*conds)):
-                self._window(kb, dim + 1, X, W, n, m, o, ii + [iv], kk + [k], pb, s, d, acc)
+                self._window(kb, dim + 1, X, W, n, m, o, ii + [iv], kk + [k], pb, s, d, acc,
+                             xz)

@@ -144,8 +144,8 @@ def lut_table(fn: Callable[[np.ndarray], np.ndarray], dt: np.dtype, sx: float, z
 def tflm_table(op: str, mode: str, dt: np.dtype, sx: float, zx: int, sy: float, zy: int
                ) -> np.ndarray | None:
     """TFLM's int8 LOGISTIC (output 1/256, -128) / TANH (output 1/128, 0) as a table, when the
-    mode is tflite and the output parameters are TFLite's, and its int8 ABS / ELU for any
-    parameters (in tflite mode); else None (use the float formula)."""
+    mode is tflite and the output parameters are TFLite's, and its int8 ABS / ELU / RSQRT /
+    HARD_SWISH for any parameters (in tflite mode); else None (use the float formula)."""
     if mode != "tflite" or np.dtype(dt) != np.int8:
         return None
     if op in ("Sigmoid", "QLinearSigmoid") and zy == -128 and np.float32(sy) == np.float32(
@@ -159,7 +159,65 @@ def tflm_table(op: str, mode: str, dt: np.dtype, sx: float, zx: int, sy: float, 
         return _tflm_elu(sx, zx, sy, zy)
     if op == "Rsqrt":
         return _tflm_rsqrt(sx, zx, sy, zy)
+    if op == "HardSwish":
+        return _tflm_hard_swish(sx, zx, sy, zy)
     return None
+
+
+def _wrap16(v: int) -> int:
+    return ((v + (1 << 15)) % (1 << 16)) - (1 << 15)
+
+
+def _sat16(v: int) -> int:
+    return min(max(v, -(1 << 15)), (1 << 15) - 1)
+
+
+def _srdhm16(a: int, b: int, rounding: bool = True) -> int:
+    """The int16 doubling high multiply: gemmlowp's SaturatingRoundingDoublingHighMul (nudge
+    of 2^14 toward the sign of the product), or, ``rounding=False``, TFLite's
+    SaturatingDoublingHighMul (truncating toward zero); both saturate -32768 * -32768."""
+    if a == b == -(1 << 15):
+        return (1 << 15) - 1
+    ab = a * b
+    if rounding:
+        ab += (1 << 14) if ab >= 0 else 1 - (1 << 14)
+    q = abs(ab) >> 15  # C++ division truncates toward zero
+    return _wrap16(q if ab >= 0 else -q)
+
+
+def _int16_multiplier(real: float) -> tuple[int, int]:
+    """QuantizeMultiplier, then DownScaleInt32ToInt16Multiplier: (int16 significand, shift)."""
+    m, shift = qmath.quantize_multiplier(real)
+    m16 = (1 << 15) - 1 if m >= qmath.INT32_MAX - (1 << 15) else (m + (1 << 15)) >> 16
+    return m16, shift
+
+
+def _tflm_hard_swish(sx: float, zx: int, sy: float, zy: int) -> np.ndarray | None:
+    """TFLM's int8 HARD_SWISH (hard_swish_common.cc's multipliers, the reference kernel's
+    int16 fixed point) evaluated for every code. The scales are combined in float32 as TFLM's
+    Prepare does; it refuses an output multiplier above 1 (output scale below input scale /
+    128): None then, and the table is the float function's."""
+    hires = np.float32(1.0 / 128.0) * np.float32(sx)
+    out_m, out_e = _int16_multiplier(float(np.float32(hires / np.float32(sy))))
+    if out_e > 0:
+        return None
+    rel_m, rel_e = _int16_multiplier(float(np.float32(hires / np.float32(3.0 / 32768.0))))
+    out = []
+    for q in range(-128, 128):
+        hi = _wrap16((q - zx) * (1 << 7))
+        pre = _srdhm16(hi, out_m)                       # on the output scale, unshifted
+        r = hi
+        if rel_e > 0:
+            r = _sat16(r * (1 << (rel_e - 1)))
+        r = _srdhm16(r, rel_m)
+        if rel_e > 0:
+            r = _sat16(r * 2)
+        elif rel_e < 0:
+            r = qmath.rdbpot(r, -rel_e)
+        r = (r + (1 << 15)) >> 1                        # [-1, 1] -> [0, 1]
+        v = qmath.rdbpot(_srdhm16(r, pre, rounding=False), -out_e)
+        out.append(min(max(_wrap16(v + zy), -128), 127))
+    return np.array(out, np.int8)
 
 
 def _inv_sqrt_multiplier(value: int) -> tuple[int, int]:
