@@ -13,8 +13,9 @@ carried from one invoke to the next. aotc makes both slots of the caller's state
 ResetVariableTensors zeroes a float variable whatever its buffer holds), read by the LSTM (the
 ONNX LSTM's initial_h/initial_c, the Scan's initial states) and set to its final states (Y_h
 and Y_c, the Scan's last h and c). The LSTM kernel reads its initial states before it writes
-the final ones, so each state goes to its slot through a Copy step at the end of the call
-(batch x hidden floats each).
+anything and writes Y_h and Y_c last (``writes_over``, aotc/ops/sequence/recurrent.py), so it
+writes both slots in place: no copy per call. A Scan is a loop, so its final states go to the
+slots through a Copy step at the end of the call (batch x n_out and batch x hidden floats).
 
 The plain LSTM (with or without peepholes) is one ONNX LSTM node. The variants ONNX's LSTM
 lacks (CIFG, a projection layer, cell and projection clipping, layer normalisation; its
