@@ -3,7 +3,8 @@
 
 References: LiteRT's reference kernels, and TensorFlow Lite Micro's interpreter where its kernel
 runs the model (not with peepholes, projection, CIFG or layer norm), each on a fresh interpreter
-(the output and cell states are variable tensors, zero before the first invoke).
+(the output and cell states are variable tensors, zero before the first invoke); for the states
+carried from call to call (aotc's state buffer), one TFLM interpreter invoked again and again.
 Tolerance: rtol 1e-4, atol 1e-5 (expf/tanhf of glibc against TFLite's own sigmoid and tanh
 over a few time steps). What aotc refuses (activations other than TANH, an int8 cell state) is
 one `aotc: error:` line naming the operator. The integer LSTM: test_tflite_qlstm.py.
@@ -11,6 +12,7 @@ one `aotc: error:` line naming the operator. The integer LSTM: test_tflite_qlstm
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -154,3 +156,67 @@ def test_lstm_variants_refused_in_one_line(kw, needle, tmp_path):
     # LiteRT runs these models: they are valid, aotc refuses them
     if not kw.get("int8"):
         interpret(model, [np.zeros((2, 5, 3), np.float32)])
+
+
+def _tflm_frames(model: bytes, xs: list[np.ndarray]) -> list[np.ndarray]:
+    """TFLM's outputs for consecutive invokes of one interpreter (its variable tensors, the
+    LSTM's output and cell states, kept from one invoke to the next)."""
+    from tflite_micro.python.tflite_micro import runtime
+
+    it = runtime.Interpreter.from_bytes(model, arena_size=1 << 20)
+    out = []
+    for x in xs:
+        it.set_input(x, 0)
+        it.invoke()
+        out.append(it.get_output(0).copy())
+    return out
+
+
+def _stream(case: str, calls: int) -> tuple[bytes, list[np.ndarray]]:
+    model, x = _lstm_model(**CASES[case])
+    rng = np.random.default_rng(11)
+    return model, [rng.normal(size=x.shape).astype(np.float32) for _ in range(calls)]
+
+
+# The states carried from call to call: the plain LSTM (ONNX LSTM) and the Scan (cell clip),
+# against TFLM with its variables kept between invokes.
+@pytest.mark.parametrize("case", ["batch_major_tanh", "time_major", "cell_clip"])
+def test_lstm_float_states_carried_between_calls_as_tflm(case, tmp_path):
+    model, xs = _stream(case, 24)
+    path = tmp_path / "lstm.tflite"
+    path.write_bytes(model)
+    bundle = aotc.compile(path, tmp_path / "out", name="lstm")
+    r = bundle.load()
+    # both states are slots of the state buffer: the LSTM kernel writes them in place (it is
+    # the bundle's only kernel); a Scan (a loop) gets them copied at the end of the call
+    written = "copied at the end" if case in SCAN else "in place"
+    assert [s["written"] for s in r.meta["state"]["slots"]] == [written] * 2
+    if case not in SCAN:
+        assert len(bundle.kernels) == 1
+    (spec,) = r.meta["inputs"]
+    (out,) = r.meta["outputs"]
+    ref = _tflm_frames(model, xs)
+    got = [r.run({spec["name"]: x})[out["name"]] for x in xs]
+    for k, (o, e) in enumerate(zip(got, ref)):
+        np.testing.assert_allclose(o, e, **TOL, err_msg=f"call {k}")
+    # the states matter: the second call differs from a fresh interpreter's answer
+    (fresh,) = interpret_tflm(model, [xs[1]])
+    assert np.abs(fresh - ref[1]).max() > 1e-2
+    r.reset()  # zero states again, as a fresh interpreter
+    np.testing.assert_allclose(r.run({spec["name"]: xs[0]})[out["name"]], ref[0], **TOL)
+
+
+@pytest.mark.skipif(shutil.which("qemu-system-arm") is None, reason="needs qemu-system-arm")
+def test_lstm_float_states_carried_on_cortex_m4f(tmp_path):
+    """The states carried from run to run on the board (QEMU), against TFLM."""
+    model, xs = _stream("batch_major_tanh", 4)
+    path = tmp_path / "lstm.tflite"
+    path.write_bytes(model)
+    bundle = aotc.compile(path, tmp_path / "out", name="lstm", target="cortex-m4f")
+    board = bundle.load(board="cortex-m4f")
+    (spec,) = board.meta["inputs"]
+    (out,) = board.meta["outputs"]
+    ref = _tflm_frames(model, xs)
+    for k, x in enumerate(xs):
+        np.testing.assert_allclose(board.run({spec["name"]: x})[out["name"]], ref[k], **TOL,
+                                   err_msg=f"call {k}")

@@ -8,8 +8,14 @@ P: [1, 3H] in the order i, o, f). ``time_major`` picks the ONNX layout (1: [batc
 fused activation is the activation of the cell gate and of the cell output (ONNX's g and h).
 
 The output and cell states are TFLite variable tensors: zero when the interpreter starts, then
-carried from one invoke to the next. aotc starts them at zero on every run (one invoke of a
-freshly reset interpreter); keeping them between runs is the state buffer (issue 24, item 1).
+carried from one invoke to the next. aotc makes both slots of the caller's state buffer
+(aotc/frontend/tflite/variables.py, as the integer LSTM): zero after ``<name>_reset`` (TFLM's
+ResetVariableTensors zeroes a float variable whatever its buffer holds), read by the LSTM (the
+ONNX LSTM's initial_h/initial_c, the Scan's initial states) and set to its final states (Y_h
+and Y_c, the Scan's last h and c). The LSTM kernel reads its initial states before it writes
+anything and writes Y_h and Y_c last (``writes_over``, aotc/ops/sequence/recurrent.py), so it
+writes both slots in place: no copy per call. A Scan is a loop, so its final states go to the
+slots through a Copy step at the end of the call (batch x n_out and batch x hidden floats).
 
 The plain LSTM (with or without peepholes) is one ONNX LSTM node. The variants ONNX's LSTM
 lacks (CIFG, a projection layer, cell and projection clipping, layer normalisation; its
@@ -138,10 +144,37 @@ def unidirectional_sequence_lstm(b: Builder, op: Any) -> None:
         raise AotcError(f"recurrent weights {list(lstm.w_rec['f'].shape)}; expected "
                         f"[{hidden}, {n_out}]")
     time_major = bool(o.TimeMajor())
+    states = _float_states(b, ins, hidden, n_out)
     if cifg or lstm.proj is not None or lstm.norm or lstm.cell_clip > 0 or lstm.proj_clip > 0:
-        _as_scan(b, x, y, lstm, time_major, hidden, n_out)
+        _as_scan(b, x, y, lstm, time_major, hidden, n_out, states)
     else:
-        _as_onnx_lstm(b, x, y, lstm, time_major, hidden)
+        _as_onnx_lstm(b, x, y, lstm, time_major, hidden, states)
+
+
+def _float_states(b: Builder, ins: list[int], hidden: int, n_out: int) -> list[Any]:
+    """The output and cell state variables (aotc/frontend/tflite/variables.py), each
+    [batch, n_out] and [batch, hidden] float32 as TFLite declares them."""
+    from aotc.frontend.tflite.variables import _variable
+
+    n_batch = None
+    out = []
+    for k, what, width in ((OUTPUT_STATE, "output state", n_out), (CELL_STATE, "cell state",
+                                                                    hidden)):
+        t = ins[k]
+        if t < 0:
+            raise AotcError(f"no {what} tensor: the LSTM's states are variable tensors")
+        shape = b.shape(t)
+        if b.dtype(t) != np.float32 or len(shape) != 2 or shape[1] != width or \
+                (n_batch is not None and shape[0] != n_batch):
+            raise AotcError(f"the {what} {b.tname(t)!r} is {b.dtype(t).name}{list(shape)}; "
+                            f"the float LSTM needs float32[batch, {width}]")
+        n_batch = shape[0]
+        out.append(_variable(b, f"tensor_{t}", t))
+    return out
+
+
+def _reshaped(b: Builder, v: str, shape: tuple[int, ...], what: str) -> str:
+    return b.add("Reshape", [v, b.init(np.array(shape, np.int64), "shape")], what)[0]
 
 
 @dataclass
@@ -160,7 +193,7 @@ class _Weights:
 
 
 def _as_onnx_lstm(b: Builder, x: int, y: int, w: _Weights, time_major: bool,
-                  hidden: int) -> None:
+                  hidden: int, states: list[Any]) -> None:
     """The plain LSTM (peepholes allowed): one ONNX LSTM node, aotc's LSTM kernel."""
     n_batch = b.shape(x)[1] if time_major else b.shape(x)[0]
     order = "iofc"  # ONNX's gate order
@@ -168,20 +201,25 @@ def _as_onnx_lstm(b: Builder, x: int, y: int, w: _Weights, time_major: bool,
     R = np.concatenate([w.w_rec[g] for g in order])[None].astype(np.float32)
     B = np.concatenate([*(w.bias[g] for g in order), np.zeros(4 * hidden, np.float32)])[None]
     state = (1, n_batch, hidden) if time_major else (n_batch, 1, hidden)  # ONNX's layout
+    h_var, c_var = states
+    if h_var.shape[0] != n_batch:
+        raise AotcError(f"the states have batch {h_var.shape[0]}, the input {n_batch}")
     inputs = [b.get(x), b.init(W, "W"), b.init(R, "R"), b.init(B.astype(np.float32), "B"), "",
-              b.init(np.zeros(state, np.float32), "initial_h"),
-              b.init(np.zeros(state, np.float32), "initial_c")]
+              _reshaped(b, h_var.current, state, "initial_h"),
+              _reshaped(b, c_var.current, state, "initial_c")]
     if w.peep:
         P = np.concatenate([w.peep["i"], w.peep["o"], w.peep["f"]])[None]
         inputs.append(b.init(P.astype(np.float32), "P"))
-    seq = b.add("LSTM", inputs, "lstm", hidden_size=hidden, layout=0 if time_major else 1,
-                activations=["Sigmoid", "Tanh", "Tanh"])[0]
+    seq, y_h, y_c = b.add("LSTM", inputs, "lstm", n_out=3, hidden_size=hidden,
+                          layout=0 if time_major else 1, activations=["Sigmoid", "Tanh", "Tanh"])
+    h_var.current = _reshaped(b, y_h, tuple(h_var.shape), "next_h")
+    c_var.current = _reshaped(b, y_c, tuple(c_var.shape), "next_c")
     out = b.add("Reshape", [seq, b.init(np.array(b.shape(y), np.int64), "shape")], "output")[0]
     b.define(y, out)
 
 
 def _as_scan(b: Builder, x: int, y: int, w: _Weights, time_major: bool, hidden: int,
-             n_out: int) -> None:
+             n_out: int, states: list[Any]) -> None:
     """The variants ONNX's LSTM lacks (CIFG, projection, cell and projection clipping, layer
     normalisation) as an ONNX Scan over time whose body is TFLite's float LSTM step
     (tensorflow/lite/kernels/lstm_eval.cc): per gate, input and recurrent products, peephole,
@@ -247,9 +285,11 @@ def _as_scan(b: Builder, x: int, y: int, w: _Weights, time_major: bool, hidden: 
         [helper.make_tensor_value_info(h_out, f32, [n_batch, n_out]),
          helper.make_tensor_value_info(c_out, f32, [n_batch, hidden]),
          helper.make_tensor_value_info(y_t, f32, [n_batch, n_out])])
-    h0 = const(np.zeros((n_batch, n_out)), "initial_h")
-    c0 = const(np.zeros((n_batch, hidden)), "initial_c")
-    _, _, seq = b.add("Scan", [h0, c0, xs], "lstm", n_out=3, body=graph, num_scan_inputs=1)
+    h_var, c_var = states
+    if h_var.shape[0] != n_batch:
+        raise AotcError(f"the states have batch {h_var.shape[0]}, the input {n_batch}")
+    h_var.current, c_var.current, seq = b.add("Scan", [h_var.current, c_var.current, xs], "lstm",
+                                              n_out=3, body=graph, num_scan_inputs=1)
     if not time_major:
         seq = b.add("Transpose", [seq], "batch_major", perm=[1, 0, 2])[0]
     b.define(y, seq)

@@ -486,6 +486,10 @@ class _LSTM(_Recurrent):
     default_acts = ("Sigmoid", "Tanh", "Tanh")
     n_outputs = 3
     onnx_tests = ("test_lstm_*",)
+    # Y_h over initial_h, Y_c over initial_c: the kernel reads the initial states once, into
+    # its scratch state, before it writes anything, and writes Y_h and Y_c last (a state
+    # slot, e.g. TFLite's float LSTM's variable tensors, is then written in place).
+    writes_over: ClassVar[dict[int, int]] = {1: 5, 2: 6}
 
     def check(self, node: Node, ins: Sequence[Value | None]) -> None:
         super().check(node, ins)
