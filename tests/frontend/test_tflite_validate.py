@@ -25,7 +25,7 @@ from aotc.cli import main as cli_main
 
 # The references run in a forked child (a malformed model may crash them): the fuzz oracle's.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fuzz"))
-from tflite_oracle import in_child  # noqa: E402
+from tflite_oracle import in_child, run_litert  # noqa: E402
 from tflite_seeds import seed_bytes  # noqa: E402
 
 
@@ -155,6 +155,21 @@ def test_stride_that_disagrees_with_the_declared_output_is_refused(tmp_path, cap
     assert tflm is None or lit is None or tflm.shape != lit.shape or not np.allclose(tflm, lit)
     line = _refused(data, tmp_path, capsys)
     assert "operator 0 CONV_2D" in line and "the operator computes another shape" in line, line
+
+
+def test_version_of_a_builtin_tflm_lacks_is_refused(tmp_path, capsys):
+    """TILE (no TFLM kernel) at opcode version 3: LiteRT's reference kernels register versions
+    1 and 2 only (the reference of the fuzz oracle, run_litert; LiteRT's optimised kernels
+    take 3), so both references refuse the model; aotc compiled it."""
+    m, xs = _model("op_tile_float", "seed")
+    assert _tflm(_pack(m), xs) is None and _litert(_pack(m), xs) is not None
+    for oc in m.operatorCodes:
+        if oc.builtinCode == S.BuiltinOperator.TILE:
+            oc.version = 3
+    data = _pack(m)
+    assert _tflm(data, xs) is None and not in_child(lambda: run_litert(data, xs))[0]
+    line = _refused(data, tmp_path, capsys)
+    assert "TILE: opcode version 3; TFLM has no TILE" in line, line
 
 
 MUTATIONS: dict[str, tuple[str, str, Callable[[Any], None], str]] = {

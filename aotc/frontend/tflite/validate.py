@@ -6,6 +6,7 @@ computes a third answer. Findings of ``scripts/fuzz.py --format tflite``.
 
 * operator codes: ``deprecated_builtin_code`` and ``builtin_code`` agree (equal; or an old
   model's 0 with a code below 127; or the placeholder 127 with a code of 127 and above);
+  the version of a builtin TFLM lacks is one LiteRT's reference kernels register;
 * builtin options: the union's tag is the builtin's options type; the builtins TFLM needs
   options for (NEEDS_OPTIONS) have them; padding is SAME or VALID; a fused activation is a
   TFLite activation, and NONE, RELU, RELU_N1_TO_1 or RELU6 on the operators that clamp their
@@ -39,6 +40,9 @@ TYPE_NAMES = {0: "float32", 1: "float16", 2: "int32", 3: "uint8", 4: "int64", 5:
               16: "uint16", 17: "int4", 18: "bfloat16"}
 
 PLACEHOLDER = 127  # BuiltinOperator.PLACEHOLDER_FOR_GREATER_OP_CODES
+# Builtins TFLM has no kernel for (LiteRT's reference kernels are the only reference): the
+# highest opcode version LiteRT's reference op resolver registers; it refuses a model above.
+LITERT_ONLY_MAX_VERSION = {"TILE": 2}
 # Options tables whose fused activation clamps the output (TFLM's CalculateActivationRange).
 CLAMPING = {"Conv2DOptions", "DepthwiseConv2DOptions", "FullyConnectedOptions",
             "Pool2DOptions", "AddOptions", "SubOptions", "MulOptions", "DivOptions",
@@ -176,6 +180,10 @@ def check_codes(model: Any, sub: Any, used: list[str]) -> None:
         if oc.Version() < 1:
             raise _err(i, used[i], f"opcode version {oc.Version()} (TFLite's versions start "
                                    f"at 1)")
+        top = LITERT_ONLY_MAX_VERSION.get(used[i])
+        if top is not None and oc.Version() > top:
+            raise _err(i, used[i], f"opcode version {oc.Version()}; TFLM has no {used[i]} and "
+                                   f"LiteRT's reference kernels take versions 1 to {top}")
         dep, new = oc.DeprecatedBuiltinCode(), _raw_builtin_code(oc)
         if dep == new or (new == 0 and 0 <= dep < PLACEHOLDER) or (
                 dep == PLACEHOLDER and new >= PLACEHOLDER):
