@@ -299,6 +299,11 @@ MUTATIONS: dict[str, tuple[str, str, Callable[[Any], None], str]] = {
     "fc_output_type": ("fully_connected_int16", "seed", lambda m: setattr(
         m.subgraphs[0].tensors[int(m.subgraphs[0].operators[0].outputs[0])], "type",
         S.TensorType.INT32), "output 0 is int32"),
+    "bias_overflow": ("conv_2d_int8", "seed", lambda m: setattr(
+        m.buffers[m.subgraphs[0].tensors[2].buffer], "data", np.concatenate([np.frombuffer(
+            np.int32(2**31 - 1).tobytes(), np.uint8), np.asarray(
+            m.buffers[m.subgraphs[0].tensors[2].buffer].data)[4:]])),
+        "operator 0 CONV_2D: bias 2147483647 of output channel 0"),
     "builtin_code": ("conv_2d_float", "seed", lambda m: setattr(
         m.operatorCodes[0], "builtinCode", S.BuiltinOperator.DEPTHWISE_CONV_2D),
         "deprecated_builtin_code 3 (CONV_2D) and builtin_code 4 (DEPTHWISE_CONV_2D) disagree"),

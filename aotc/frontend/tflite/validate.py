@@ -22,7 +22,8 @@ computes a third answer. Findings of ``scripts/fuzz.py --format tflite``.
   axis and count: Builder.quant);
 * the int32 (int64) bias of a quantised CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED or
   TRANSPOSE_CONV has the scale input scale x weight scale (TFLM assumes it and never reads
-  the bias's own);
+  the bias's own), and its values with the products of their channel fit TFLM's int32
+  accumulator;
 * shapes: every operator output's declared shape is the one the operator computes.
 """
 
@@ -558,7 +559,41 @@ def check_declared(sub: Any, used: list[str]) -> None:
             raise _err(i, name, f"output declared {ys}; {name} computes {want}")
 
 
-def check_bias(sub: Any, used: list[str]) -> None:
+def _const(model: Any, t: Any, dt: Any) -> np.ndarray | None:
+    """The constant data of tensor ``t`` as ``dt`` (None: no data, or not a whole number of
+    elements)."""
+    if not 0 <= t.Buffer() < model.BuffersLength():
+        return None
+    buf = model.Buffers(t.Buffer())
+    if buf is None or not buf.DataLength():
+        return None
+    raw = buf.DataAsNumpy()
+    return None if raw.size % np.dtype(dt).itemsize else raw.view(dt)
+
+
+def _check_accumulator(i: int, name: str, model: Any, b: Any, w: Any, x: Any) -> None:
+    """An int32 bias plus the largest product sum of its output channel must fit in int32:
+    TFLM's int8 kernels add them in an int32 that wraps; aotc's accumulator does not."""
+    if b.Type() != 2 or w.Type() != 9 or x.Type() not in (9, 3):
+        return
+    bias, wts = _const(model, b, np.int32), _const(model, w, np.int8)
+    if bias is None or wts is None or not bias.size or wts.size % bias.size:
+        return
+    ax = WEIGHT_AXIS[name] if name in WEIGHT_AXIS else 0
+    shape = [int(d) for d in w.ShapeAsNumpy()] if w.ShapeLength() else []
+    if int(np.prod(shape)) != wts.size or not 0 <= ax < len(shape) or \
+            shape[ax] != bias.size:
+        return
+    per = np.abs(np.moveaxis(wts.reshape(shape).astype(np.int64), ax, 0)).reshape(
+        bias.size, -1).sum(axis=1)
+    worst = np.abs(bias.astype(np.int64)) + 255 * per  # |x - zero point| <= 255
+    if (worst > 2**31 - 1).any():
+        c = int(np.argmax(worst))
+        raise _err(i, name, f"bias {int(bias[c])} of output channel {c} with its products can "
+                            f"overflow TFLM's int32 accumulator")
+
+
+def check_bias(sub: Any, used: list[str], model: Any = None) -> None:
     """TFLM's int8 kernels requantise with input scale x weight scale and never read the bias
     scale: a bias of another scale would give a third answer."""
     for i in range(sub.OperatorsLength()):
@@ -575,6 +610,8 @@ def check_bias(sub: Any, used: list[str]) -> None:
         if min(tb, tw, tx) < 0:
             continue
         b, w, x = (sub.Tensors(tb), sub.Tensors(tw), sub.Tensors(tx))
+        if model is not None and used[i] != "TRANSPOSE_CONV":
+            _check_accumulator(i, used[i], model, b, w, x)
         qs = [t.Quantization() for t in (b, w, x)]
         if any(q is None or q.ScaleLength() == 0 for q in qs) or b.Type() not in (2, 4):
             continue
@@ -598,7 +635,7 @@ def validate(model: Any, sub: Any, used: list[str],
     check_options(sub, used)
     check_operands(sub, used, model, kind_from)
     check_declared(sub, used)
-    check_bias(sub, used)
+    check_bias(sub, used, model)
 
 
 def check_shapes(b: Any, sub: Any, m: Any, used: list[str]) -> None:
