@@ -172,6 +172,21 @@ def test_version_of_a_builtin_tflm_lacks_is_refused(tmp_path, capsys):
     assert "TILE: opcode version 3; TFLM has no TILE" in line, line
 
 
+def test_flatbuffer_the_verifier_rejects_is_refused(tmp_path, capsys):
+    """The root Model table's vtable grown by 512 bytes (the fuzzer's bit flip in op_pad_float):
+    fields aotc does not read (metadata_buffer, signature_defs) now point at misaligned
+    garbage; LiteRT's flatbuffer verifier refuses the model and TFLM's reader fails."""
+    m, xs = _model("op_pad_float", "seed")
+    data = bytearray(_pack(m))
+    root = int.from_bytes(data[0:4], "little")
+    vt = root - int.from_bytes(data[root:root + 4], "little", signed=True)
+    data[vt + 1] ^= 2  # the vtable size's high byte
+    data = bytes(data)
+    assert _tflm(data, xs) is None and _litert(data, xs) is None
+    line = _refused(data, tmp_path, capsys)
+    assert "is not a valid TFLite flatbuffer: Model field" in line, line
+
+
 MUTATIONS: dict[str, tuple[str, str, Callable[[Any], None], str]] = {
     # name: (seed, kind, edit, what the one line says)
     "variable_constant": ("CONV_2D", "float", lambda m: setattr(
