@@ -319,6 +319,11 @@ MUTATIONS: dict[str, tuple[str, str, Callable[[Any], None], str]] = {
             np.int32(2**31 - 1).tobytes(), np.uint8), np.asarray(
             m.buffers[m.subgraphs[0].tensors[2].buffer].data)[4:]])),
         "operator 0 CONV_2D: bias 2147483647 of output channel 0"),
+    "shrink_negative_stride": ("op_strided_slice_shrink_int8", "seed", lambda m: setattr(
+        m.buffers[m.subgraphs[0].tensors[6].buffer], "data", np.concatenate([np.frombuffer(
+            np.int32(-1).tobytes(), np.uint8), np.asarray(
+            m.buffers[m.subgraphs[0].tensors[6].buffer].data)[4:]])),
+        "operator 1 STRIDED_SLICE: stride -1 on axis 0 of shrink_axis_mask 1"),
     "builtin_code": ("conv_2d_float", "seed", lambda m: setattr(
         m.operatorCodes[0], "builtinCode", S.BuiltinOperator.DEPTHWISE_CONV_2D),
         "deprecated_builtin_code 3 (CONV_2D) and builtin_code 4 (DEPTHWISE_CONV_2D) disagree"),

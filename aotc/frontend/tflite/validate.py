@@ -13,6 +13,7 @@ computes a third answer. Findings of ``scripts/fuzz.py --format tflite``.
   output with it (TFLM and LiteRT ignore TANH and SIGN_BIT there); PACK's, UNPACK's and
   SPLIT's counts are the operator's; depth_multiplier agrees with the channels; strides,
   dilations and filter sizes are 1 to 32767 (TFLM's kernel parameters are int16);
+* STRIDED_SLICE: no negative stride on a shrunk axis;
 * operands: input and output counts of the common builtins (ARITY), one input type where the
   kernels require it (SAME_INPUTS), outputs of the data input's type (SAME_TYPE);
 * tensors: operator and subgraph tensor indices in range (-1 only for an optional operator
@@ -408,6 +409,23 @@ def _check_divisor(sub: Any, i: int, name: str, t: int, model: Any) -> None:
                             f"holds zero")
 
 
+def _check_shrink_stride(sub: Any, i: int, name: str, op: Any, t: int, model: Any) -> None:
+    """A negative stride on a shrunk axis: TFLM and LiteRT stop the axis at begin + 1, so the
+    slice is empty and they return uninitialised memory (each its own)."""
+    got = options_table(op)
+    if got is None or got[0] != "StridedSliceOptions":
+        return
+    shrink = got[1].ShrinkAxisMask()
+    strides = _const(model, sub.Tensors(t), np.int32) if sub.Tensors(t).Type() == 2 else None
+    if strides is None or not shrink:
+        return
+    for ax, st in enumerate(strides):
+        if shrink >> ax & 1 and st < 0:
+            raise _err(i, name, f"stride {int(st)} on axis {ax} of shrink_axis_mask {shrink} "
+                                f"(TFLM and LiteRT slice nothing and return uninitialised "
+                                f"memory)")
+
+
 def check_operands(sub: Any, used: list[str], model: Any,
                    kind_from: dict[str, tuple[str, int]]) -> None:
     for i in range(sub.OperatorsLength()):
@@ -448,6 +466,8 @@ def check_operands(sub: Any, used: list[str], model: Any,
                 if sub.Tensors(ins[1]).ShapeLength() else []
             if size != [2]:
                 raise _err(i, name, f"size of shape {size} (TFLM and LiteRT take [2])")
+        if name == "STRIDED_SLICE" and len(ins) == 4 and ins[3] >= 0:
+            _check_shrink_stride(sub, i, name, op, ins[3], model)
         if name in SAME_PARAMS:
             side, k = kind_from.get(name, ("in", 0))
             if side == "in" and k < len(ins) and ins[k] >= 0:
