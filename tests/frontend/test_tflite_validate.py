@@ -324,6 +324,15 @@ MUTATIONS: dict[str, tuple[str, str, Callable[[Any], None], str]] = {
             np.int32(-1).tobytes(), np.uint8), np.asarray(
             m.buffers[m.subgraphs[0].tensors[6].buffer].data)[4:]])),
         "operator 1 STRIDED_SLICE: stride -1 on axis 0 of shrink_axis_mask 1"),
+    "add_scale_1e38": ("add_int8", "seed", lambda m: setattr(
+        m.subgraphs[0].tensors[1].quantization, "scale", np.array([1e38], np.float32)),
+        "operator 0 ADD: input scale 1e+38 with output scale"),
+    "add_multiplier": ("add_int8", "seed", lambda m: setattr(
+        m.subgraphs[0].tensors[1].quantization, "scale", np.array([1.2e4], np.float32)),
+        "output multiplier 1.00941 is not below 1"),
+    "add_multiplier_int16": ("add_int16", "seed", lambda m: setattr(
+        m.subgraphs[0].tensors[0].quantization, "scale", np.array([2.5], np.float32)),
+        "output multiplier 1.05691 is not below 1"),
     "builtin_code": ("conv_2d_float", "seed", lambda m: setattr(
         m.operatorCodes[0], "builtinCode", S.BuiltinOperator.DEPTHWISE_CONV_2D),
         "deprecated_builtin_code 3 (CONV_2D) and builtin_code 4 (DEPTHWISE_CONV_2D) disagree"),

@@ -13,7 +13,8 @@ computes a third answer. Findings of ``scripts/fuzz.py --format tflite``.
   output with it (TFLM and LiteRT ignore TANH and SIGN_BIT there); PACK's, UNPACK's and
   SPLIT's counts are the operator's; depth_multiplier agrees with the channels; strides,
   dilations and filter sizes are 1 to 32767 (TFLM's kernel parameters are int16);
-* STRIDED_SLICE: no negative stride on a shrunk axis;
+* STRIDED_SLICE: no negative stride on a shrunk axis; quantised ADD and SUB: an output
+  multiplier below 1 (TFLM aborts otherwise);
 * operands: input and output counts of the common builtins (ARITY), one input type where the
   kernels require it (SAME_INPUTS), outputs of the data input's type (SAME_TYPE);
 * tensors: operator and subgraph tensor indices in range (-1 only for an optional operator
@@ -426,6 +427,25 @@ def _check_shrink_stride(sub: Any, i: int, name: str, op: Any, t: int, model: An
                                 f"memory)")
 
 
+def _check_add_multiplier(sub: Any, i: int, name: str, ins: list[int], y: int) -> None:
+    """Quantised ADD and SUB: TFLM's (and LiteRT's) output multiplier 2 x the larger input
+    scale / (2^left_shift x the output scale), left shift 20 (8-bit) or 15 (int16), must be
+    below 1 (QuantizeMultiplierSmallerThanOneExp aborts otherwise)."""
+    ts = [sub.Tensors(t) for t in ins + [y]]
+    if any(t.Type() not in (9, 3, 7) for t in ts):
+        return
+    qs = [t.Quantization() for t in ts]
+    if any(q is None or q.ScaleLength() != 1 for q in qs):
+        return
+    sc = [float(np.float32(q.Scale(0))) for q in qs]
+    shift = 15 if ts[-1].Type() == 7 else 20
+    ratio = 2 * max(sc[:-1]) / (2.0 ** shift * sc[-1])
+    if not ratio < 1:
+        raise _err(i, name, f"input scale {max(sc[:-1]):.6g} with output scale {sc[-1]:.6g}: "
+                            f"output multiplier {ratio:.6g} is not below 1 (TFLM and LiteRT "
+                            f"abort)")
+
+
 def check_operands(sub: Any, used: list[str], model: Any,
                    kind_from: dict[str, tuple[str, int]]) -> None:
     for i in range(sub.OperatorsLength()):
@@ -468,6 +488,9 @@ def check_operands(sub: Any, used: list[str], model: Any,
                 raise _err(i, name, f"size of shape {size} (TFLM and LiteRT take [2])")
         if name == "STRIDED_SLICE" and len(ins) == 4 and ins[3] >= 0:
             _check_shrink_stride(sub, i, name, op, ins[3], model)
+        if name in ("ADD", "SUB") and len(ins) == 2 and min(ins) >= 0 and outs and \
+                outs[0] >= 0:
+            _check_add_multiplier(sub, i, name, ins, outs[0])
         if name in SAME_PARAMS:
             side, k = kind_from.get(name, ("in", 0))
             if side == "in" and k < len(ins) and ins[k] >= 0:
