@@ -364,3 +364,31 @@ def test_invalid_structure_is_refused(name, tmp_path, capsys):
             "the references agree and ignore the edit: no reason to refuse"
     line = _refused(data, tmp_path, capsys)
     assert says in line, line
+
+
+@pytest.mark.parametrize("seed, scale", [
+    ("pools_softmax_int8", None), ("average_pool_2d_int16", None),
+    ("average_pool_2d_int16", 1 / 16384.5), ("average_pool_2d_int16", 1 / 1000.5)])
+def test_average_pool_with_fused_relu_n1_to_1_matches_tflm(seed, scale, tmp_path):
+    """AVERAGE_POOL_2D (int8, int16) with fused RELU_N1_TO_1 (fuzz finding options_value, 1 LSB
+    off TFLM): the Clip(-1, 1) folds into QLinearAveragePool's activation range like RELU and
+    RELU6; bit-exact with TFLM on 4 input vectors, also at scales where 1 / scale is a tie."""
+    from test_tflite_int16 import _compile_run
+
+    m, _ = _model(seed, "seed")
+    op = m.subgraphs[0].operators[0]
+    op.builtinOptions.fusedActivationFunction = S.ActivationFunctionType.RELU_N1_TO_1
+    if scale is not None:  # the pool's input and output share their parameters
+        for t in (op.inputs[0], op.outputs[0]):
+            m.subgraphs[0].tensors[t].quantization.scale = np.array([scale], np.float32)
+    data = _pack(m)
+    it = Interpreter(model_content=data)
+    d = it.get_input_details()[0]
+    info = np.iinfo(d["dtype"])
+    for k in range(4):
+        x = np.random.default_rng(k).integers(info.min, info.max + 1, d["shape"]).astype(
+            d["dtype"])
+        want = interpret_tflm(data, [x])[0]
+        got, ops = _compile_run(data, [x], tmp_path / str(k))
+        assert "QLinearAveragePool" in ops and "Clip" not in ops, ops
+        np.testing.assert_array_equal(got, want)
