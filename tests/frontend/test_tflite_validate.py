@@ -25,7 +25,7 @@ from aotc.cli import main as cli_main
 
 # The references run in a forked child (a malformed model may crash them): the fuzz oracle's.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fuzz"))
-from tflite_oracle import in_child  # noqa: E402
+from tflite_oracle import in_child, run_litert  # noqa: E402
 from tflite_seeds import seed_bytes  # noqa: E402
 
 
@@ -157,6 +157,36 @@ def test_stride_that_disagrees_with_the_declared_output_is_refused(tmp_path, cap
     assert "operator 0 CONV_2D" in line and "the operator computes another shape" in line, line
 
 
+def test_version_of_a_builtin_tflm_lacks_is_refused(tmp_path, capsys):
+    """TILE (no TFLM kernel) at opcode version 3: LiteRT's reference kernels register versions
+    1 and 2 only (the reference of the fuzz oracle, run_litert; LiteRT's optimised kernels
+    take 3), so both references refuse the model; aotc compiled it."""
+    m, xs = _model("op_tile_float", "seed")
+    assert _tflm(_pack(m), xs) is None and _litert(_pack(m), xs) is not None
+    for oc in m.operatorCodes:
+        if oc.builtinCode == S.BuiltinOperator.TILE:
+            oc.version = 3
+    data = _pack(m)
+    assert _tflm(data, xs) is None and not in_child(lambda: run_litert(data, xs))[0]
+    line = _refused(data, tmp_path, capsys)
+    assert "TILE: opcode version 3; TFLM has no TILE" in line, line
+
+
+def test_flatbuffer_the_verifier_rejects_is_refused(tmp_path, capsys):
+    """The root Model table's vtable grown by 512 bytes (the fuzzer's bit flip in op_pad_float):
+    fields aotc does not read (metadata_buffer, signature_defs) now point at misaligned
+    garbage; LiteRT's flatbuffer verifier refuses the model and TFLM's reader fails."""
+    m, xs = _model("op_pad_float", "seed")
+    data = bytearray(_pack(m))
+    root = int.from_bytes(data[0:4], "little")
+    vt = root - int.from_bytes(data[root:root + 4], "little", signed=True)
+    data[vt + 1] ^= 2  # the vtable size's high byte
+    data = bytes(data)
+    assert _tflm(data, xs) is None and _litert(data, xs) is None
+    line = _refused(data, tmp_path, capsys)
+    assert "is not a valid TFLite flatbuffer: Model field" in line, line
+
+
 MUTATIONS: dict[str, tuple[str, str, Callable[[Any], None], str]] = {
     # name: (seed, kind, edit, what the one line says)
     "variable_constant": ("CONV_2D", "float", lambda m: setattr(
@@ -284,6 +314,25 @@ MUTATIONS: dict[str, tuple[str, str, Callable[[Any], None], str]] = {
     "fc_output_type": ("fully_connected_int16", "seed", lambda m: setattr(
         m.subgraphs[0].tensors[int(m.subgraphs[0].operators[0].outputs[0])], "type",
         S.TensorType.INT32), "output 0 is int32"),
+    "bias_overflow": ("conv_2d_int8", "seed", lambda m: setattr(
+        m.buffers[m.subgraphs[0].tensors[2].buffer], "data", np.concatenate([np.frombuffer(
+            np.int32(2**31 - 1).tobytes(), np.uint8), np.asarray(
+            m.buffers[m.subgraphs[0].tensors[2].buffer].data)[4:]])),
+        "operator 0 CONV_2D: bias 2147483647 of output channel 0"),
+    "shrink_negative_stride": ("op_strided_slice_shrink_int8", "seed", lambda m: setattr(
+        m.buffers[m.subgraphs[0].tensors[6].buffer], "data", np.concatenate([np.frombuffer(
+            np.int32(-1).tobytes(), np.uint8), np.asarray(
+            m.buffers[m.subgraphs[0].tensors[6].buffer].data)[4:]])),
+        "operator 1 STRIDED_SLICE: stride -1 on axis 0 of shrink_axis_mask 1"),
+    "add_scale_1e38": ("add_int8", "seed", lambda m: setattr(
+        m.subgraphs[0].tensors[1].quantization, "scale", np.array([1e38], np.float32)),
+        "operator 0 ADD: input scale 1e+38 with output scale"),
+    "add_multiplier": ("add_int8", "seed", lambda m: setattr(
+        m.subgraphs[0].tensors[1].quantization, "scale", np.array([1.2e4], np.float32)),
+        "output multiplier 1.00941 is not below 1"),
+    "add_multiplier_int16": ("add_int16", "seed", lambda m: setattr(
+        m.subgraphs[0].tensors[0].quantization, "scale", np.array([2.5], np.float32)),
+        "output multiplier 1.05691 is not below 1"),
     "builtin_code": ("conv_2d_float", "seed", lambda m: setattr(
         m.operatorCodes[0], "builtinCode", S.BuiltinOperator.DEPTHWISE_CONV_2D),
         "deprecated_builtin_code 3 (CONV_2D) and builtin_code 4 (DEPTHWISE_CONV_2D) disagree"),
@@ -315,3 +364,31 @@ def test_invalid_structure_is_refused(name, tmp_path, capsys):
             "the references agree and ignore the edit: no reason to refuse"
     line = _refused(data, tmp_path, capsys)
     assert says in line, line
+
+
+@pytest.mark.parametrize("seed, scale", [
+    ("pools_softmax_int8", None), ("average_pool_2d_int16", None),
+    ("average_pool_2d_int16", 1 / 16384.5), ("average_pool_2d_int16", 1 / 1000.5)])
+def test_average_pool_with_fused_relu_n1_to_1_matches_tflm(seed, scale, tmp_path):
+    """AVERAGE_POOL_2D (int8, int16) with fused RELU_N1_TO_1 (fuzz finding options_value, 1 LSB
+    off TFLM): the Clip(-1, 1) folds into QLinearAveragePool's activation range like RELU and
+    RELU6; bit-exact with TFLM on 4 input vectors, also at scales where 1 / scale is a tie."""
+    from test_tflite_int16 import _compile_run
+
+    m, _ = _model(seed, "seed")
+    op = m.subgraphs[0].operators[0]
+    op.builtinOptions.fusedActivationFunction = S.ActivationFunctionType.RELU_N1_TO_1
+    if scale is not None:  # the pool's input and output share their parameters
+        for t in (op.inputs[0], op.outputs[0]):
+            m.subgraphs[0].tensors[t].quantization.scale = np.array([scale], np.float32)
+    data = _pack(m)
+    it = Interpreter(model_content=data)
+    d = it.get_input_details()[0]
+    info = np.iinfo(d["dtype"])
+    for k in range(4):
+        x = np.random.default_rng(k).integers(info.min, info.max + 1, d["shape"]).astype(
+            d["dtype"])
+        want = interpret_tflm(data, [x])[0]
+        got, ops = _compile_run(data, [x], tmp_path / str(k))
+        assert "QLinearAveragePool" in ops and "Clip" not in ops, ops
+        np.testing.assert_array_equal(got, want)

@@ -37,7 +37,7 @@ from aotc.errors import AotcError
 from aotc.frontend.tflite.builder import Builder
 from aotc.frontend.tflite.builtins import CONVERTERS, TYPES
 from aotc.frontend.tflite.fold import try_fold
-from aotc.frontend.tflite.validate import check_shapes, validate
+from aotc.frontend.tflite.validate import check_flatbuffer, check_shapes, validate
 
 # TFLite TensorType codes -> names.
 TYPE_NAMES = {0: "float32", 1: "float16", 2: "int32", 3: "uint8", 4: "int64", 5: "string",
@@ -90,6 +90,9 @@ def convert(data: bytes, fname: str = "model.tflite") -> onnx.ModelProto:
 
     if len(data) < 8 or data[4:8] != b"TFL3":
         raise AotcError(f"{fname} is not a TFLite model (no 'TFL3' flatbuffer identifier)")
+    bad = check_flatbuffer(data)
+    if bad is not None:
+        raise AotcError(f"{fname} is not a valid TFLite flatbuffer: {bad}")
     try:
         model = tflite.Model.GetRootAsModel(data, 0)
         n_sub = model.SubgraphsLength()

@@ -6,12 +6,15 @@ computes a third answer. Findings of ``scripts/fuzz.py --format tflite``.
 
 * operator codes: ``deprecated_builtin_code`` and ``builtin_code`` agree (equal; or an old
   model's 0 with a code below 127; or the placeholder 127 with a code of 127 and above);
+  the version of a builtin TFLM lacks is one LiteRT's reference kernels register;
 * builtin options: the union's tag is the builtin's options type; the builtins TFLM needs
   options for (NEEDS_OPTIONS) have them; padding is SAME or VALID; a fused activation is a
   TFLite activation, and NONE, RELU, RELU_N1_TO_1 or RELU6 on the operators that clamp their
   output with it (TFLM and LiteRT ignore TANH and SIGN_BIT there); PACK's, UNPACK's and
   SPLIT's counts are the operator's; depth_multiplier agrees with the channels; strides,
   dilations and filter sizes are 1 to 32767 (TFLM's kernel parameters are int16);
+* STRIDED_SLICE: no negative stride on a shrunk axis; quantised ADD and SUB: an output
+  multiplier below 1 (TFLM aborts otherwise);
 * operands: input and output counts of the common builtins (ARITY), one input type where the
   kernels require it (SAME_INPUTS), outputs of the data input's type (SAME_TYPE);
 * tensors: operator and subgraph tensor indices in range (-1 only for an optional operator
@@ -21,7 +24,8 @@ computes a third answer. Findings of ``scripts/fuzz.py --format tflite``.
   axis and count: Builder.quant);
 * the int32 (int64) bias of a quantised CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED or
   TRANSPOSE_CONV has the scale input scale x weight scale (TFLM assumes it and never reads
-  the bias's own);
+  the bias's own), and its values with the products of their channel fit TFLM's int32
+  accumulator;
 * shapes: every operator output's declared shape is the one the operator computes.
 """
 
@@ -39,6 +43,9 @@ TYPE_NAMES = {0: "float32", 1: "float16", 2: "int32", 3: "uint8", 4: "int64", 5:
               16: "uint16", 17: "int4", 18: "bfloat16"}
 
 PLACEHOLDER = 127  # BuiltinOperator.PLACEHOLDER_FOR_GREATER_OP_CODES
+# Builtins TFLM has no kernel for (LiteRT's reference kernels are the only reference): the
+# highest opcode version LiteRT's reference op resolver registers; it refuses a model above.
+LITERT_ONLY_MAX_VERSION = {"TILE": 2}
 # Options tables whose fused activation clamps the output (TFLM's CalculateActivationRange).
 CLAMPING = {"Conv2DOptions", "DepthwiseConv2DOptions", "FullyConnectedOptions",
             "Pool2DOptions", "AddOptions", "SubOptions", "MulOptions", "DivOptions",
@@ -176,6 +183,10 @@ def check_codes(model: Any, sub: Any, used: list[str]) -> None:
         if oc.Version() < 1:
             raise _err(i, used[i], f"opcode version {oc.Version()} (TFLite's versions start "
                                    f"at 1)")
+        top = LITERT_ONLY_MAX_VERSION.get(used[i])
+        if top is not None and oc.Version() > top:
+            raise _err(i, used[i], f"opcode version {oc.Version()}; TFLM has no {used[i]} and "
+                                   f"LiteRT's reference kernels take versions 1 to {top}")
         dep, new = oc.DeprecatedBuiltinCode(), _raw_builtin_code(oc)
         if dep == new or (new == 0 and 0 <= dep < PLACEHOLDER) or (
                 dep == PLACEHOLDER and new >= PLACEHOLDER):
@@ -399,6 +410,42 @@ def _check_divisor(sub: Any, i: int, name: str, t: int, model: Any) -> None:
                             f"holds zero")
 
 
+def _check_shrink_stride(sub: Any, i: int, name: str, op: Any, t: int, model: Any) -> None:
+    """A negative stride on a shrunk axis: TFLM and LiteRT stop the axis at begin + 1, so the
+    slice is empty and they return uninitialised memory (each its own)."""
+    got = options_table(op)
+    if got is None or got[0] != "StridedSliceOptions":
+        return
+    shrink = got[1].ShrinkAxisMask()
+    strides = _const(model, sub.Tensors(t), np.int32) if sub.Tensors(t).Type() == 2 else None
+    if strides is None or not shrink:
+        return
+    for ax, st in enumerate(strides):
+        if shrink >> ax & 1 and st < 0:
+            raise _err(i, name, f"stride {int(st)} on axis {ax} of shrink_axis_mask {shrink} "
+                                f"(TFLM and LiteRT slice nothing and return uninitialised "
+                                f"memory)")
+
+
+def _check_add_multiplier(sub: Any, i: int, name: str, ins: list[int], y: int) -> None:
+    """Quantised ADD and SUB: TFLM's (and LiteRT's) output multiplier 2 x the larger input
+    scale / (2^left_shift x the output scale), left shift 20 (8-bit) or 15 (int16), must be
+    below 1 (QuantizeMultiplierSmallerThanOneExp aborts otherwise)."""
+    ts = [sub.Tensors(t) for t in ins + [y]]
+    if any(t.Type() not in (9, 3, 7) for t in ts):
+        return
+    qs = [t.Quantization() for t in ts]
+    if any(q is None or q.ScaleLength() != 1 for q in qs):
+        return
+    sc = [float(np.float32(q.Scale(0))) for q in qs]
+    shift = 15 if ts[-1].Type() == 7 else 20
+    ratio = 2 * max(sc[:-1]) / (2.0 ** shift * sc[-1])
+    if not ratio < 1:
+        raise _err(i, name, f"input scale {max(sc[:-1]):.6g} with output scale {sc[-1]:.6g}: "
+                            f"output multiplier {ratio:.6g} is not below 1 (TFLM and LiteRT "
+                            f"abort)")
+
+
 def check_operands(sub: Any, used: list[str], model: Any,
                    kind_from: dict[str, tuple[str, int]]) -> None:
     for i in range(sub.OperatorsLength()):
@@ -439,6 +486,11 @@ def check_operands(sub: Any, used: list[str], model: Any,
                 if sub.Tensors(ins[1]).ShapeLength() else []
             if size != [2]:
                 raise _err(i, name, f"size of shape {size} (TFLM and LiteRT take [2])")
+        if name == "STRIDED_SLICE" and len(ins) == 4 and ins[3] >= 0:
+            _check_shrink_stride(sub, i, name, op, ins[3], model)
+        if name in ("ADD", "SUB") and len(ins) == 2 and min(ins) >= 0 and outs and \
+                outs[0] >= 0:
+            _check_add_multiplier(sub, i, name, ins, outs[0])
         if name in SAME_PARAMS:
             side, k = kind_from.get(name, ("in", 0))
             if side == "in" and k < len(ins) and ins[k] >= 0:
@@ -550,7 +602,41 @@ def check_declared(sub: Any, used: list[str]) -> None:
             raise _err(i, name, f"output declared {ys}; {name} computes {want}")
 
 
-def check_bias(sub: Any, used: list[str]) -> None:
+def _const(model: Any, t: Any, dt: Any) -> np.ndarray | None:
+    """The constant data of tensor ``t`` as ``dt`` (None: no data, or not a whole number of
+    elements)."""
+    if not 0 <= t.Buffer() < model.BuffersLength():
+        return None
+    buf = model.Buffers(t.Buffer())
+    if buf is None or not buf.DataLength():
+        return None
+    raw = buf.DataAsNumpy()
+    return None if raw.size % np.dtype(dt).itemsize else raw.view(dt)
+
+
+def _check_accumulator(i: int, name: str, model: Any, b: Any, w: Any, x: Any) -> None:
+    """An int32 bias plus the largest product sum of its output channel must fit in int32:
+    TFLM's int8 kernels add them in an int32 that wraps; aotc's accumulator does not."""
+    if b.Type() != 2 or w.Type() != 9 or x.Type() not in (9, 3):
+        return
+    bias, wts = _const(model, b, np.int32), _const(model, w, np.int8)
+    if bias is None or wts is None or not bias.size or wts.size % bias.size:
+        return
+    ax = WEIGHT_AXIS[name] if name in WEIGHT_AXIS else 0
+    shape = [int(d) for d in w.ShapeAsNumpy()] if w.ShapeLength() else []
+    if int(np.prod(shape)) != wts.size or not 0 <= ax < len(shape) or \
+            shape[ax] != bias.size:
+        return
+    per = np.abs(np.moveaxis(wts.reshape(shape).astype(np.int64), ax, 0)).reshape(
+        bias.size, -1).sum(axis=1)
+    worst = np.abs(bias.astype(np.int64)) + 255 * per  # |x - zero point| <= 255
+    if (worst > 2**31 - 1).any():
+        c = int(np.argmax(worst))
+        raise _err(i, name, f"bias {int(bias[c])} of output channel {c} with its products can "
+                            f"overflow TFLM's int32 accumulator")
+
+
+def check_bias(sub: Any, used: list[str], model: Any = None) -> None:
     """TFLM's int8 kernels requantise with input scale x weight scale and never read the bias
     scale: a bias of another scale would give a third answer."""
     for i in range(sub.OperatorsLength()):
@@ -567,6 +653,8 @@ def check_bias(sub: Any, used: list[str]) -> None:
         if min(tb, tw, tx) < 0:
             continue
         b, w, x = (sub.Tensors(tb), sub.Tensors(tw), sub.Tensors(tx))
+        if model is not None and used[i] != "TRANSPOSE_CONV":
+            _check_accumulator(i, used[i], model, b, w, x)
         qs = [t.Quantization() for t in (b, w, x)]
         if any(q is None or q.ScaleLength() == 0 for q in qs) or b.Type() not in (2, 4):
             continue
@@ -577,6 +665,72 @@ def check_bias(sub: Any, used: list[str]) -> None:
         if not np.allclose(sb, want, rtol=1e-3, atol=0):
             raise _err(i, used[i], "the bias scale is not input scale x weight scale (TFLM "
                                    "assumes it is)")
+
+
+# The Model table's fields (schema.fbs order): "u" a scalar, "t" a vector of tables, "i" a
+# vector of int32, "s" a string.
+MODEL_FIELDS = ("u", "t", "t", "s", "t", "i", "t", "t")
+
+
+def check_flatbuffer(data: bytes) -> str | None:
+    """What flatbuffers' verifier (LiteRT runs it, TFLM's reader fails on it) finds wrong in the
+    root Model table of ``data``, or None: the table and its vtable inside the buffer, every
+    field inside the table, every vector, string and table a field leads to inside the buffer
+    and aligned, the vtable of each table of a vector inside the buffer. A partial verifier:
+    aotc reads the fields it uses with bounds checks; this covers the fields it skips."""
+    n = len(data)
+
+    def u32(p: int) -> int:
+        return int.from_bytes(data[p:p + 4], "little")
+
+    def table(pos: int) -> str | None:
+        if pos % 4 or pos + 4 > n:
+            return f"a table at byte {pos} outside the buffer or misaligned"
+        vt = pos - int.from_bytes(data[pos:pos + 4], "little", signed=True)
+        if vt < 0 or vt % 2 or vt + 4 > n:
+            return f"the vtable of the table at byte {pos} is outside the buffer"
+        vsize, tsize = (int.from_bytes(data[vt + k:vt + k + 2], "little") for k in (0, 2))
+        if vsize < 4 or vsize % 2 or vt + vsize > n or tsize < 4 or pos + tsize > n:
+            return f"the vtable of the table at byte {pos} has sizes {vsize}, {tsize}"
+        return None
+
+    def field(pos: int, k: int) -> int:
+        vt = pos - int.from_bytes(data[pos:pos + 4], "little", signed=True)
+        vsize = int.from_bytes(data[vt:vt + 2], "little")
+        return int.from_bytes(data[vt + 4 + 2 * k:vt + 6 + 2 * k], "little") \
+            if 4 + 2 * k < vsize else 0
+
+    if n < 8:
+        return "shorter than a flatbuffer header"
+    root = u32(0)
+    bad = table(root)
+    if bad:
+        return bad
+    tsize = int.from_bytes(data[root - int.from_bytes(data[root:root + 4], "little",
+                                                       signed=True) + 2:][:2], "little")
+    for k, kind in enumerate(MODEL_FIELDS):
+        off = field(root, k)
+        if not off:
+            continue
+        size = 4
+        if off + size > tsize or (root + off) % 4:
+            return (f"Model field {k} at table offset {off}: outside its table of {tsize} "
+                    f"bytes or misaligned")
+        if kind == "u":
+            continue
+        at = root + off + u32(root + off)
+        if at % 4 or at + 4 > n:
+            return f"Model field {k} points outside the buffer (byte {at})"
+        count = u32(at)
+        if at + 4 + count * (1 if kind == "s" else 4) + (kind == "s") > n:
+            return f"Model field {k}: a vector of {count} elements past the buffer's end"
+        if kind == "t":
+            for e in range(count):
+                p = at + 4 + 4 * e
+                bad = table(p + u32(p))
+                if bad:
+                    return f"Model field {k} element {e}: {bad}"
+    return None
 
 
 def validate(model: Any, sub: Any, used: list[str],
@@ -590,7 +744,7 @@ def validate(model: Any, sub: Any, used: list[str],
     check_options(sub, used)
     check_operands(sub, used, model, kind_from)
     check_declared(sub, used)
-    check_bias(sub, used)
+    check_bias(sub, used, model)
 
 
 def check_shapes(b: Any, sub: Any, m: Any, used: list[str]) -> None:

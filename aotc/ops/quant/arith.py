@@ -197,9 +197,14 @@ def softmax_int8_row(row: np.ndarray, exp: np.ndarray) -> np.ndarray:
 # ----------------------------------------------------------------------------- helpers
 def activation_range(qmin: int, qmax: int, scale: float, zero_point: int, act: str,
                      lo: float | None = None, hi: float | None = None) -> tuple[int, int]:
-    """The quantised clamp of a fused activation (TFLite CalculateActivationRangeQuantized)."""
+    """The quantised clamp of a fused activation (TFLite CalculateActivationRangeQuantized:
+    its Quantize divides in float32, which rounds 1 / scale differently at ties)."""
     def q(v: float) -> int:
-        return zero_point + tflite_round(v / scale)
+        with np.errstate(over="ignore"):
+            r = float(np.float32(v) / np.float32(scale))
+        if not math.isfinite(r):  # beyond float range: beyond every integer type's range too
+            return zero_point + (2**62 if r > 0 else -2**62)
+        return zero_point + tflite_round(r)
 
     if act == "relu":
         return max(qmin, q(0.0)), qmax
