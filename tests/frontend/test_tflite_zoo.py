@@ -55,6 +55,8 @@ EXPECTED_TO_COMPILE = {
     "fingerprint_mean_int8": True,
     "kws_transfer_mean_softmax_int8": True,
     "mobilenet_v1_025_128_uint8": True,          # uint8 (TF1 post-training): vs LiteRT
+    "mnist_lstm_int8": True,                     # integer LSTM, states in the state buffer
+    "dtln_noise_suppression_lstm_int8": True,    # two integer LSTMs, states between calls
 }
 
 # Integer outputs where main is not bit-exact with the reference yet: the largest distance in

@@ -329,7 +329,7 @@ def _integer(b: Builder, op: Any, ins: list[int], y: int, o: Any) -> None:
         raise AotcError("diagonal recurrent weights: not supported")
     hs, cs = ins[OUTPUT_STATE], ins[CELL_STATE]
     for t, what in ((hs, "output state"), (cs, "cell state")):
-        if not present(t) or not b.tensor(t).IsVariable():
+        if t < 0 or not b.tensor(t).IsVariable():  # t: a tensor index (not an input slot)
             raise AotcError(f"the {what} must be a variable tensor (TFLM's integer LSTM)")
     if b.dtype(cs) != np.int16 or b.dtype(hs) != act or b.dtype(y) != act:
         raise AotcError(f"{act.name} input, {b.dtype(hs).name} output state, "
