@@ -36,8 +36,10 @@ import onnx
 from aotc.errors import AotcError
 from aotc.frontend.tflite.builder import Builder
 from aotc.frontend.tflite.builtins import CONVERTERS, TYPES
+from aotc.frontend.tflite.flatbuffer import check_flatbuffer
 from aotc.frontend.tflite.fold import try_fold
-from aotc.frontend.tflite.validate import check_flatbuffer, check_shapes, validate
+from aotc.frontend.tflite.validate import validate
+from aotc.frontend.tflite.validate_shapes import check_shapes
 
 # TFLite TensorType codes -> names.
 TYPE_NAMES = {0: "float32", 1: "float16", 2: "int32", 3: "uint8", 4: "int64", 5: "string",

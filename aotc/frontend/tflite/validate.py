@@ -25,8 +25,12 @@ computes a third answer. Findings of ``scripts/fuzz.py --format tflite``.
 * the int32 (int64) bias of a quantised CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED or
   TRANSPOSE_CONV has the scale input scale x weight scale (TFLM assumes it and never reads
   the bias's own), and its values with the products of their channel fit TFLM's int32
-  accumulator;
-* shapes: every operator output's declared shape is the one the operator computes.
+  accumulator (validate_bias.py);
+* shapes: every operator output's declared shape is the one the operator computes
+  (validate_shapes.py, after the conversion).
+
+The tables these checks read are in validate_tables.py; the root Model table's flatbuffer
+check, which runs before any of them, in flatbuffer.py.
 """
 
 from __future__ import annotations
@@ -36,96 +40,23 @@ from typing import Any
 import numpy as np
 
 from aotc.errors import AotcError
-
-TYPE_NAMES = {0: "float32", 1: "float16", 2: "int32", 3: "uint8", 4: "int64", 5: "string",
-              6: "bool", 7: "int16", 8: "complex64", 9: "int8", 10: "float64",
-              11: "complex128", 12: "uint64", 13: "resource", 14: "variant", 15: "uint32",
-              16: "uint16", 17: "int4", 18: "bfloat16"}
-
-PLACEHOLDER = 127  # BuiltinOperator.PLACEHOLDER_FOR_GREATER_OP_CODES
-# Builtins TFLM has no kernel for (LiteRT's reference kernels are the only reference): the
-# highest opcode version LiteRT's reference op resolver registers; it refuses a model above.
-LITERT_ONLY_MAX_VERSION = {"TILE": 2}
-# Options tables whose fused activation clamps the output (TFLM's CalculateActivationRange).
-CLAMPING = {"Conv2DOptions", "DepthwiseConv2DOptions", "FullyConnectedOptions",
-            "Pool2DOptions", "AddOptions", "SubOptions", "MulOptions", "DivOptions",
-            "TransposeConvOptions", "L2NormOptions", "Conv3DOptions"}
-ACTIVATIONS = {0: "NONE", 1: "RELU", 2: "RELU_N1_TO_1", 3: "RELU6", 4: "TANH", 5: "SIGN_BIT"}
-# TFLite type code -> bytes per element (int4: two per byte, counted apart).
-ITEMSIZE = {0: 4, 1: 2, 2: 4, 3: 1, 4: 8, 6: 1, 7: 2, 9: 1, 10: 8, 12: 8, 15: 4, 16: 2, 18: 2}
-# (builtin, bias input index, weight input index, data input index)
-BIASED = {"CONV_2D": (2, 1, 0), "DEPTHWISE_CONV_2D": (2, 1, 0), "FULLY_CONNECTED": (2, 1, 0),
-          "TRANSPOSE_CONV": (3, 1, 2)}
-
-
-_UNARY = ("SOFTMAX", "LOGISTIC", "TANH", "RELU", "RELU6", "RELU_N1_TO_1", "RELU_0_TO_1",
-          "HARD_SWISH", "LEAKY_RELU", "ELU", "ABS", "NEG", "EXP", "LOG", "SQRT", "RSQRT",
-          "SQUARE", "SIN", "COS", "FLOOR", "CEIL", "ROUND", "SIGN", "LOG_SOFTMAX", "QUANTIZE",
-          "DEQUANTIZE", "L2_NORMALIZATION", "GELU", "AVERAGE_POOL_2D", "MAX_POOL_2D",
-          "L2_POOL_2D", "SQUEEZE", "LOGICAL_NOT", "ZEROS_LIKE", "CAST", "SHAPE")
-_BINARY = ("ADD", "SUB", "MUL", "DIV", "MAXIMUM", "MINIMUM", "SQUARED_DIFFERENCE", "POW",
-           "FLOOR_DIV", "FLOOR_MOD", "PRELU", "MEAN", "SUM", "REDUCE_MAX", "REDUCE_MIN",
-           "REDUCE_PROD", "REDUCE_ANY", "REDUCE_ALL", "TRANSPOSE", "GATHER", "GATHER_ND",
-           "EXPAND_DIMS", "TILE", "RESIZE_BILINEAR", "RESIZE_NEAREST_NEIGHBOR", "BATCH_MATMUL",
-           "MIRROR_PAD", "ARG_MAX", "ARG_MIN", "EQUAL", "NOT_EQUAL", "LESS", "LESS_EQUAL",
-           "GREATER", "GREATER_EQUAL", "LOGICAL_AND", "LOGICAL_OR", "BROADCAST_TO", "CUMSUM",
-           "EMBEDDING_LOOKUP", "FILL")
-# builtin -> (fewest inputs, most inputs, outputs): TFLM's and LiteRT's kernels check these
-# counts (NumInputs / NumOutputs); -1 (no tensor) only as an input past the fewest.
-ARITY: dict[str, tuple[int, int, int | None]] = {
-    **{k: (1, 1, 1) for k in _UNARY}, **{k: (2, 2, 1) for k in _BINARY},
-    "CONV_2D": (2, 3, 1), "DEPTHWISE_CONV_2D": (2, 3, 1), "FULLY_CONNECTED": (2, 3, 1),
-    "TRANSPOSE_CONV": (3, 4, 1), "RESHAPE": (1, 2, 1), "PADV2": (2, 3, 1), "PAD": (2, 3, 1),
-    "SPACE_TO_BATCH_ND": (3, 3, 1), "BATCH_TO_SPACE_ND": (3, 3, 1),
-    "STRIDED_SLICE": (4, 4, 1), "SLICE": (3, 3, 1), "SPLIT": (2, 2, None),
-    "SPLIT_V": (3, 3, None), "SELECT_V2": (3, 3, 1), "SVDF": (4, 5, 1),
-    "DEPTH_TO_SPACE": (1, 1, 1), "SPACE_TO_DEPTH": (1, 1, 1), "REVERSE_V2": (2, 2, 1),
-    "VAR_HANDLE": (0, 0, 1), "READ_VARIABLE": (1, 1, 1), "ASSIGN_VARIABLE": (2, 2, 0),
-    "CALL_ONCE": (0, 0, 0),
-}
-# The weight's per-channel dimension (the output channels) of the weighted builtins.
-WEIGHT_AXIS = {"CONV_2D": 0, "DEPTHWISE_CONV_2D": 3, "FULLY_CONNECTED": 0, "TRANSPOSE_CONV": 0}
-# Builtins whose inputs all have one type.
-SAME_INPUTS = {"ADD", "SUB", "MUL", "DIV", "MAXIMUM", "MINIMUM", "SQUARED_DIFFERENCE",
-               "EQUAL", "NOT_EQUAL", "LESS", "LESS_EQUAL", "GREATER", "GREATER_EQUAL",
-               "CONCATENATION", "PACK", "ADD_N", "FLOOR_DIV", "FLOOR_MOD", "POW", "PRELU",
-               "LOGICAL_AND", "LOGICAL_OR"}
-# int8/int16 builtins whose output has the input's scale and zero point: TFLM's kernels move
-# or compare the integers (and refuse or ignore other parameters); aotc would requantise.
-SAME_PARAMS = {"RESHAPE", "SQUEEZE", "EXPAND_DIMS", "AVERAGE_POOL_2D", "MAX_POOL_2D", "RELU6",
-               "TRANSPOSE", "SPLIT", "SPLIT_V", "PACK", "UNPACK", "SPACE_TO_DEPTH",
-               "DEPTH_TO_SPACE", "BATCH_TO_SPACE_ND", "SPACE_TO_BATCH_ND", "GATHER"}
-# Builtins whose outputs have the type of their data input (KIND_FROM's operand): TFLM's and
-# LiteRT's kernels refuse another output type.
-SAME_TYPE = {"CONV_2D", "DEPTHWISE_CONV_2D", "TRANSPOSE_CONV", "FULLY_CONNECTED",
-             "CONCATENATION", "ADD", "SUB", "MUL", "DIV", "MAXIMUM", "MINIMUM",
-             "AVERAGE_POOL_2D", "MAX_POOL_2D", "L2_POOL_2D", "RESHAPE", "SQUEEZE", "TRANSPOSE",
-             "PAD", "PADV2", "MEAN", "SUM", "REDUCE_MAX", "REDUCE_MIN", "LOGISTIC",
-             "TANH", "RELU", "RELU6", "LEAKY_RELU", "HARD_SWISH", "STRIDED_SLICE", "SLICE",
-             "SPLIT", "SPLIT_V", "PACK", "UNPACK", "GATHER", "EXPAND_DIMS", "TILE",
-             "RESIZE_BILINEAR", "RESIZE_NEAREST_NEIGHBOR", "BATCH_MATMUL", "PRELU",
-             "SQUARED_DIFFERENCE", "ELU", "ABS", "NEG", "EXP", "LOG", "SQRT", "RSQRT",
-             "MIRROR_PAD", "DEPTH_TO_SPACE", "SPACE_TO_DEPTH", "LOG_SOFTMAX", "SVDF"}
-
-
-# Builtins whose options table is not named after them (the others: CamelCase + "Options").
-OPTIONS_OF = {"AVERAGE_POOL_2D": "Pool2DOptions", "MAX_POOL_2D": "Pool2DOptions",
-              "L2_POOL_2D": "Pool2DOptions", "L2_NORMALIZATION": "L2NormOptions",
-              "MAXIMUM": "MaximumMinimumOptions", "MINIMUM": "MaximumMinimumOptions",
-              "UNIDIRECTIONAL_SEQUENCE_RNN": "SequenceRNNOptions",
-              "BIDIRECTIONAL_SEQUENCE_RNN": "BidirectionalSequenceRNNOptions",
-              **{k: "ReducerOptions" for k in ("MEAN", "SUM", "REDUCE_PROD", "REDUCE_MAX",
-                                                "REDUCE_MIN", "REDUCE_ANY", "REDUCE_ALL")}}
-# Builtins whose options TFLM needs: without the table it runs on zeros (a stride, a count, a
-# softmax beta, an SVDF rank of 0: a division by zero, an empty loop) where aotc's converters
-# assume other defaults.
-NEEDS_OPTIONS = {"CONV_2D", "DEPTHWISE_CONV_2D", "TRANSPOSE_CONV", "AVERAGE_POOL_2D",
-                 "MAX_POOL_2D", "L2_POOL_2D", "SVDF", "PACK", "UNPACK", "SPLIT", "SPLIT_V",
-                 "SOFTMAX", "LEAKY_RELU", "DEPTH_TO_SPACE", "SPACE_TO_DEPTH",
-                 "UNIDIRECTIONAL_SEQUENCE_LSTM", "CONV_3D", "VAR_HANDLE", "CALL_ONCE"}
-# (options class, field, what it counts): the count must be the operator's.
-COUNTS = {"PACK": ("ValuesCount", "inputs"), "UNPACK": ("Num", "outputs"),
-          "SPLIT": ("NumSplits", "outputs"), "SPLIT_V": ("NumSplits", "outputs")}
+from aotc.frontend.tflite.validate_bias import _const, check_bias
+from aotc.frontend.tflite.validate_tables import (
+    ACTIVATIONS,
+    ARITY,
+    CLAMPING,
+    COUNTS,
+    ITEMSIZE,
+    LITERT_ONLY_MAX_VERSION,
+    NEEDS_OPTIONS,
+    OPTIONS_OF,
+    PLACEHOLDER,
+    SAME_INPUTS,
+    SAME_PARAMS,
+    SAME_TYPE,
+    TYPE_NAMES,
+    _err,
+)
 
 
 def expected_options(name: str) -> str | None:
@@ -137,10 +68,6 @@ def expected_options(name: str) -> str | None:
         if cls.endswith("Options") and cls[:-7].upper() == key:
             return cls
     return None
-
-
-def _err(i: int, name: str, reason: str) -> AotcError:
-    return AotcError(f"operator {i} {name}: {reason}")
 
 
 def _option_classes() -> dict[int, str]:
@@ -514,23 +441,6 @@ def check_operands(sub: Any, used: list[str], model: Any,
                                         f"require the same type)")
 
 
-def _check_weight(i: int, name: str, w: Any, x: Any) -> None:
-    """An int8 or int16 data input takes int8 (or int4) weights, quantised per tensor or per
-    output channel (TFLM's and LiteRT's kernels refuse other weights or read one scale)."""
-    if x.Type() in (9, 7) and w.Type() not in (9, 17):
-        raise _err(i, name, f"{TYPE_NAMES.get(w.Type(), w.Type())} weights for an "
-                            f"{TYPE_NAMES[x.Type()]} input (int8 or int4 weights)")
-    if x.Type() == 3 and w.Type() != 3:
-        raise _err(i, name, f"{TYPE_NAMES.get(w.Type(), w.Type())} weights for a uint8 input "
-                            f"(uint8 weights)")
-    q = w.Quantization()
-    if q is not None and q.ScaleLength() > 1 and q.QuantizedDimension() != WEIGHT_AXIS[name] \
-            and 0 <= q.QuantizedDimension() < w.ShapeLength():  # others: Builder.quant
-        raise _err(i, name, f"per-channel weight scales along dimension "
-                            f"{q.QuantizedDimension()}; {name} takes them along dimension "
-                            f"{WEIGHT_AXIS[name]} (its output channels)")
-
-
 def _check_transpose_conv(i: int, name: str, xs: list[int], ws: list[int], ys: list[int],
                           got: Any) -> None:
     """The declared output height and width are the ones TFLite's converter writes for the
@@ -602,137 +512,6 @@ def check_declared(sub: Any, used: list[str]) -> None:
             raise _err(i, name, f"output declared {ys}; {name} computes {want}")
 
 
-def _const(model: Any, t: Any, dt: Any) -> np.ndarray | None:
-    """The constant data of tensor ``t`` as ``dt`` (None: no data, or not a whole number of
-    elements)."""
-    if not 0 <= t.Buffer() < model.BuffersLength():
-        return None
-    buf = model.Buffers(t.Buffer())
-    if buf is None or not buf.DataLength():
-        return None
-    raw = buf.DataAsNumpy()
-    return None if raw.size % np.dtype(dt).itemsize else raw.view(dt)
-
-
-def _check_accumulator(i: int, name: str, model: Any, b: Any, w: Any, x: Any) -> None:
-    """An int32 bias plus the largest product sum of its output channel must fit in int32:
-    TFLM's int8 kernels add them in an int32 that wraps; aotc's accumulator does not."""
-    if b.Type() != 2 or w.Type() != 9 or x.Type() not in (9, 3):
-        return
-    bias, wts = _const(model, b, np.int32), _const(model, w, np.int8)
-    if bias is None or wts is None or not bias.size or wts.size % bias.size:
-        return
-    ax = WEIGHT_AXIS[name] if name in WEIGHT_AXIS else 0
-    shape = [int(d) for d in w.ShapeAsNumpy()] if w.ShapeLength() else []
-    if int(np.prod(shape)) != wts.size or not 0 <= ax < len(shape) or \
-            shape[ax] != bias.size:
-        return
-    per = np.abs(np.moveaxis(wts.reshape(shape).astype(np.int64), ax, 0)).reshape(
-        bias.size, -1).sum(axis=1)
-    worst = np.abs(bias.astype(np.int64)) + 255 * per  # |x - zero point| <= 255
-    if (worst > 2**31 - 1).any():
-        c = int(np.argmax(worst))
-        raise _err(i, name, f"bias {int(bias[c])} of output channel {c} with its products can "
-                            f"overflow TFLM's int32 accumulator")
-
-
-def check_bias(sub: Any, used: list[str], model: Any = None) -> None:
-    """TFLM's int8 kernels requantise with input scale x weight scale and never read the bias
-    scale: a bias of another scale would give a third answer."""
-    for i in range(sub.OperatorsLength()):
-        if used[i] not in BIASED:
-            continue
-        op = sub.Operators(i)
-        bi, wi, xi = BIASED[used[i]]
-        if op.InputsLength() <= max(wi, xi) or min(op.Inputs(wi), op.Inputs(xi)) < 0:
-            continue
-        _check_weight(i, used[i], sub.Tensors(op.Inputs(wi)), sub.Tensors(op.Inputs(xi)))
-        if op.InputsLength() <= bi:
-            continue
-        tb, tw, tx = (op.Inputs(bi), op.Inputs(wi), op.Inputs(xi))
-        if min(tb, tw, tx) < 0:
-            continue
-        b, w, x = (sub.Tensors(tb), sub.Tensors(tw), sub.Tensors(tx))
-        if model is not None and used[i] != "TRANSPOSE_CONV":
-            _check_accumulator(i, used[i], model, b, w, x)
-        qs = [t.Quantization() for t in (b, w, x)]
-        if any(q is None or q.ScaleLength() == 0 for q in qs) or b.Type() not in (2, 4):
-            continue
-        sb, sw, sx = (q.ScaleAsNumpy().astype(np.float64) for q in qs)
-        if len(sx) != 1 or (len(sb) not in (1, len(sw)) and len(sw) != 1):
-            continue  # counts that disagree with the channels: Builder.quant names them
-        sb, want = np.broadcast_arrays(sb, sx[0] * sw)
-        if not np.allclose(sb, want, rtol=1e-3, atol=0):
-            raise _err(i, used[i], "the bias scale is not input scale x weight scale (TFLM "
-                                   "assumes it is)")
-
-
-# The Model table's fields (schema.fbs order): "u" a scalar, "t" a vector of tables, "i" a
-# vector of int32, "s" a string.
-MODEL_FIELDS = ("u", "t", "t", "s", "t", "i", "t", "t")
-
-
-def check_flatbuffer(data: bytes) -> str | None:
-    """What flatbuffers' verifier (LiteRT runs it, TFLM's reader fails on it) finds wrong in the
-    root Model table of ``data``, or None: the table and its vtable inside the buffer, every
-    field inside the table, every vector, string and table a field leads to inside the buffer
-    and aligned, the vtable of each table of a vector inside the buffer. A partial verifier:
-    aotc reads the fields it uses with bounds checks; this covers the fields it skips."""
-    n = len(data)
-
-    def u32(p: int) -> int:
-        return int.from_bytes(data[p:p + 4], "little")
-
-    def table(pos: int) -> str | None:
-        if pos % 4 or pos + 4 > n:
-            return f"a table at byte {pos} outside the buffer or misaligned"
-        vt = pos - int.from_bytes(data[pos:pos + 4], "little", signed=True)
-        if vt < 0 or vt % 2 or vt + 4 > n:
-            return f"the vtable of the table at byte {pos} is outside the buffer"
-        vsize, tsize = (int.from_bytes(data[vt + k:vt + k + 2], "little") for k in (0, 2))
-        if vsize < 4 or vsize % 2 or vt + vsize > n or tsize < 4 or pos + tsize > n:
-            return f"the vtable of the table at byte {pos} has sizes {vsize}, {tsize}"
-        return None
-
-    def field(pos: int, k: int) -> int:
-        vt = pos - int.from_bytes(data[pos:pos + 4], "little", signed=True)
-        vsize = int.from_bytes(data[vt:vt + 2], "little")
-        return int.from_bytes(data[vt + 4 + 2 * k:vt + 6 + 2 * k], "little") \
-            if 4 + 2 * k < vsize else 0
-
-    if n < 8:
-        return "shorter than a flatbuffer header"
-    root = u32(0)
-    bad = table(root)
-    if bad:
-        return bad
-    tsize = int.from_bytes(data[root - int.from_bytes(data[root:root + 4], "little",
-                                                       signed=True) + 2:][:2], "little")
-    for k, kind in enumerate(MODEL_FIELDS):
-        off = field(root, k)
-        if not off:
-            continue
-        size = 4
-        if off + size > tsize or (root + off) % 4:
-            return (f"Model field {k} at table offset {off}: outside its table of {tsize} "
-                    f"bytes or misaligned")
-        if kind == "u":
-            continue
-        at = root + off + u32(root + off)
-        if at % 4 or at + 4 > n:
-            return f"Model field {k} points outside the buffer (byte {at})"
-        count = u32(at)
-        if at + 4 + count * (1 if kind == "s" else 4) + (kind == "s") > n:
-            return f"Model field {k}: a vector of {count} elements past the buffer's end"
-        if kind == "t":
-            for e in range(count):
-                p = at + 4 + 4 * e
-                bad = table(p + u32(p))
-                if bad:
-                    return f"Model field {k} element {e}: {bad}"
-    return None
-
-
 def validate(model: Any, sub: Any, used: list[str],
              kind_from: dict[str, tuple[str, int]]) -> None:
     """All the checks of the module docstring before conversion; ``kind_from``: where each
@@ -745,96 +524,3 @@ def validate(model: Any, sub: Any, used: list[str],
     check_operands(sub, used, model, kind_from)
     check_declared(sub, used)
     check_bias(sub, used, model)
-
-
-def check_shapes(b: Any, sub: Any, m: Any, used: list[str]) -> None:
-    """Every operator output's declared shape is the one its operator computes (ONNX shape
-    inference of the converted graph, strict, with the declared shapes as value_info): TFLM
-    uses the declared shape of an intermediate tensor, LiteRT recomputes it, so a model where
-    the two differ has no single answer."""
-    import onnx
-    from onnx import helper, shape_inference
-
-    from aotc.frontend.tflite.builder import TO_NCHW
-
-    producer = {int(sub.Operators(i).Outputs(k)): i for i in range(sub.OperatorsLength())
-                for k in range(sub.Operators(i).OutputsLength())}
-    outs = set(producer)
-    graph_names = {o for n in m.graph.node for o in n.output}
-    known = {o.name for o in m.graph.output}
-    extra = []
-    for (t, layout), name in b.names.items():
-        if t not in outs or layout not in ("nhwc", "nchw") or name not in graph_names \
-                or name in known:
-            continue
-        shape = list(b.shape(t))
-        if any(d <= 0 for d in shape):
-            continue
-        if layout == "nchw":
-            if len(shape) != 4:
-                continue
-            shape = [shape[p] for p in TO_NCHW]
-        dt = helper.np_dtype_to_tensor_dtype(b.declared(t))
-        extra.append(helper.make_tensor_value_info(name, dt, shape))
-    probe = onnx.ModelProto()
-    probe.CopyFrom(m)
-    probe.graph.value_info.extend(extra)
-    # A graph output's declared shape is checked through an Identity to a declared copy (ONNX
-    # does not compare a graph output's own declaration with the inferred shape).
-    for o in probe.graph.output:
-        if not o.type.tensor_type.HasField("shape"):
-            continue
-        dims = [d.dim_value if d.HasField("dim_value") else 0
-                for d in o.type.tensor_type.shape.dim]
-        if any(d <= 0 for d in dims):
-            continue
-        probe.graph.node.append(helper.make_node("Identity", [o.name], [o.name + "/declared"],
-                                                 name=o.name))
-        probe.graph.value_info.append(helper.make_tensor_value_info(
-            o.name + "/declared", o.type.tensor_type.elem_type, dims))
-        o.type.tensor_type.ClearField("shape")
-    _standard_domain(probe)
-    try:
-        shape_inference.infer_shapes(probe, strict_mode=True)
-    except shape_inference.InferenceError as e:
-        text = " ".join(str(e).split())
-        if "existing shape differ" not in text and "rank" not in text.lower():
-            return  # an operator ONNX cannot infer: no verdict
-        import re
-
-        if re.search(r"op_type:(Loop|If|Scan)\b", text):
-            return  # ONNX's inference through a body (IF, WHILE): no verdict; control.py
-            # checks the branches' and the body's shapes against the operator's
-
-        node = re.search(r"node name: ([^)]*)\)", text)
-        detail = text.split("): ", 1)[-1][:200]
-        value_of = {b.tname(t): t for t in producer}  # a graph output keeps its tensor's name
-        value_of.update({v: t for (t, _), v in b.names.items()})
-        for n in probe.graph.node:
-            if node is None or n.name != node.group(1):
-                continue
-            for o in n.output:
-                t = value_of.get(o)
-                if t in producer:
-                    i = producer[t]
-                    raise _err(i, used[i], f"output {b.tname(t)!r} is declared "
-                                           f"{list(b.shape(t))}, the operator computes another "
-                                           f"shape ({detail})") from None
-        raise AotcError(f"a tensor's declared shape differs from the one its operator "
-                        f"computes ({text[:240]})") from None
-
-
-def _standard_domain(m: Any) -> None:
-    """aotc's own int16/int64 QuantizeLinear and DequantizeLinear (domain "aotc") as a Cast to
-    their output type, which ONNX shape inference knows (the same shape); other nodes of
-    aotc's domain stay (their outputs get no inferred shape)."""
-    from onnx import TensorProto, helper
-
-    types = {i.name: i.data_type for i in m.graph.initializer}
-    for k, n in enumerate(m.graph.node):
-        if n.domain != "aotc" or n.op_type not in ("QuantizeLinear", "DequantizeLinear"):
-            continue
-        to = TensorProto.FLOAT if n.op_type == "DequantizeLinear" else types.get(
-            n.input[2] if len(n.input) > 2 else "", TensorProto.INT16)
-        m.graph.node[k].CopyFrom(helper.make_node("Cast", [n.input[0]], list(n.output),
-                                                  name=n.name, to=to))
