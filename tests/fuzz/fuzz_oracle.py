@@ -209,32 +209,47 @@ def _line(text: str, limit: int = 300) -> str:
     return " ".join(text.split())[:limit]
 
 
-def run_case(case_dir: Path, input_seed: int, emit: Any) -> dict[str, Any]:
-    """One case; ``emit(dict)`` reports progress. Returns {'outcome': ..., 'message': ...}."""
+def compile_and_load(model: Path, bundle: Path, emit: Any,
+                     listing: Any = None) -> tuple[dict[str, Any] | None, Any]:
+    """Compile ``model`` with the CLI and load the bundle on the host: (the case's outcome,
+    None) when that ends the case (a one-line refusal, a multi-line error, a traceback, a
+    failed build), else (None, the runner). ``listing(lines)``: whether a multi-line exit 2 is
+    a refusal in another accepted form (the TFLite importer's operator list)."""
     from aotc.errors import AotcError
     from aotc.targets.host import Runner
 
-    model = case_dir / "model.onnx"
-    bundle = case_dir / "bundle"
     emit({"stage": "compile"})
     rc, err = _cli(["compile", str(model), "-o", str(bundle), "--name", "m"])
     lines = [ln for ln in err.splitlines() if ln.strip()]
     if rc == 2:
         if len(lines) == 1 and lines[0].startswith("aotc: error: "):
-            return {"outcome": "user-error", "message": lines[0]}
-        return {"outcome": "multi-line-error", "message": _line(" | ".join(lines[:4]))}
+            return {"outcome": "user-error", "message": lines[0]}, None
+        if listing is not None and listing(lines):
+            return {"outcome": "user-error", "message": _line(" | ".join(lines[:3]))}, None
+        return {"outcome": "multi-line-error", "message": _line(" | ".join(lines[:4]))}, None
     if rc != 0:
         # the CLI's own line first (a RuntimeWarning may precede it), then where it was raised
         lines.sort(key=lambda ln: not ln.startswith("aotc: "))
         text = f"exit {rc}: {lines[0] if lines else ''} [{_where(model, bundle)}]"
-        return {"outcome": "traceback", "message": _line(" | ".join([text, *lines[1:]]))}
+        return {"outcome": "traceback", "message": _line(" | ".join([text, *lines[1:]]))}, None
     emit({"stage": "build"})
     try:
-        runner = Runner(bundle)
+        return None, Runner(bundle)
     except AotcError as e:
-        return {"outcome": "build-failure", "message": _line(e.one_line())}
+        return {"outcome": "build-failure", "message": _line(e.one_line())}, None
     except Exception as e:  # noqa: BLE001 - cffi rejecting the header is a broken bundle too
-        return {"outcome": "build-failure", "message": _line(f"{type(e).__name__}: {e}")}
+        return {"outcome": "build-failure", "message": _line(f"{type(e).__name__}: {e}")}, None
+
+
+def run_case(case_dir: Path, input_seed: int, emit: Any) -> dict[str, Any]:
+    """One case; ``emit(dict)`` reports progress. Returns {'outcome': ..., 'message': ...}."""
+    from aotc.errors import AotcError
+
+    model = case_dir / "model.onnx"
+    bundle = case_dir / "bundle"
+    ended, runner = compile_and_load(model, bundle, emit)
+    if ended is not None:
+        return ended
     specs = runner.meta["inputs"]
     in_bytes = sum(int(np.prod(s["shape"], dtype=np.float64)) * np.dtype(s["dtype"]).itemsize
                    for s in specs)

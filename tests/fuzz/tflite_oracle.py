@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from fuzz_oracle import ATOL, MAX_RUN_BYTES, RTOL, _cli, _line, _where
+from fuzz_oracle import ATOL, MAX_RUN_BYTES, RTOL, _line, compile_and_load
 
 REF_TIMEOUT = 20.0  # seconds for one reference interpreter on one case
 
@@ -209,30 +209,12 @@ def listing(lines: list[str]) -> bool:
 def run_case(case_dir: Path, input_seed: int, emit: Any) -> dict[str, Any]:
     """One .tflite case; ``emit(dict)`` reports progress."""
     from aotc.errors import AotcError
-    from aotc.targets.host import Runner
 
     model = case_dir / "model.tflite"
     bundle = case_dir / "bundle"
-    emit({"stage": "compile"})
-    rc, err = _cli(["compile", str(model), "-o", str(bundle), "--name", "m"])
-    lines = [ln for ln in err.splitlines() if ln.strip()]
-    if rc == 2:
-        if len(lines) == 1 and lines[0].startswith("aotc: error: "):
-            return {"outcome": "user-error", "message": lines[0]}
-        if listing(lines):
-            return {"outcome": "user-error", "message": _line(" | ".join(lines[:3]))}
-        return {"outcome": "multi-line-error", "message": _line(" | ".join(lines[:4]))}
-    if rc != 0:
-        lines.sort(key=lambda ln: not ln.startswith("aotc: "))
-        text = f"exit {rc}: {lines[0] if lines else ''} [{_where(model, bundle)}]"
-        return {"outcome": "traceback", "message": _line(" | ".join([text, *lines[1:]]))}
-    emit({"stage": "build"})
-    try:
-        runner = Runner(bundle)
-    except AotcError as e:
-        return {"outcome": "build-failure", "message": _line(e.one_line())}
-    except Exception as e:  # noqa: BLE001
-        return {"outcome": "build-failure", "message": _line(f"{type(e).__name__}: {e}")}
+    ended, runner = compile_and_load(model, bundle, emit, listing)
+    if ended is not None:
+        return ended
     specs = runner.meta["inputs"]
     sizes = [int(np.prod(s["shape"], dtype=np.float64)) * np.dtype(s["dtype"]).itemsize
              for s in [*specs, *runner.meta["outputs"]]]
