@@ -287,6 +287,9 @@ def run_verification(model: Any, bundle: Any, inputs: Sequence[Mapping[str, np.n
     stateful = _StatefulReference(model, bundle) if "state" in runner.meta else None
     worst: dict[str, float] = {}
     used: list[str] = []
+    if stateful is not None:
+        used.append("TFLM, the vectors as consecutive frames" if stateful.tflite else
+                    "onnxruntime, the vectors as consecutive frames")
     for k, feeds in enumerate(inputs):
         with progress.stage(f"vector {k + 1}/{len(inputs)}"):
             got = runner.run(feeds)
