@@ -421,6 +421,17 @@ MORE_TYPED: dict[str, Callable[[Net], list[int]]] = {
         options("ConcatenationOptions", axis=-1), dtype=np.int32)],
     "CAST_bool_int32": lambda net: [net.op("CAST", [net.input((2, 5), np.bool_)], (2, 5),
                                            dtype=np.int32)],
+    # TFLM's cast.cc: static_cast between int8, int16, int32, uint32 and float32 (narrowing
+    # integer casts wrap; the micro_speech audio front end casts its int16 features).
+    **{f"CAST_{a}_{b}": (lambda a, b: lambda net: [net.op(
+        "CAST", [net.input((3, 7), np.dtype(a).type)], (3, 7), dtype=np.dtype(b).type)])(a, b)
+       for a, b in (("int16", "int32"), ("int16", "float32"), ("int8", "int32"),
+                    ("int8", "int16"), ("int16", "int8"))},
+    # int32 inputs are small (-6..6): scaled by 9001 first, so that the narrowing casts wrap.
+    **{f"CAST_int32_{b}": (lambda b: lambda net: [net.op("CAST", [net.op(
+        "MUL", [net.input((3, 7), np.int32), net.ints(np.array([9001], np.int32))], (3, 7),
+        options("MulOptions"), dtype=np.int32)], (3, 7), dtype=np.dtype(b).type)])(b)
+       for b in ("int16", "int8", "uint32")},
     "ARG_MAX_int32": lambda net: [net.op(
         "ARG_MAX", [net.input((3, 5), np.int32), net.ints([-1])], (3,),
         options("ArgMaxOptions", outputType=S.TensorType.INT32), dtype=np.int32)],

@@ -494,7 +494,8 @@ TYPES: dict[str, tuple[str, ...]] = {
     "DENSIFY": ("float32", "int8", "float16"),
     "L2_POOL_2D": ("float32",),
     "DYNAMIC_UPDATE_SLICE": _VALUES,
-    "CAST": ("float32", "int32", "int64", "bool"),
+    # CAST: TFLM's cast.cc takes int8, int16, int32, uint32, float32 and bool (and aotc int64).
+    "CAST": ("float32", "int8", "int16", "int32", "uint32", "int64", "bool"),
     # Recurrent and state (recurrent.py, variables.py): the LSTM in float32, and TFLM's
     # integer LSTM, int8 and int16 (16x8) (tests/frontend/test_tflite_qlstm.py); a variable's
     # value in any type the state buffer holds.

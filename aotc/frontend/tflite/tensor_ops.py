@@ -249,7 +249,7 @@ def embedding_lookup(b: Builder, op: Any) -> None:
 def cast(b: Builder, op: Any) -> None:
     (x, *_), (y,) = _ins(op), _outs(op)
     to = {np.float32: 1, np.int8: 3, np.int16: 5, np.int32: 6, np.int64: 7, np.bool_: 9,
-          np.uint8: 2}
+          np.uint8: 2, np.uint32: 12}
     dt = b.dtype(y).type
     if dt not in to:
         raise AotcError(f"cast to {b.dtype(y).name} is not supported")
