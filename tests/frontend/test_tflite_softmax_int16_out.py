@@ -137,3 +137,21 @@ def test_int16_zero_point_elsewhere_refused(tmp_path):
     net.op_into("RELU", [q], [y])
     with pytest.raises(AotcError, match="an int16 activation with zero point 100"):
         _compile(net.build([y]), tmp_path)
+
+
+@pytest.mark.parametrize("src,sx,dst,sy,zy", [(np.int16, 0.05, np.int8, 1 / 256, -128),
+                                              (np.float32, None, np.int16, 1 / 32768, 0)],
+                         ids=["int16_int8", "float32_int16"])
+def test_other_type_pairs_refused(src, sx, dst, sy, zy, tmp_path):
+    """TFLM's SOFTMAX writes its input's type, or int16 from int8; its Prepare refuses the
+    others, and aotc (which would have no integer kernel for them) too, in one line."""
+    net = Net(False)
+    x = net._tensor((4, 8), src, "input0", None, sx, 0 if sx else None)
+    net.inputs.append(x)
+    y = net._tensor((4, 8), dst, "y", None, sy, zy)
+    net.op_into("SOFTMAX", [x], [y], options("SoftmaxOptions", beta=1.0))
+    model = net.build([y])
+    with pytest.raises(Exception):  # noqa: B017 - TFLM's interpreter raises RuntimeError
+        interpret_tflm(model, [np.zeros((4, 8), src)])
+    with pytest.raises(AotcError, match="SOFTMAX"):
+        _compile(model, tmp_path)

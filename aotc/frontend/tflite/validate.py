@@ -312,12 +312,18 @@ def _check_quant(t: Any, where: str, shape: list[int], const: bool = True,
 
 
 def _check_softmax_output(sub: Any, i: int, name: str, x: int, y: int) -> None:
-    """An int8 SOFTMAX writes scale 1/256 and zero point -128, an int16 one 1/32768 and 0,
-    and one from int8 to int16 1/65536 and -32768 (TFLM and LiteRT refuse others)."""
+    """SOFTMAX writes its input's type, or int16 from int8 (TFLM's Prepare refuses the other
+    pairs); an int8 one scale 1/256 and zero point -128, an int16 one 1/32768 and 0, and one
+    from int8 to int16 1/65536 and -32768 (TFLM and LiteRT refuse others)."""
     t = sub.Tensors(y)
+    tx = sub.Tensors(x).Type()
+    if t.Type() != tx and (tx, t.Type()) != (9, 7):
+        raise _err(i, name, f"{TYPE_NAMES.get(tx, tx)} input, {TYPE_NAMES.get(t.Type())} "
+                            f"output (TFLM's SOFTMAX writes its input's type, or int16 from "
+                            f"int8)")
     q = t.Quantization()
     want = {9: (1 / 256, -128), 7: (1 / 32768, 0)}.get(t.Type())
-    if t.Type() == 7 and sub.Tensors(x).Type() == 9:
+    if t.Type() == 7 and tx == 9:
         want = (1 / 65536, -32768)
     if want is None or q is None or q.ScaleLength() != 1 or q.ZeroPointLength() != 1:
         return
