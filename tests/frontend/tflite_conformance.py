@@ -453,10 +453,10 @@ CONVERT: dict[str, Callable[[Net], list[int]]] = {
 
 # TFLM's int16 tensors with a zero point other than 0 (its 16x8 activations have 0): SOFTMAX
 # from int8 writes scale 1/65536 and zero point -32768 (TFLM's Prepare accepts 1/65535 too,
-# within 0.1 %), and QUANTIZE requantises an int16 tensor with both zero points as given (TFLM's
-# keyword benchmark model: SOFTMAX int8 -> int16, then QUANTIZE int16 -> int32). Inputs: every
-# int8 code (shuffled, each once or twice) or int16 codes spanning the range, both ends and
-# the zero point included (ASYM16_INPUTS).
+# within 0.1 %), QUANTIZE requantises an int16 tensor with both zero points as given and
+# DEQUANTIZE subtracts its zero point (TFLM's keyword benchmark model: SOFTMAX int8 -> int16,
+# then QUANTIZE int16 -> int32). Inputs (_asym16_inputs): every int8 code (shuffled, each once
+# or twice) or int16 codes spanning the range, both ends and the zero point included.
 def _softmax_to_int16(shape: tuple[int, ...], sx: float, zx: int, beta: float = 1.0,
                       sy: float = 1 / 65536) -> Callable[[Net], list[int]]:
     def spec(net: Net) -> list[int]:
@@ -468,13 +468,13 @@ def _softmax_to_int16(shape: tuple[int, ...], sx: float, zx: int, beta: float = 
     return spec
 
 
-def _requantize16(dst: Any, sq: tuple[float, int], dq: tuple[float, int]
-                  ) -> Callable[[Net], list[int]]:
+def _requantize16(dst: Any, sq: tuple[float, int], dq: tuple[float | None, int | None],
+                  code: str = "QUANTIZE") -> Callable[[Net], list[int]]:
     def spec(net: Net) -> list[int]:
         x = net._tensor((16, 64), np.int16, "x", None, *sq)
         net.inputs.append(x)
         y = net._tensor((16, 64), dst, "y", None, *dq)
-        net.op_into("QUANTIZE", [x], [y])
+        net.op_into(code, [x], [y])
         return [y]
     return spec
 
@@ -495,6 +495,10 @@ ASYM16: dict[str, Callable[[Net], list[int]]] = {
     "QUANTIZE_int16_zp-32768_to_int8": _requantize16(np.int8, (1 / 65536, -32768),
                                                      (1 / 256, -128)),
     "QUANTIZE_int16_zp-300_to_int16": _requantize16(np.int16, (1e-3, -300), (3e-3, 12)),
+    "DEQUANTIZE_int16_zp-32768_float": _requantize16(np.float32, (1 / 65536, -32768),
+                                                     (None, None), "DEQUANTIZE"),
+    "DEQUANTIZE_int16_zp777_float": _requantize16(np.float32, (3e-4, 777), (None, None),
+                                                  "DEQUANTIZE"),
 }
 
 

@@ -270,8 +270,9 @@ def check_tensors(model: Any, sub: Any, used: list[str]) -> None:
 def _asymmetric_int16(sub: Any, used: list[str]) -> set[int]:
     """The int16 tensors TFLM reads and writes with their zero point as given, so that one
     other than 0 is TFLM's arithmetic and not a 16x8 activation: every operator touching the
-    tensor is a QUANTIZE (TFLM's Requantize / AffineQuantize take both zero points), or the
-    SOFTMAX from int8 writing it (zero point -32768: _check_softmax_output)."""
+    tensor is a QUANTIZE (TFLM's Requantize / AffineQuantize take both zero points) or a
+    DEQUANTIZE reading it (x - zero point, times the scale), or the SOFTMAX from int8 writing
+    it (zero point -32768: _check_softmax_output)."""
     ok: dict[int, bool] = {}
     for i in range(sub.OperatorsLength()):
         op = sub.Operators(i)
@@ -283,7 +284,8 @@ def _asymmetric_int16(sub: Any, used: list[str]) -> set[int]:
             for t in ts:
                 if t < 0 or sub.Tensors(t).Type() != 7:
                     continue
-                fine = used[i] == "QUANTIZE" or (softmax8 and side == "out")
+                fine = used[i] == "QUANTIZE" or (used[i] == "DEQUANTIZE" and side == "in") \
+                    or (softmax8 and side == "out")
                 ok[t] = ok.get(t, True) and fine
     return {t for t, fine in ok.items() if fine}
 
