@@ -11,7 +11,9 @@ outputs dequantised from int8 (counted in steps of the DEQUANTIZE's scale): exac
 (``KNOWN_LSB`` lists where main is not yet, with the measured distance). Other float outputs:
 rtol 1e-4, atol 1e-5 (``FLOAT_ATOL``: 1e-4 for the deep face detectors). The first vector
 also runs on the QEMU boards of AOTC_TEST_BOARDS against the host build, as every op test
-does; the person detector runs all 8 vectors on cortex-m4f in QEMU against TFLM.
+does; the person detector and TFLM's keyword benchmark model (ON_CORTEX_M4F) run all 8
+vectors on cortex-m4f in QEMU against TFLM. The keyword model's output is the same for every
+input (scrambled weights saturate it), so each of its layers is compared too.
 
 A fixture that does not compile on main is asserted to fail with one line
 ``aotc: error: ...`` on stderr (or the converter table's list: a heading and a line per
@@ -58,6 +60,7 @@ EXPECTED_TO_COMPILE = {
     "mnist_lstm_int8": True,                     # integer LSTM, states in the state buffer
     "dtln_noise_suppression_lstm_int8": True,    # two integer LSTMs, states between calls
     "micro_speech_audio_preprocessor_int8": True,  # Signal ops (state), CAST int16
+    "keyword_scrambled_svdf": True,              # SVDF states; SOFTMAX int8 -> int16 (zp -32768)
 }
 
 # Integer outputs where main is not bit-exact with the reference yet: the largest distance in
@@ -274,16 +277,21 @@ def test_fixture_matches_reference(name, tmp_path):
         "update KNOWN_LSB")
 
 
-def test_person_detector_on_cortex_m4f(tmp_path):
-    """The int8 MobileNet person detector on cortex-m4f in QEMU: all 8 vectors, against TFLM
-    (the host test above runs only the first vector on the boards, against the host build)."""
+# Run on cortex-m4f in QEMU on all 8 vectors against TFLM (the host test above runs only the
+# first vector on the boards, against the host build): the int8 MobileNet person detector, and
+# TFLM's keyword benchmark model (its SVDF states carried from vector to vector, as in TFLM).
+ON_CORTEX_M4F = ["vww_mobilenet_v1_int8", "keyword_scrambled_svdf"]
+
+
+@pytest.mark.parametrize("name", ON_CORTEX_M4F)
+def test_fixture_on_cortex_m4f(name, tmp_path):
+    """A fixture of ON_CORTEX_M4F on cortex-m4f in QEMU: all 8 vectors, against TFLM."""
     from opcheck import hook_boards
 
     from aotc.targets.runner import BoardRunner
 
     if "cortex-m4f" not in hook_boards():
         pytest.skip("cortex-m4f not in AOTC_TEST_BOARDS")
-    name = "vww_mobilenet_v1_int8"
     path = ZOO / META[name]["file"]
     model = path.read_bytes()
     it = _litert(model)
@@ -318,3 +326,39 @@ def test_tflite_ops_script_agrees_with_litert():
         it = Interpreter(model_path=str(path))
         want = Counter(op["op_name"] for op in it._get_ops_details())
         assert d["builtins"] == dict(want), path.name
+
+
+def test_keyword_svdf_every_layer_matches_tflm(tmp_path):
+    """TFLM's keyword benchmark model saturates to the same output (two equal classes) for
+    every input, so its graph output alone would hide an SVDF or FULLY_CONNECTED difference:
+    here every operator's output is made a graph output too (the same file otherwise), and
+    each is compared bit-exact with TFLM over the 8 vectors, states carried between calls."""
+    import flatbuffers
+
+    name = "keyword_scrambled_svdf"
+    m = S.ModelT.InitFromPackedBuf((ZOO / META[name]["file"]).read_bytes(), 0)
+    sg = m.subgraphs[0]
+    outs = [int(t) for op in sg.operators for t in op.outputs]
+    assert len(outs) == len(sg.operators) == 15
+    sg.outputs = np.array(outs, np.int32)
+    fb = flatbuffers.Builder(1 << 16)
+    fb.Finish(m.Pack(fb), file_identifier=b"TFL3")
+    model = bytes(fb.Output())
+    path = tmp_path / "kws_all.tflite"
+    path.write_bytes(model)
+    it = _litert(model)
+    out_details = it.get_output_details()
+    sets = vectors(model, it.get_input_details())
+    ref_name, refs = reference(model, sets, len(out_details))
+    assert ref_name == "TFLM"
+    # not all saturated: the layers do see distinct values
+    assert len({r.tobytes() for want in refs for r in want[:-3]}) > 50
+    bundle = aotc.compile(path, tmp_path / "out", name="m")
+    runner = bundle.load()
+    out_names = [t["name"] for t in runner.meta["outputs"]]
+    in_name = runner.meta["inputs"][0]["name"]
+    assert len(out_names) == len(outs)
+    for v, (xs, want) in enumerate(zip(sets, refs)):
+        got = runner.run({in_name: xs[0]})
+        assert _compare(name, f"vector {v}", [got[o] for o in out_names], want, out_details,
+                        {}, ref_name) == 0

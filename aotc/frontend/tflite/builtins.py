@@ -188,8 +188,10 @@ def _unary(onnx_op: str, **attrs: Any) -> Callable[[Builder, Any], None]:
 def softmax(b: Builder, op: Any) -> None:
     o = _opts(op, "SoftmaxOptions")
     (x, *_), (y,) = _ins(op), _outs(op)
-    # int16: TFLM's kernel (aotc.ops.quant.act16.QSoftmax16) takes rows on the last axis.
-    layout = b.layout_of(x) if b.rank(x) == 4 and b.dtype(x) != np.int16 else "nhwc"
+    # int16 in or out: TFLM's kernels (aotc.ops.quant.act16.QSoftmax16,
+    # aotc.ops.quant.tables.QSoftmaxToInt16) take rows on the last axis.
+    layout = b.layout_of(x) if b.rank(x) == 4 and np.int16 not in (b.dtype(x), b.dtype(y)) \
+        else "nhwc"
     xf = b.fin(x, layout)
     beta = float(o.Beta()) if o is not None else 1.0
     if beta != 1.0:
@@ -415,7 +417,8 @@ ONNX_OPS: dict[str, tuple[str, ...]] = {
     "RELU": ("Relu", "aotc.QRelu"),
     "RELU6": ("Clip", "aotc.QRelu"),
     "RESHAPE": ("Reshape",),
-    "SOFTMAX": ("Softmax", "com.microsoft.QLinearSoftmax", "aotc.QSoftmax16"),
+    "SOFTMAX": ("Softmax", "com.microsoft.QLinearSoftmax", "aotc.QSoftmax16",
+                "aotc.QSoftmaxToInt16"),
     "SPLIT": ("Split",),
     "SQUEEZE": ("Reshape",),
     "STRIDED_SLICE": ("Slice",),
