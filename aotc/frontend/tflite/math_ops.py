@@ -208,10 +208,10 @@ def _floor_div_int(b: Builder, a: list[str]) -> str:
     return b.add("Sub", [q, b.add("Cast", [fix], "fix_int", to=6)[0]], "floor_div")[0]
 
 
-def _floor_mod(b: Builder, a: list[str], zero: np.generic = np.float32(0)) -> str:
+def _floor_mod(b: Builder, a: list[str], zero: np.generic | None = None) -> str:
     """TFLite's FLOOR_MOD: fmod, then + y where the remainder's sign differs from y's."""
     x, y = a[:2]
-    m, fix = _sign_fix(b, x, y, zero)
+    m, fix = _sign_fix(b, x, y, np.float32(0) if zero is None else zero)
     return b.add("Where", [fix, b.add("Add", [m, y], "shift")[0], m], "floor_mod")[0]
 
 
