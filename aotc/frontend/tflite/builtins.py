@@ -467,11 +467,13 @@ TYPES: dict[str, tuple[str, ...]] = {
     "DEQUANTIZE": ("int8", "uint8", "float16"),
     **{k: ("float32",) for k in ("EXP", "LOG", "SQRT", "SQUARE", "SIN", "COS", "FLOOR", "CEIL",
                                  "ROUND", "RELU_N1_TO_1", "RELU_0_TO_1", "SIGN", "GELU",
-                                 "FLOOR_DIV", "FLOOR_MOD", "POW", "REDUCE_PROD",
+                                 "POW", "REDUCE_PROD",
                                  "L2_NORMALIZATION", "LOG_SOFTMAX", "ADD_N",
                                  "PRELU", "SQUARED_DIFFERENCE",
                                  "CUMSUM")},
-    "RESIZE_BILINEAR": ("float32", "int8"),
+    # int32 FLOOR_DIV / FLOOR_MOD: LiteRT's kernels (TFLM has float32 only), e.g. MoveNet's.
+    **{k: ("float32", "int32") for k in ("FLOOR_DIV", "FLOOR_MOD")},
+    "RESIZE_BILINEAR": ("float32", "int8", "uint8"),
     "ABS": ("float32", "int8"),
     "ELU": ("float32", "int8"),
     "RSQRT": ("float32", "int8"),
@@ -486,7 +488,7 @@ TYPES: dict[str, tuple[str, ...]] = {
     **{k: ("float32", "int8", "int32") for k in ("SELECT_V2",)},
     **{k: ("float32", "int8", "int32") for k in ("REDUCE_MAX", "REDUCE_MIN")},
     "SUM": ("float32", "int8"),  # int8: TFLM's integer sum (aotc.ops.quant.reduce)
-    **{k: ("float32", "int8") for k in ("ARG_MAX", "ARG_MIN")},
+    **{k: ("float32", "int8", "uint8") for k in ("ARG_MAX", "ARG_MIN")},
     **{k: _VALUES for k in ("PACK", "UNPACK", "EXPAND_DIMS", "ZEROS_LIKE", "FILL",
                             "BROADCAST_TO", "TILE", "SLICE", "SPLIT_V", "REVERSE_V2",
                             "GATHER", "GATHER_ND", "EMBEDDING_LOOKUP", "SHAPE")},
@@ -498,7 +500,7 @@ TYPES: dict[str, tuple[str, ...]] = {
     "L2_POOL_2D": ("float32",),
     "DYNAMIC_UPDATE_SLICE": _VALUES,
     # CAST: TFLM's cast.cc takes int8, int16, int32, uint32, float32 and bool (and aotc int64).
-    "CAST": ("float32", "int8", "int16", "int32", "uint32", "int64", "bool"),
+    "CAST": ("float32", "uint8", "int8", "int16", "int32", "uint32", "int64", "bool"),
     # Recurrent and state (recurrent.py, variables.py): the LSTM in float32, and TFLM's
     # integer LSTM, int8 and int16 (16x8) (tests/frontend/test_tflite_qlstm.py); a variable's
     # value in any type the state buffer holds.
