@@ -175,9 +175,10 @@ def _dsp_wide(ctx: Context) -> bool:
     # interleaved, gcc -Os reads a pair by one LDRD, which the M4 does not pipeline with the
     # loads around it (m4f KWS 5,023,059, VWW 16,723,551: worse than off). cortex-m33 gains
     # too (KWS 4,483,051 -> 4,151,672, ResNet-8 20,587,089 -> 19,370,097, streaming wakeword
-    # 1,221,741 -> 1,189,682) but its part has 512 KB of flash (VWW would take 499 KB): off
-    # there.
-    return ctx.cpu in ("cortex-m4", "cortex-m7")
+    # 1,221,741 -> 1,189,682). On every core, which layers keep packed int8 weights on a part
+    # whose flash they do not fit: aotc/schedules/flash.py (the compiler's choice by MACs per
+    # extra byte; VWW would take 499 KB of the M33 part's 512 KB).
+    return ctx.cpu in ("cortex-m4", "cortex-m7", "cortex-m33")
 
 
 def dsp_wide_default(cpu: str, flat: bool) -> bool:
@@ -190,8 +191,9 @@ def dsp_wide_default(cpu: str, flat: bool) -> bool:
 DSP_WIDE = knob("conv.dsp_wide", (False, True), _dsp_wide,
                 "the DSP schedule's weights pre-extended to int16 at compile time (two words "
                 "per packed word, no SXTB16 on them): twice the weights' flash; default on "
-                "the Cortex-M4 and M7 (board.toml cpu; on the M7 not for flat columns), off "
-                "elsewhere; see gemm.dsp_wide")
+                "the Cortex-M4, M7 and M33 (board.toml cpu; on the M7 not for flat columns) "
+                "for the layers of most MACs per extra byte that fit 75% of the part's flash "
+                "(docs/tuning.md), off elsewhere; see gemm.dsp_wide")
 
 
 def _float_depthwise(ctx: Context) -> str:
