@@ -236,6 +236,8 @@ INT8_MODELS = ["kws_ref_model_int8_qdq", "vww_96_int8_qdq", "pretrainedResnet_in
                "ad01_int8_qdq", "str_ww_ref_model_int8_qdq"]
 MODEL_CASES = [("cortex-m4f", s) for s in INT8_MODELS] + [
     ("cortex-m33", "kws_ref_model_int8_qdq"),
+    # The M33's part (512 KB): some layers widened to int16, the others packed (VWW, AD).
+    ("cortex-m33", "vww_96_int8_qdq"),
     # gemm.dsp_k's quads (AD: all matmuls) on the other two cores of the DSP extension.
     ("cortex-m33", "ad01_int8_qdq"), ("cortex-m7", "ad01_int8_qdq"),
     # conv.dsp_wide's int16 weights (the default on the M7 as on the M4).
