@@ -89,6 +89,12 @@ INT_CASES = [
     (("conv.dsp_wide", False), "long", "cortex-m7", {}),
     (("conv.dsp_wide", True), "wide", "cortex-m7", {}),  # flat columns: off on the M7
     (("conv.dsp_wide", False), "long", "cortex-m33", {}),
+    # The bias in the tiles' accumulators (default) or added by the requantisation; the
+    # requantisation of a pixel group side by side (default on the M7) or output by output.
+    (("conv.dsp_bias_tile", False), "pointwise", "cortex-m4f", {}),
+    (("conv.dsp_bias_tile", False), None, "cortex-m7", {}),
+    (("conv.dsp_requant", "interleaved"), "pointwise", "cortex-m4f", {}),
+    (("conv.dsp_requant", "serial"), "even", "cortex-m7", {}),
     *[(("gemm.tile", v), "matmul", None, {}) for v in (4, 16)],
     *[(("gemm.mve_order", v), "matmul", "cortex-m55", {}) for v in ("ordered", "compiler")],
     (("gemm.unroll", False), "matmul", None, {}),

@@ -196,6 +196,33 @@ DSP_WIDE = knob("conv.dsp_wide", (False, True), _dsp_wide,
                 "(docs/tuning.md), off elsewhere; see gemm.dsp_wide")
 
 
+# Measured on KWS (bench/boards.py --int8, estimated cycles per inference), off -> on:
+# cortex-m4f 4,863,465 -> 4,796,383, cortex-m7 3,181,290 -> 3,190,173 (with
+# conv.dsp_requant interleaved: 3,167,435 -> 3,120,344), cortex-m33 4,151,672 -> 4,123,020.
+# The requantisation loop keeps one pointer (the bias table) and an add per output fewer; the
+# tiles load a bias word per channel, once per pixel group.
+DSP_BIAS_TILE = knob("conv.dsp_bias_tile", (True, False), True,
+                     "the DSP schedule's tile accumulators start from the bias (one load a "
+                     "channel, shared by the pixels) instead of the requantisation adding it "
+                     "to each sum; the same int32 sums")
+
+
+def _dsp_requant(ctx: Context) -> str:
+    # Measured on KWS (bench/boards.py --int8, estimated cycles per inference, with
+    # conv.dsp_bias_tile), serial -> interleaved: cortex-m7 3,190,173 -> 3,120,344 (1.20 ->
+    # 1.17 per MAC: the second issue slot takes the other pixels' chains), cortex-m4f
+    # 4,796,383 -> 4,802,844, cortex-m33 4,123,020 -> 4,116,095 (single issue: no gain).
+    return "interleaved" if ctx.cpu == "cortex-m7" else "serial"
+
+
+DSP_REQUANT = knob("conv.dsp_requant", ("serial", "interleaved"), _dsp_requant,
+                   "the DSP schedule's requantisation of a pixel group: each output's chain "
+                   "(SMMULR, add, shift, SSAT, store) after the last, or the group's sums of a "
+                   "channel loaded first, then requantised side by side into locals, then "
+                   "stored (dual issue: the second slot takes the other chains); default "
+                   "interleaved on the Cortex-M7 (board.toml cpu), serial elsewhere")
+
+
 def _float_depthwise(ctx: Context) -> str:
     # Measured on cortex-m4f (aotc bench, -Os), KWS's 3x3 depthwise convs on 25x5 maps, 4 of
     # them: tiled 1.01 M instructions, plane1 1.12 M, plane2 0.97 M, plane4 0.77 M (plane8:
