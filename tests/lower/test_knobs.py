@@ -89,10 +89,11 @@ INT_CASES = [
     (("conv.dsp_wide", False), "long", "cortex-m7", {}),
     (("conv.dsp_wide", True), "wide", "cortex-m7", {}),  # flat columns: off on the M7
     (("conv.dsp_wide", False), "long", "cortex-m33", {}),
-    # The bias in the tiles' accumulators (default) or added by the requantisation; the
+    # The bias in the inline tiles' accumulators (default) or added by the requantisation; the
     # requantisation of a pixel group side by side (default on the M7) or output by output.
     (("conv.dsp_bias_tile", False), "pointwise", "cortex-m4f", {}),
     (("conv.dsp_bias_tile", False), None, "cortex-m7", {}),
+    (("conv.dsp_bias_tile", True), "long", "cortex-m4f", {}),  # outlined: off by default
     (("conv.dsp_requant", "interleaved"), "pointwise", "cortex-m4f", {}),
     (("conv.dsp_requant", "serial"), "even", "cortex-m7", {}),
     *[(("gemm.tile", v), "matmul", None, {}) for v in (4, 16)],

@@ -87,7 +87,7 @@ def lower_conv_dsp(conv: Any, node: Node, kb: Any, X: Any, B: Any, arith: Any,
     outline = kb.knob(CONV.OUTLINE, default=CONV.dsp_outline_default(q_len))
     steps = kb.knob(CONV.DSP_UNROLL, default=CONV.dsp_unroll_default(q_len))
     # The bias in the tiles' first accumulators; the pixels' requantisation side by side.
-    biased = kb.knob(CONV.DSP_BIAS_TILE)
+    biased = kb.knob(CONV.DSP_BIAS_TILE, default=CONV.dsp_bias_tile_default(outline))
     interleave = kb.knob(CONV.DSP_REQUANT) == "interleaved"
 
     def column(n: Expr, gi: Expr, pix: Expr, slot: int) -> list[Expr]:

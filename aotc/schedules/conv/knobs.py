@@ -196,15 +196,24 @@ DSP_WIDE = knob("conv.dsp_wide", (False, True), _dsp_wide,
                 "(docs/tuning.md), off elsewhere; see gemm.dsp_wide")
 
 
-# Measured on KWS (bench/boards.py --int8, estimated cycles per inference), off -> on:
-# cortex-m4f 4,863,465 -> 4,796,383, cortex-m7 3,181,290 -> 3,190,173 (with
-# conv.dsp_requant interleaved: 3,167,435 -> 3,120,344), cortex-m33 4,151,672 -> 4,123,020.
-# The requantisation loop keeps one pointer (the bias table) and an add per output fewer; the
-# tiles load a bias word per channel, once per pixel group.
 DSP_BIAS_TILE = knob("conv.dsp_bias_tile", (True, False), True,
                      "the DSP schedule's tile accumulators start from the bias (one load a "
                      "channel, shared by the pixels) instead of the requantisation adding it "
-                     "to each sum; the same int32 sums")
+                     "to each sum (the same int32 sums); default on for inline tiles "
+                     "(conv.outline off), off for outlined ones")
+
+
+def dsp_bias_tile_default(outlined: bool) -> bool:
+    # Measured (bench/boards.py --int8, estimated cycles per inference): the requantisation
+    # loop keeps one pointer (the bias table) and an add per output fewer, the tiles load a
+    # bias word per channel once per pixel group. KWS off -> on: cortex-m4f 4,863,465 ->
+    # 4,796,383, cortex-m7 3,181,290 -> 3,190,173 (with conv.dsp_requant interleaved:
+    # 3,167,435 -> 3,120,344), cortex-m33 4,151,672 -> 4,123,020. Outlined tiles (the
+    # function's extra argument and register) lose: ResNet-8 on m4f 22,848,539 -> 23,054,004
+    # with all tiles, 22,819,409 with the inline ones only; m7 (interleaved) VWW 10,079,354
+    # -> 10,091,668 but streaming wakeword 848,584 -> 844,098 with the inline ones only
+    # (10,265,204 / 873,801 with all).
+    return not outlined
 
 
 def _dsp_requant(ctx: Context) -> str:
