@@ -6,8 +6,10 @@ accessors check no bounds: a truncated or corrupted file would otherwise raise d
 them (struct.error, IndexError) or give garbage.
 
 For each table: its offset inside the file and 4-byte aligned, its vtable inside the file and
-2-byte aligned, the vtable's two sizes (its own at least 4 and even, the table's at least 4 and
-inside the file), and each field the vtable gives inside the table and aligned to its size. For
+2-byte aligned, the vtable's size even and inside the file, and each field the vtable gives
+inside the file and aligned to its size (the table's own size, which neither the C++ verifier
+nor the Python accessors use, is not checked; a field absent from a short vtable reads as its
+default in both). For
 each offset field: nonzero, forward, inside the file; each vector (and string) 4-byte aligned
 with its elements inside the file; each string zero-terminated; each table of a vector of
 tables, each nested table and each union member (by its type code; an unknown code is not
@@ -15,8 +17,6 @@ followed, like the C++ verifier) verified the same way. Like the C++ verifier: n
 ``MAX_DEPTH`` tables deep and at most ``max_tables`` tables in all (here at most one per 4 bytes
 of the file, since without sharing each table needs its own offset and header; the C++ default
 is 1,000,000), so that offsets shared between tables cannot make the walk exponential.
-Stricter than the C++ verifier in one way, as the Python accessors need: a field must lie inside
-its table's declared size, not merely inside the file.
 
 A failure is one line naming what is broken, e.g. "tensor 12 of subgraph 0: shape vector runs
 past the end of the file" (the first broken thing in breadth-first order). The walk is
@@ -99,15 +99,12 @@ class _Verifier:
         if pos % 4 or pos + 4 > n:
             raise _Broken(f"{where}: the table at byte {pos} is outside the file or misaligned")
         vt = pos - _I32(data, pos)[0]
-        if vt < 0 or vt % 2 or vt + 4 > n:
+        if vt < 0 or vt % 2 or vt + 2 > n:
             raise _Broken(f"{where}: its vtable (byte {vt}) is outside the file or misaligned")
-        vsize, tsize = _U16(data, vt)[0], _U16(data, vt + 2)[0]
-        if vsize < 4 or vsize % 2 or vt + vsize > n:
-            raise _Broken(f"{where}: its vtable's size {vsize} is odd, below 4 or runs past "
-                          f"the end of the file")
-        if tsize < 4 or pos + tsize > n:
-            raise _Broken(f"{where}: its size {tsize} is below 4 or runs past the end of the "
-                          f"file")
+        vsize = _U16(data, vt)[0]
+        if vsize % 2 or vt + vsize > n:
+            raise _Broken(f"{where}: its vtable's size {vsize} is odd or runs past the end of "
+                          f"the file")
         fields = TABLES[name]
         for k in range(min(len(fields), (vsize - 4) // 2)):
             off = _U16(data, vt + 4 + 2 * k)[0]
@@ -115,10 +112,9 @@ class _Verifier:
             if off == 0 or kind == "-":
                 continue
             size = int(kind) if kind.isdigit() else 4
-            if off + size > tsize:
-                raise _Broken(f"{where}: {fname} (at offset {off}) lies outside its table of "
-                              f"{tsize} bytes")
             at = pos + off
+            if at + size > n:
+                raise _Broken(f"{where}: {fname} (at offset {off}) runs past the end of the file")
             if at % size:
                 raise _Broken(f"{where}: {fname} (byte {at}) is not {size}-byte aligned")
             if kind.isdigit():
