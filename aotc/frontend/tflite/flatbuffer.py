@@ -9,18 +9,19 @@ For each table: its offset inside the file and 4-byte aligned, its vtable inside
 2-byte aligned, the vtable's size even and inside the file, and each field the vtable gives
 inside the file and aligned to its size (the table's own size, which neither the C++ verifier
 nor the Python accessors use, is not checked; a field absent from a short vtable reads as its
-default in both). For
-each offset field: nonzero, forward, inside the file; each vector (and string) 4-byte aligned
-with its elements inside the file; each string zero-terminated; each table of a vector of
-tables, each nested table and each union member (by its type code; an unknown code is not
-followed, like the C++ verifier) verified the same way. Like the C++ verifier: nesting at most
-``MAX_DEPTH`` tables deep and at most ``max_tables`` tables in all (here at most one per 4 bytes
-of the file, since without sharing each table needs its own offset and header; the C++ default
-is 1,000,000), so that offsets shared between tables cannot make the walk exponential.
+default in both). For each offset field: nonzero, forward, inside the file; each vector (and
+string) 4-byte aligned with its elements inside the file; each string zero-terminated; each
+table of a vector of tables, each nested table and each union member (by its type code; an
+unknown code is not followed, like the C++ verifier) verified the same way. Like the C++
+verifier: nesting at most ``MAX_DEPTH`` tables deep and at most ``max_tables`` tables visited
+(here one per 4 bytes of the file, at least 1024: without sharing each table needs its own
+offset and header; the C++ default is 1,000,000), so that offsets shared between tables cannot
+make the walk exponential.
 
-A failure is one line naming what is broken, e.g. "tensor 12 of subgraph 0: shape vector runs
-past the end of the file" (the first broken thing in breadth-first order). The walk is
-iterative (a queue), so a deep file cannot exhaust Python's recursion limit.
+A failure is one line naming what is broken, e.g. "tensor 12 of subgraph 0: shape vector
+(1073741824 elements) runs past the end of the file" (the first broken thing in breadth-first
+order). The walk is iterative (a queue), so a deep file cannot exhaust Python's recursion
+limit.
 """
 
 from __future__ import annotations
@@ -67,16 +68,16 @@ class _Verifier:
         self.max_tables = min(MAX_TABLES, max(1024, self.n // 4))
         self.tables = 0
         # (table name, its byte position, its nesting depth, how errors name it)
-        self.stack: deque[tuple[str, int, int, str]] = deque()
+        self.queue: deque[tuple[str, int, int, str]] = deque()
 
     def run(self) -> None:
         if self.n < 8:
             raise _Broken("shorter than a flatbuffer header (8 bytes)")
         if self.n > MAX_SIZE:
             raise _Broken(f"{self.n} bytes, more than a flatbuffer can hold (2 GiB)")
-        self.stack.append(("Model", self.offset(0, "the root offset", ROOT), 1, ROOT))
-        while self.stack:
-            self.table(*self.stack.popleft())
+        self.queue.append(("Model", self.offset(0, "the root offset", ROOT), 1, ROOT))
+        while self.queue:
+            self.table(*self.queue.popleft())
 
     def offset(self, at: int, what: str, where: str) -> int:
         """The byte an offset field at ``at`` points to (the C++ verifier's VerifyOffset)."""
@@ -127,7 +128,7 @@ class _Verifier:
             elif kind[0] == "<":
                 self.union(kind[1:-1], target, fields, vt, vsize, pos, k, depth, where)
             else:
-                self.stack.append((kind, target, depth + 1, f"the {fname} of {where}"))
+                self.queue.append((kind, target, depth + 1, f"the {fname} of {where}"))
 
     def vector(self, elem: str, at: int, fname: str, depth: int, where: str) -> None:
         """A vector of ``elem`` (a scalar size, "str" or a table name) at ``at``."""
@@ -148,9 +149,9 @@ class _Verifier:
                             where)
                 continue
             label = f"{NOUNS.get(fname, fname + ' element')} {e}"
-            self.stack.append((elem, p + _U32(self.data, p)[0], depth + 1,
+            self.queue.append((elem, p + _U32(self.data, p)[0], depth + 1,
                                label if where == ROOT else f"{label} of {where}"))
-            if len(self.stack) > self.max_tables:
+            if len(self.queue) > self.max_tables:
                 raise _Broken(f"more than {self.max_tables} tables in a file of {self.n} "
                               f"bytes (offsets shared between tables?)")
 
@@ -169,5 +170,5 @@ class _Verifier:
         code = self.data[pos + off] if off else 0
         members = UNIONS[union]
         if 0 < code < len(members):  # NONE: nothing to verify; unknown codes: not followed
-            self.stack.append((members[code], target, depth + 1,
+            self.queue.append((members[code], target, depth + 1,
                                f"the {fields[k][0]} ({members[code]}) of {where}"))
