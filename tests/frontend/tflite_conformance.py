@@ -40,7 +40,7 @@ from test_tflite_int16 import Net16
 from test_tflite_ops import CASES as BASE_CASES
 from test_tflite_ops import SHAPE, builtin_of
 from tflite_builder import Net, interpret, interpret_tflm, options
-from tflite_cases import FLOAT_TOL, TYPED
+from tflite_cases import FLOAT_TOL, TYPED, reduce
 
 ROOT = Path(__file__).resolve().parents[2]
 EXPECTED = ROOT / "aotc" / "data" / "tflite_conformance_expected.txt"
@@ -219,16 +219,6 @@ def like(code: str, shape: tuple[int, ...]) -> Spec:
 COMPARISONS = {"EQUAL", "NOT_EQUAL", "GREATER", "GREATER_EQUAL", "LESS", "LESS_EQUAL"}
 
 
-def reducer(code: str, axes: list[int], keep: bool) -> Spec:
-    def spec(net: Net, x: int, s: tuple[int, ...]) -> int:
-        r = len(s)
-        red = {a % r for a in axes}
-        out = tuple(1 if k in red else d for k, d in enumerate(s)) if keep else tuple(
-            d for k, d in enumerate(s) if k not in red)
-        return net.op(code, [x, net.ints(axes)], out, options("ReducerOptions", keepDims=keep))
-    return spec
-
-
 def softmax(beta: float) -> Spec:
     return lambda net, x, s: net.op("SOFTMAX", [x], s, options("SoftmaxOptions", beta=beta))
 
@@ -347,9 +337,9 @@ FAMILIES: list[Family] = [
     *[Family(code, {"same": elementwise(code, "same"), "bcast": elementwise(code, "bcast")})
       for code in ("GREATER", "EQUAL", "LESS_EQUAL")],
     *[Family(code, {
-        "hw_keep": reducer(code, [1, 2], True), "hw": reducer(code, [1, 2], False),
-        "neg1_keep": reducer(code, [-1], True), "neg1": reducer(code, [-1], False),
-        "neg3_neg2": reducer(code, [-3, -2], False), "all": reducer(code, [0, 1, 2, 3], True)},
+        "hw_keep": reduce(code, [1, 2], True), "hw": reduce(code, [1, 2], False),
+        "neg1_keep": reduce(code, [-1], True), "neg1": reduce(code, [-1], False),
+        "neg3_neg2": reduce(code, [-3, -2], False), "all": reduce(code, [0, 1, 2, 3], True)},
         zp_ends=code == "MEAN") for code in ("MEAN", "SUM", "REDUCE_MAX", "REDUCE_MIN")],
     Family("SOFTMAX", {"beta1": softmax(1.0), "beta_half": softmax(0.5),
                        "rank2": (softmax(1.0), (3, 10)), "one_pixel": (softmax(2.0), ONE)},

@@ -20,12 +20,12 @@ from aotc.frontend.tflite.helpers import (
     _nchw_axis,
     _need_const,
     _operand,
-    _opts,
     _outs,
     _pads,
     _same_q,
     strided_slice_params,
 )
+from aotc.frontend.tflite.options import _opts
 from aotc.frontend.tflite.recurrent import unidirectional_sequence_lstm
 from aotc.frontend.tflite.variables import CONVERTERS as VARIABLE_CONVERTERS
 

@@ -24,11 +24,11 @@ from aotc.frontend.tflite.helpers import (
     _layout_for,
     _need_const,
     _operand,
-    _opts,
     _outs,
     _pads,
     _same_q,
 )
+from aotc.frontend.tflite.options import _opts
 
 Emit = Callable[[Builder, list[str]], str]
 

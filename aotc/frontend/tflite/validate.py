@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 
 from aotc.errors import AotcError
+from aotc.frontend.tflite.options import _option_classes, options_table
 from aotc.frontend.tflite.validate_bias import _const, check_bias
 from aotc.frontend.tflite.validate_tables import (
     ACTIVATIONS,
@@ -68,26 +69,6 @@ def expected_options(name: str) -> str | None:
         if cls.endswith("Options") and cls[:-7].upper() == key:
             return cls
     return None
-
-
-def _option_classes() -> dict[int, str]:
-    import tflite
-
-    return {v: k for k, v in vars(tflite.BuiltinOptions).items()
-            if not k.startswith("_") and isinstance(v, int)}
-
-
-def options_table(op: Any) -> tuple[str, Any] | None:
-    """(class name, table) of an operator's builtin options, as its union tag says."""
-    import tflite
-
-    t = op.BuiltinOptions()
-    name = _option_classes().get(op.BuiltinOptionsType())
-    if t is None or name is None or not hasattr(tflite, name):
-        return None
-    o = getattr(tflite, name)()
-    o.Init(t.Bytes, t.Pos)
-    return name, o
 
 
 def _raw_builtin_code(oc: Any) -> int:
