@@ -60,6 +60,7 @@ EXPECTED_TO_COMPILE = {
     "mnist_lstm_int8": True,                     # integer LSTM, states in the state buffer
     "dtln_noise_suppression_lstm_int8": True,    # two integer LSTMs, states between calls
     "micro_speech_audio_preprocessor_int8": True,  # Signal ops (state), CAST int16
+    "kws_ds_cnn_16x8": True,                     # 16x8: int16 activations, int8 weights
     "keyword_scrambled_svdf": True,              # SVDF states; SOFTMAX int8 -> int16 (zp -32768)
 }
 
@@ -278,9 +279,10 @@ def test_fixture_matches_reference(name, tmp_path):
 
 
 # Run on cortex-m4f in QEMU on all 8 vectors against TFLM (the host test above runs only the
-# first vector on the boards, against the host build): the int8 MobileNet person detector, and
-# TFLM's keyword benchmark model (its SVDF states carried from vector to vector, as in TFLM).
-ON_CORTEX_M4F = ["vww_mobilenet_v1_int8", "keyword_scrambled_svdf"]
+# first vector on the boards, against the host build): the int8 MobileNet person detector,
+# TFLM's keyword benchmark model (its SVDF states carried from vector to vector, as in TFLM), and
+# the 16x8 KWS DS-CNN (int16 activations through every layer).
+ON_CORTEX_M4F = ["vww_mobilenet_v1_int8", "keyword_scrambled_svdf", "kws_ds_cnn_16x8"]
 
 
 @pytest.mark.parametrize("name", ON_CORTEX_M4F)
