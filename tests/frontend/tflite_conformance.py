@@ -422,6 +422,11 @@ MORE_TYPED: dict[str, Callable[[Net], list[int]]] = {
         "MUL", [net.input((3, 7), np.int32), net.ints(np.array([9001], np.int32))], (3, 7),
         options("MulOptions"), dtype=np.int32)], (3, 7), dtype=np.dtype(b).type)])(b)
        for b in ("int16", "int8", "uint32")},
+    # (x * 9001 - y)^2 leaves int32: TFLM's int32 kernel wraps.
+    "SQUARED_DIFFERENCE_int32_wrap": lambda net: [net.op("SQUARED_DIFFERENCE", [net.op(
+        "MUL", [net.input((3, 7), np.int32), net.ints(np.array([9001], np.int32))], (3, 7),
+        options("MulOptions"), dtype=np.int32), net.input((3, 7), np.int32)], (3, 7),
+        dtype=np.int32)],
     "ARG_MAX_int32": lambda net: [net.op(
         "ARG_MAX", [net.input((3, 5), np.int32), net.ints([-1])], (3,),
         options("ArgMaxOptions", outputType=S.TensorType.INT32), dtype=np.int32)],
@@ -503,6 +508,43 @@ ASYM16: dict[str, Callable[[Net], list[int]]] = {
 }
 
 
+def _qbinary(code: str, dt: Any, x: tuple[float, int], y: tuple[float, int],
+             out: tuple[float, int], y_shape: tuple[int, ...] = (16, 16)
+             ) -> Callable[[Net], list[int]]:
+    """``code`` on two quantised (16, 16) inputs (the second maybe broadcast) with the
+    parameters given (inputs: _asym16_inputs, every int8 code; int16 codes over the range)."""
+    def spec(net: Net) -> list[int]:
+        a = net._tensor((16, 16), dt, "x", None, *x)
+        b = net._tensor(y_shape, dt, "y", None, *y)
+        net.inputs += [a, b]
+        o = net._tensor((16, 16), dt, "out", None, *out)
+        net.op_into(code, [a, b], [o])
+        return [o]
+    return spec
+
+
+# Quantised binary kernels with chosen parameters: several scale pairs (either input the
+# larger), zero points at the ends, outputs saturating at both ends of the type.
+QBINARY: dict[str, Callable[[Net], list[int]]] = {
+    "SQUARED_DIFFERENCE_int8_x_wider": _qbinary("SQUARED_DIFFERENCE", np.int8, (0.05, -7),
+                                                (0.02, 10), (0.1, -128)),
+    "SQUARED_DIFFERENCE_int8_y_wider": _qbinary("SQUARED_DIFFERENCE", np.int8, (0.013, 127),
+                                                (0.9, -128), (1.7, -100)),
+    "SQUARED_DIFFERENCE_int8_equal_scales": _qbinary("SQUARED_DIFFERENCE", np.int8, (0.25, 3),
+                                                     (0.25, -3), (16.0, -128)),
+    "SQUARED_DIFFERENCE_int8_out_fine": _qbinary("SQUARED_DIFFERENCE", np.int8,
+                                                 (0.003, 0), (0.004, -20), (0.002, -128)),
+    "SQUARED_DIFFERENCE_int8_bcast_row": _qbinary("SQUARED_DIFFERENCE", np.int8, (0.07, 5),
+                                                  (0.03, -60), (0.5, -90), (1, 16)),
+    "SQUARED_DIFFERENCE_int16_x_wider": _qbinary("SQUARED_DIFFERENCE", np.int16, (3e-3, 0),
+                                                 (1e-3, 0), (0.5, 0)),
+    "SQUARED_DIFFERENCE_int16_saturating": _qbinary("SQUARED_DIFFERENCE", np.int16, (1e-4, 0),
+                                                    (2.5e-4, 0), (1e-5, 0)),
+    "SQUARED_DIFFERENCE_int16_bcast_col": _qbinary("SQUARED_DIFFERENCE", np.int16, (2e-4, 0),
+                                                   (2e-4, 0), (2e-3, 0), (16, 1)),
+}
+
+
 def _asym16_inputs(net: Net) -> list[np.ndarray]:
     rng = np.random.default_rng(5)
     xs = []
@@ -567,7 +609,7 @@ def cases() -> list[Case]:
         b = builtin_of(name)
         t = _typed_type(name)
         out.append(Case(f"{b}/{name[len(b) + 1:] or 'base'}/{t}", b, t, _typed_builder(tspec)))
-    for name, tspec in ASYM16.items():
+    for name, tspec in {**ASYM16, **QBINARY}.items():
         b = builtin_of(name)
         t = _typed_type(name)
         out.append(Case(f"{b}/{name[len(b) + 1:]}/{t}", b, t, _asym16_builder(tspec)))

@@ -3,7 +3,8 @@
 float32 runs as the float ONNX op. int8 runs on the integers where the op only orders or
 moves values (MAXIMUM, MINIMUM, SELECT_V2, REDUCE_MAX/MIN, ARG_MAX/MIN: the operands must then
 share one scale and zero point, as TFLM's kernels assume); comparisons compare TFLM's rescaled
-int32 operands (``_scaled_operand``); RSQRT is TFLM's table; otherwise as
+int32 operands (``_scaled_operand``); RSQRT is TFLM's table; int8 / int16 SQUARED_DIFFERENCE
+is TFLM's kernel (aotc.ops.quant.qlinear.QSquaredDifference); otherwise as
 QDQ (DequantizeLinear, the float op, QuantizeLinear), which aotc.passes.qdq turns into a table
 for the one-input functions, and only where that is bit-exact with TFLM's kernel (``TYPES`` in
 builtins.py: the int8 forms not listed there are refused before conversion). int32/int64/bool run
@@ -182,6 +183,32 @@ def _square(b: Builder, a: list[str]) -> str:
 def _squared_difference(b: Builder, a: list[str]) -> str:
     d = b.add("Sub", a[:2], "difference")[0]
     return b.add("Mul", [d, d], "square")[0]
+
+
+def squared_difference(b: Builder, op: Any) -> None:
+    """float32 and int32: (x - y)^2 (int32 wraps, as TFLM's int32 kernel); int8 / int16:
+    TFLM's quantised kernel, aotc's QSquaredDifference (aotc.ops.quant.qlinear)."""
+    (x, w), (y,) = _ins(op)[:2], _outs(op)
+    dts = {b.dtype(t) for t in (x, w, y)}
+    if not ({np.dtype(np.int8), np.dtype(np.int16)} & dts):
+        elementwise(_squared_difference)(b, op)
+        return
+    if len(dts) != 1 or any(b.quant(t) is None or len(b.quant(t)[0]) != 1  # type: ignore
+                            for t in (x, w, y)):
+        raise AotcError(f"quantised SQUARED_DIFFERENCE needs one type on its inputs and output "
+                        f"and per-tensor parameters, got {sorted(d.name for d in dts)}")
+    layout = _layout_for(b, [x, w], y)
+    rank = b.rank(y)
+    args = []
+    for t in (x, w, y):
+        scale, zp, _ = b.quant(t)  # type: ignore[misc]
+        if t != y:
+            args.append(_raw_operand(b, t, layout, rank))
+        args += [b.init(np.float32(scale[0]), "scale"), b.init(np.array(zp[0], b.dtype(t)),
+                                                               "zero_point")]
+    out = b.add("QSquaredDifference", args, "squared_difference", outputs=[b.out_name(y)],
+                domain="aotc")[0]
+    b.define(y, out, layout)
 
 
 def _floor_div(b: Builder, a: list[str]) -> str:
@@ -435,7 +462,7 @@ CONVERTERS: dict[str, Callable[[Builder, Any], None]] = {
     "DIV": elementwise(op2("Div"), "DivOptions"),
     "MAXIMUM": elementwise(op2("Max"), raw_int8=True),
     "MINIMUM": elementwise(op2("Min"), raw_int8=True),
-    "SQUARED_DIFFERENCE": elementwise(_squared_difference),
+    "SQUARED_DIFFERENCE": squared_difference,
     "FLOOR_DIV": _by_type(elementwise(_floor_div), elementwise(_floor_div_int)),
     "FLOOR_MOD": _by_type(elementwise(_floor_mod), elementwise(
         lambda b, a: _floor_mod(b, a, np.int32(0)))),
@@ -473,7 +500,8 @@ ONNX_OPS: dict[str, tuple[str, ...]] = {
     "RELU_0_TO_1": ("Clip",), "SIGN": ("Sign",), "GELU": ("Erf", "Tanh", "Mul"),
     "L2_NORMALIZATION": ("ReduceSum", "Sqrt", "Div"), "LOG_SOFTMAX": ("LogSoftmax",),
     "PRELU": ("PRelu",), "ADD_N": ("Sum",), "DIV": ("Div",), "MAXIMUM": ("Max",),
-    "MINIMUM": ("Min",), "SQUARED_DIFFERENCE": ("Sub", "Mul"), "FLOOR_DIV": ("Div", "Floor"),
+    "MINIMUM": ("Min",), "SQUARED_DIFFERENCE": ("Sub", "Mul", "aotc.QSquaredDifference"),
+    "FLOOR_DIV": ("Div", "Floor"),
     "FLOOR_MOD": ("Mod", "Where"), "POW": ("Pow",), "EQUAL": ("Equal",),
     "NOT_EQUAL": ("Equal", "Not"), "GREATER": ("Greater",),
     "GREATER_EQUAL": ("GreaterOrEqual",), "LESS": ("Less",), "LESS_EQUAL": ("LessOrEqual",),

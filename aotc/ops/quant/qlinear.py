@@ -2,7 +2,8 @@
 QLinearMul, QLinearAveragePool, QLinearGlobalAveragePool, QLinearSoftmax, QLinearSigmoid,
 QLinearLeakyRelu, QLinearConcat, and aotc's own QLut (any int8 -> int8 unary function as a
 256-entry table built at compile time). The QDQ pass produces the same kernels from
-DequantizeLinear -> op -> QuantizeLinear.
+DequantizeLinear -> op -> QuantizeLinear. aotc's QSquaredDifference (TFLM's int8 / int16
+SQUARED_DIFFERENCE) only the TFLite frontend writes.
 
 ``tflite`` mode follows TFLM's reference int8 kernels bit for bit (ADD with a 20-bit left
 shift and three multipliers, AVERAGE_POOL's rounded division, SOFTMAX's fixed-point exp and
@@ -278,6 +279,68 @@ class QLinearMul(_Binary):
             return Cast(_clamp_i32(v, lo, hi), out)
         f = _deq(a, p["sa"], p["za"]) * _deq(b, p["sb"], p["zb"])
         return _quantize_f32(f, p["sy"], p["zy"], lo, hi, out)
+
+
+@register
+class QSquaredDifference(_Binary):
+    """(A - B)^2 on int8 or int16: TFLM's SQUARED_DIFFERENCE (squared_difference.cc), aotc's.
+    Each input offset, shifted left (int8: 7 bits, int16: 0) and scaled by
+    MultiplyByQuantizedMultiplierSmallerThanOneExp (x_scale / (2 * max scale), in double); the
+    int32 difference squared, then MultiplyByQuantizedMultiplier with
+    (2 * max scale)^2 / (2^(2 * left shift) * y_scale), offset and clamped to the type. No onnx
+    mode: only the TFLite frontend makes it, always with TFLM's arithmetic."""
+
+    name = "QSquaredDifference"
+    domain = "aotc"
+    kind = "kernel"  # not an epilogue: its own loop
+
+    def params(self, node: Node, ins: Sequence[Any]) -> dict[str, Any]:
+        p = super().params(node, ins)
+        p["ls"] = 0 if p["ls"] == 15 else 7
+        if p["ls"] == 0 and (p["za"], p["zb"], p["zy"]) != (0, 0, 0):
+            raise AotcError("int16 zero points must be 0 (TFLM's SQUARED_DIFFERENCE)",
+                            node.name, node.op)
+        return p
+
+    @staticmethod
+    def _tfl(p: dict[str, Any]) -> tuple[tuple[int, int], tuple[int, int], tuple[int, int]]:
+        """TFLM's PrepareQuantized: the scales are float32, the ratios double; 2^(2 ls) times
+        the output scale is a float32 product (exact: a power of two)."""
+        twice_max = 2.0 * max(p["sa"], p["sb"])
+        out_den = float(np.float32(1 << (2 * p["ls"])) * np.float32(p["sy"]))
+        return (qmath.quantize_multiplier(p["sa"] / twice_max),
+                qmath.quantize_multiplier(p["sb"] / twice_max),
+                qmath.quantize_multiplier(twice_max * twice_max / out_den))
+
+    def scalar_ref(self, a: int, b: int, p: dict[str, Any], mode: str) -> int:
+        (m1, s1), (m2, s2), (mo, so) = self._tfl(p)
+        ls = 1 << p["ls"]
+        d = qmath.mbqm((a - p["za"]) * ls, m1, s1) - qmath.mbqm((b - p["zb"]) * ls, m2, s2)
+        return qmath.mbqm(d * d, mo, so) + p["zy"]
+
+    def lower(self, node: Node, kb: Any) -> None:
+        A, B = kb.inputs[0], kb.inputs[1]
+        Y = kb.outputs[0]
+        p = node.attrs["_p"]
+        lo, hi = act_range(node, Y.dtype)
+        (m1, s1), (m2, s2), (mo, so) = self._tfl(p)
+
+        def scaled(x: Expr, z: int, m: int, s: int) -> Expr:
+            v = Cast(x, I32) - Const(z, I32) if z else Cast(x, I32)
+            if p["ls"]:
+                v = v * Const(1 << p["ls"], I32)
+            return call("q_mbqm", v, Const(m, I32), Const(s, I32), dtype=I32)
+
+        with kb.loops(Y.shape) as idx:
+            a = A.bcast(idx) if A.shape != Y.shape else A[idx]
+            b = B.bcast(idx) if B.shape != Y.shape else B[idx]
+            # |d| <= 2^15 (the scaled inputs are at most half the shifted range): d * d fits
+            d = kb.local(scaled(a, p["za"], m1, s1) - scaled(b, p["zb"], m2, s2), "diff", I32)
+            v = call("q_mbqm", d * d, Const(mo, I32), Const(so, I32), dtype=I32)
+            kb.store_output(idx, Cast(_clamp_i32(v + Const(p["zy"], I32), lo, hi), Y.dtype))
+
+    def scalar(self, args: list[Expr], node: Node) -> Expr:
+        raise AotcError("not an epilogue", node.name, node.op)
 
 
 # ------------------------------------------------------------------------------ pooling

@@ -1,0 +1,59 @@
+"""Quantised binary builtins with TFLM's own kernels: SQUARED_DIFFERENCE int8 and int16
+(aotc.ops.quant.qlinear.QSquaredDifference). Every case of tflite_conformance.QBINARY (chosen
+parameters: several scale pairs, zero points at the ends, saturating outputs, broadcast
+operands; every int8 code, int16 codes over the whole range) is compared with TFLM's Python
+interpreter, exactly: the generated C on the host and the op's numpy reference (what constant
+folding computes). TFLM's own refusals stay refusals with a one-line reason.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tflite_conformance as tc
+from tflite_builder import interpret_tflm
+
+import aotc
+from aotc.errors import AotcError
+from aotc.ir.graph import Node
+from aotc.ops.opdef import resolve
+
+SQD = {k: v for k, v in tc.QBINARY.items() if k.startswith("SQUARED_DIFFERENCE_")}
+
+
+def _params(model: bytes) -> list[tuple[float, int]]:
+    """(scale, zero point) of the subgraph's tensors x, y, out (as _qbinary names them)."""
+    from ai_edge_litert import schema_py_generated as S
+
+    sub = S.ModelT.InitFromPackedBuf(model, 0).subgraphs[0]
+    by_name = {t.name.decode(): t.quantization for t in sub.tensors}
+    return [(float(by_name[n].scale[0]), int(by_name[n].zeroPoint[0])) for n in ("x", "y", "out")]
+
+
+@pytest.mark.parametrize("name", sorted(SQD))
+def test_squared_difference_bit_exact(name, tmp_path):
+    model, xs = tc._asym16_builder(SQD[name])()
+    want = interpret_tflm(model, xs)[0]
+    got = tc.run_bundle(tc.compile_case(model, tmp_path), xs)[0]
+    np.testing.assert_array_equal(got, want)
+    # the numpy reference (constant folding's arithmetic)
+    (sa, za), (sb, zb), (sy, zy) = _params(model)
+    dt = xs[0].dtype
+    args = [xs[0], np.float32(sa), np.array(za, dt), xs[1], np.float32(sb), np.array(zb, dt),
+            np.float32(sy), np.array(zy, dt)]
+    op = resolve("QSquaredDifference", 1, "aotc")
+    node = Node("QSquaredDifference", "sqd", tuple("abcdefgh"), ("y",), domain="aotc")
+    ref = op.run_reference(node, args)[0]
+    np.testing.assert_array_equal(ref, want)
+    assert ref.dtype == want.dtype
+
+
+def test_squared_difference_int16_zero_point_refused(tmp_path):
+    """TFLM's Prepare requires int16 zero points 0; aotc refuses the same model."""
+    model, xs = tc._asym16_builder(tc._qbinary("SQUARED_DIFFERENCE", np.int16, (1e-3, 5),
+                                               (1e-3, 0), (1e-2, 0)))()
+    with pytest.raises(Exception):  # noqa: B017 - TFLM's interpreter raises RuntimeError
+        interpret_tflm(model, xs)
+    (tmp_path / "m.tflite").write_bytes(model)
+    with pytest.raises(AotcError, match="zero point"):
+        aotc.compile(tmp_path / "m.tflite", tmp_path / "out", name="m")
