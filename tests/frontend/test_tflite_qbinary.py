@@ -1,5 +1,6 @@
 """Quantised binary builtins with TFLM's own kernels: SQUARED_DIFFERENCE int8 and int16
-(aotc.ops.quant.qlinear.QSquaredDifference). Every case of tflite_conformance.QBINARY (chosen
+(aotc.ops.quant.qlinear.QSquaredDifference), PRELU int8 and int16 with an int8 alpha (QPRelu).
+Every case of tflite_conformance.QBINARY (chosen
 parameters: several scale pairs, zero points at the ends, saturating outputs, broadcast
 operands; every int8 code, int16 codes over the whole range) is compared with TFLM's Python
 interpreter, exactly: the generated C on the host and the op's numpy reference (what constant
@@ -18,7 +19,8 @@ from aotc.errors import AotcError
 from aotc.ir.graph import Node
 from aotc.ops.opdef import resolve
 
-SQD = {k: v for k, v in tc.QBINARY.items() if k.startswith("SQUARED_DIFFERENCE_")}
+KERNELS = {"SQUARED_DIFFERENCE": "QSquaredDifference", "PRELU": "QPRelu"}
+CASES = {k: v for k, v in tc.QBINARY.items() if k.split("_int", 1)[0] in KERNELS}
 
 
 def _params(model: bytes) -> list[tuple[float, int]]:
@@ -30,19 +32,20 @@ def _params(model: bytes) -> list[tuple[float, int]]:
     return [(float(by_name[n].scale[0]), int(by_name[n].zeroPoint[0])) for n in ("x", "y", "out")]
 
 
-@pytest.mark.parametrize("name", sorted(SQD))
-def test_squared_difference_bit_exact(name, tmp_path):
-    model, xs = tc._asym16_builder(SQD[name])()
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_bit_exact(name, tmp_path):
+    model, xs = tc._asym16_builder(CASES[name])()
     want = interpret_tflm(model, xs)[0]
     got = tc.run_bundle(tc.compile_case(model, tmp_path), xs)[0]
     np.testing.assert_array_equal(got, want)
     # the numpy reference (constant folding's arithmetic)
     (sa, za), (sb, zb), (sy, zy) = _params(model)
     dt = xs[0].dtype
-    args = [xs[0], np.float32(sa), np.array(za, dt), xs[1], np.float32(sb), np.array(zb, dt),
-            np.float32(sy), np.array(zy, dt)]
-    op = resolve("QSquaredDifference", 1, "aotc")
-    node = Node("QSquaredDifference", "sqd", tuple("abcdefgh"), ("y",), domain="aotc")
+    args = [xs[0], np.float32(sa), np.array(za, dt), xs[1], np.float32(sb),
+            np.array(zb, xs[1].dtype), np.float32(sy), np.array(zy, dt)]
+    kernel = KERNELS[name.split("_int", 1)[0]]
+    op = resolve(kernel, 1, "aotc")
+    node = Node(kernel, "k", tuple("abcdefgh"), ("y",), domain="aotc")
     ref = op.run_reference(node, args)[0]
     np.testing.assert_array_equal(ref, want)
     assert ref.dtype == want.dtype

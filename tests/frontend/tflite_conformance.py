@@ -509,13 +509,14 @@ ASYM16: dict[str, Callable[[Net], list[int]]] = {
 
 
 def _qbinary(code: str, dt: Any, x: tuple[float, int], y: tuple[float, int],
-             out: tuple[float, int], y_shape: tuple[int, ...] = (16, 16)
+             out: tuple[float, int], y_shape: tuple[int, ...] = (16, 16), y_dt: Any = None
              ) -> Callable[[Net], list[int]]:
-    """``code`` on two quantised (16, 16) inputs (the second maybe broadcast) with the
-    parameters given (inputs: _asym16_inputs, every int8 code; int16 codes over the range)."""
+    """``code`` on two quantised (16, 16) inputs (the second maybe broadcast, of ``y_dt``)
+    with the parameters given (inputs: _asym16_inputs, every int8 code; int16 codes over the
+    range)."""
     def spec(net: Net) -> list[int]:
         a = net._tensor((16, 16), dt, "x", None, *x)
-        b = net._tensor(y_shape, dt, "y", None, *y)
+        b = net._tensor(y_shape, y_dt or dt, "y", None, *y)
         net.inputs += [a, b]
         o = net._tensor((16, 16), dt, "out", None, *out)
         net.op_into(code, [a, b], [o])
@@ -542,6 +543,16 @@ QBINARY: dict[str, Callable[[Net], list[int]]] = {
                                                     (2.5e-4, 0), (1e-5, 0)),
     "SQUARED_DIFFERENCE_int16_bcast_col": _qbinary("SQUARED_DIFFERENCE", np.int16, (2e-4, 0),
                                                    (2e-4, 0), (2e-3, 0), (16, 1)),
+    # PRELU: alpha an activation (any sign), per-tensor; int16 x with int8 alpha
+    "PRELU_int8_alpha_row": _qbinary("PRELU", np.int8, (0.05, -7), (0.01, 3), (0.04, 10),
+                                     (1, 16)),
+    "PRELU_int8_alpha_full": _qbinary("PRELU", np.int8, (0.1, 127), (0.02, -128), (0.4, 100)),
+    "PRELU_int8_zp-128_fine_out": _qbinary("PRELU", np.int8, (0.2, -128), (0.5, 20),
+                                           (0.01, 0)),
+    "PRELU_int8_alpha_col_big": _qbinary("PRELU", np.int8, (0.003, 40), (0.3, -5), (0.1, -100),
+                                         (16, 1)),
+    "PRELU_int16_alpha_int8": _qbinary("PRELU", np.int16, (1e-3, 0), (0.01, -2), (2e-3, 0),
+                                       (1, 16), np.int8),
 }
 
 

@@ -469,7 +469,9 @@ TYPES: dict[str, tuple[str, ...]] = {
                                  "ROUND", "RELU_N1_TO_1", "RELU_0_TO_1", "SIGN", "GELU",
                                  "POW", "REDUCE_PROD",
                                  "L2_NORMALIZATION", "LOG_SOFTMAX", "ADD_N",
-                                 "PRELU", "CUMSUM")},
+                                 "CUMSUM")},
+    # int8 (int16 with an int8 alpha): TFLM's kernel (QPRelu).
+    "PRELU": ("float32", "int8", "int16"),
     # int8 / int16: TFLM's quantised kernel (QSquaredDifference); int32 wraps as TFLM's.
     "SQUARED_DIFFERENCE": ("float32", "int8", "int16", "int32"),
     # int32 FLOOR_DIV / FLOOR_MOD: LiteRT's kernels (TFLM has float32 only), e.g. MoveNet's.

@@ -4,7 +4,7 @@ float32 runs as the float ONNX op. int8 runs on the integers where the op only o
 moves values (MAXIMUM, MINIMUM, SELECT_V2, REDUCE_MAX/MIN, ARG_MAX/MIN: the operands must then
 share one scale and zero point, as TFLM's kernels assume); comparisons compare TFLM's rescaled
 int32 operands (``_scaled_operand``); RSQRT is TFLM's table; int8 / int16 SQUARED_DIFFERENCE
-is TFLM's kernel (aotc.ops.quant.qlinear.QSquaredDifference); otherwise as
+and PRELU are TFLM's kernels (aotc.ops.quant.qlinear QSquaredDifference, QPRelu); otherwise as
 QDQ (DequantizeLinear, the float op, QuantizeLinear), which aotc.passes.qdq turns into a table
 for the one-input functions, and only where that is bit-exact with TFLM's kernel (``TYPES`` in
 builtins.py: the int8 forms not listed there are refused before conversion). int32/int64/bool run
@@ -185,6 +185,29 @@ def _squared_difference(b: Builder, a: list[str]) -> str:
     return b.add("Mul", [d, d], "square")[0]
 
 
+def _tflm_binary(b: Builder, op: Any, kernel: str) -> None:
+    """A quantised two-input builtin as aotc's integer ``kernel`` (aotc.ops.quant.qlinear),
+    TFLM's arithmetic: inputs (x, x_scale, x_zp, w, w_scale, w_zp, y_scale, y_zp), as
+    com.microsoft's QLinearAdd takes them."""
+    (x, w), (y,) = _ins(op)[:2], _outs(op)
+    for t in (x, w, y):
+        q = b.quant(t)
+        if q is None or len(q[0]) != 1:
+            raise AotcError(f"quantised {b.op_name} needs per-tensor parameters on "
+                            f"{b.tname(t)!r}")
+    layout = _layout_for(b, [x, w], y)
+    rank = b.rank(y)
+    args = []
+    for t in (x, w, y):
+        scale, zp, _ = b.quant(t)  # type: ignore[misc]
+        if t != y:
+            args.append(_raw_operand(b, t, layout, rank))
+        args += [b.init(np.float32(scale[0]), "scale"),
+                 b.init(np.array(zp[0], b.dtype(t)), "zero_point")]
+    out = b.add(kernel, args, b.op_name.lower(), outputs=[b.out_name(y)], domain="aotc")[0]
+    b.define(y, out, layout)
+
+
 def squared_difference(b: Builder, op: Any) -> None:
     """float32 and int32: (x - y)^2 (int32 wraps, as TFLM's int32 kernel); int8 / int16:
     TFLM's quantised kernel, aotc's QSquaredDifference (aotc.ops.quant.qlinear)."""
@@ -193,22 +216,10 @@ def squared_difference(b: Builder, op: Any) -> None:
     if not ({np.dtype(np.int8), np.dtype(np.int16)} & dts):
         elementwise(_squared_difference)(b, op)
         return
-    if len(dts) != 1 or any(b.quant(t) is None or len(b.quant(t)[0]) != 1  # type: ignore
-                            for t in (x, w, y)):
-        raise AotcError(f"quantised SQUARED_DIFFERENCE needs one type on its inputs and output "
-                        f"and per-tensor parameters, got {sorted(d.name for d in dts)}")
-    layout = _layout_for(b, [x, w], y)
-    rank = b.rank(y)
-    args = []
-    for t in (x, w, y):
-        scale, zp, _ = b.quant(t)  # type: ignore[misc]
-        if t != y:
-            args.append(_raw_operand(b, t, layout, rank))
-        args += [b.init(np.float32(scale[0]), "scale"), b.init(np.array(zp[0], b.dtype(t)),
-                                                               "zero_point")]
-    out = b.add("QSquaredDifference", args, "squared_difference", outputs=[b.out_name(y)],
-                domain="aotc")[0]
-    b.define(y, out, layout)
+    if len(dts) != 1:
+        raise AotcError(f"quantised SQUARED_DIFFERENCE needs one type on its inputs and "
+                        f"output, got {sorted(d.name for d in dts)}")
+    _tflm_binary(b, op, "QSquaredDifference")
 
 
 def _floor_div(b: Builder, a: list[str]) -> str:
@@ -434,7 +445,16 @@ def batch_matmul(b: Builder, op: Any) -> None:
 
 
 def prelu(b: Builder, op: Any) -> None:
-    elementwise(_prelu)(b, op)
+    """float32: PRelu. int8 (int16 with int8 alpha): TFLM's kernel, aotc's QPRelu."""
+    (x, alpha), (y,) = _ins(op)[:2], _outs(op)
+    if b.dtype(x) == np.float32:
+        elementwise(_prelu)(b, op)
+        return
+    if b.dtype(alpha) != np.int8 or b.dtype(y) != b.dtype(x):
+        raise AotcError(f"quantised PRELU needs an int8 alpha and the input's type on the "
+                        f"output (TFLM's kernel), got {b.dtype(x).name} x, "
+                        f"{b.dtype(alpha).name} alpha, {b.dtype(y).name} output")
+    _tflm_binary(b, op, "QPRelu")
 
 
 def l2_pool_2d(b: Builder, op: Any) -> None:
@@ -499,7 +519,7 @@ ONNX_OPS: dict[str, tuple[str, ...]] = {
     "ROUND": ("Round",), "ELU": ("Elu", "aotc.QLut"), "RELU_N1_TO_1": ("Clip",),
     "RELU_0_TO_1": ("Clip",), "SIGN": ("Sign",), "GELU": ("Erf", "Tanh", "Mul"),
     "L2_NORMALIZATION": ("ReduceSum", "Sqrt", "Div"), "LOG_SOFTMAX": ("LogSoftmax",),
-    "PRELU": ("PRelu",), "ADD_N": ("Sum",), "DIV": ("Div",), "MAXIMUM": ("Max",),
+    "PRELU": ("PRelu", "aotc.QPRelu"), "ADD_N": ("Sum",), "DIV": ("Div",), "MAXIMUM": ("Max",),
     "MINIMUM": ("Min",), "SQUARED_DIFFERENCE": ("Sub", "Mul", "aotc.QSquaredDifference"),
     "FLOOR_DIV": ("Div", "Floor"),
     "FLOOR_MOD": ("Mod", "Where"), "POW": ("Pow",), "EQUAL": ("Equal",),

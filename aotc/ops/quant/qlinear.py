@@ -2,8 +2,8 @@
 QLinearMul, QLinearAveragePool, QLinearGlobalAveragePool, QLinearSoftmax, QLinearSigmoid,
 QLinearLeakyRelu, QLinearConcat, and aotc's own QLut (any int8 -> int8 unary function as a
 256-entry table built at compile time). The QDQ pass produces the same kernels from
-DequantizeLinear -> op -> QuantizeLinear. aotc's QSquaredDifference (TFLM's int8 / int16
-SQUARED_DIFFERENCE) only the TFLite frontend writes.
+DequantizeLinear -> op -> QuantizeLinear. aotc's QSquaredDifference and QPRelu (TFLM's
+SQUARED_DIFFERENCE and PRELU) only the TFLite frontend writes.
 
 ``tflite`` mode follows TFLM's reference int8 kernels bit for bit (ADD with a 20-bit left
 shift and three multipliers, AVERAGE_POOL's rounded division, SOFTMAX's fixed-point exp and
@@ -24,7 +24,7 @@ from aotc.dtypes import DType
 from aotc.errors import AotcError
 from aotc.ir.graph import Node, TensorType, Value
 from aotc.loops import mve
-from aotc.loops.loop_ir import Cast, Const, Expr, bmax, bmin, call, cmp, land
+from aotc.loops.loop_ir import Cast, Const, Expr, bmax, bmin, call, cmp, land, select
 from aotc.ops import register
 from aotc.ops.quant import arith as qmath
 from aotc.ops.quant.conv_matmul import F32, I32, QT, QuantOp, act_range, const_of, mode_of, qrange
@@ -338,6 +338,54 @@ class QSquaredDifference(_Binary):
             d = kb.local(scaled(a, p["za"], m1, s1) - scaled(b, p["zb"], m2, s2), "diff", I32)
             v = call("q_mbqm", d * d, Const(mo, I32), Const(so, I32), dtype=I32)
             kb.store_output(idx, Cast(_clamp_i32(v + Const(p["zy"], I32), lo, hi), Y.dtype))
+
+    def scalar(self, args: list[Expr], node: Node) -> Expr:
+        raise AotcError("not an epilogue", node.name, node.op)
+
+
+@register
+class QPRelu(_Binary):
+    """PReLU on int8 (or int16 with int8 alpha): TFLM's PRELU (prelu_common.cc,
+    reference_ops::BroadcastPrelu4DSlow), aotc's. x - x_zp >= 0: MultiplyByQuantizedMultiplier
+    by x_scale / y_scale; else (x - x_zp) * (alpha - alpha_zp) by x_scale * alpha_scale /
+    y_scale (both in double); plus y_zp, clamped to the type. Inputs as QLinearAdd's (A = x,
+    B = alpha). No onnx mode: only the TFLite frontend makes it."""
+
+    name = "QPRelu"
+    domain = "aotc"
+    kind = "kernel"
+
+    def check(self, node: Node, ins: Sequence[Value | None]) -> None:
+        x, alpha = ins[0], ins[3]
+        if x is None or x.type.dtype.name not in ("int8", "int16"):
+            raise AotcError("input must be int8 or int16", node.name, node.op)
+        if alpha is None or alpha.type.dtype.name != "int8":
+            raise AotcError("alpha must be int8 (TFLM's PRELU)", node.name, node.op)
+        for i in (1, 2, 4, 5, 6, 7):
+            if i < len(ins):
+                _scalar(node, ins[i], "scales and zero points")
+
+    def params(self, node: Node, ins: Sequence[Any]) -> dict[str, Any]:
+        p = super().params(node, ins)
+        p["m1"] = qmath.quantize_multiplier(p["sa"] / p["sy"])
+        p["m2"] = qmath.quantize_multiplier(p["sa"] * p["sb"] / p["sy"])
+        return p
+
+    def scalar_ref(self, a: int, b: int, p: dict[str, Any], mode: str) -> int:
+        v = a - p["za"]
+        if v >= 0:
+            return qmath.mbqm(v, *p["m1"]) + p["zy"]
+        return qmath.mbqm(v * (b - p["zb"]), *p["m2"]) + p["zy"]
+
+    def scalar_expr(self, a: Expr, b: Expr, p: dict[str, Any], lo: int, hi: int, out: DType,
+                    mode: str) -> Expr:
+        v = Cast(a, I32) - Const(p["za"], I32) if p["za"] else Cast(a, I32)
+        w = Cast(b, I32) - Const(p["zb"], I32) if p["zb"] else Cast(b, I32)
+        (m1, s1), (m2, s2) = p["m1"], p["m2"]
+        pos = call("q_mbqm", v, Const(m1, I32), Const(s1, I32), dtype=I32)
+        neg = call("q_mbqm", v * w, Const(m2, I32), Const(s2, I32), dtype=I32)
+        r = select(cmp("ge", v, Const(0, I32)), pos, neg, I32) + Const(p["zy"], I32)
+        return Cast(_clamp_i32(r, lo, hi), out)
 
     def scalar(self, args: list[Expr], node: Node) -> Expr:
         raise AotcError("not an epilogue", node.name, node.op)
