@@ -1,6 +1,6 @@
 """Quantised binary builtins with TFLM's own kernels: SQUARED_DIFFERENCE int8 and int16
-(aotc.ops.quant.qlinear.QSquaredDifference), PRELU int8 and int16 with an int8 alpha (QPRelu).
-Every case of tflite_conformance.QBINARY (chosen
+(aotc.ops.quant.qlinear.QSquaredDifference), PRELU int8 and int16 with an int8 alpha (QPRelu),
+ADD_N int8 (QAddN). Every case of tflite_conformance.QBINARY (chosen
 parameters: several scale pairs, zero points at the ends, saturating outputs, broadcast
 operands; every int8 code, int16 codes over the whole range) is compared with TFLM's Python
 interpreter, exactly: the generated C on the host and the op's numpy reference (what constant
@@ -19,17 +19,17 @@ from aotc.errors import AotcError
 from aotc.ir.graph import Node
 from aotc.ops.opdef import resolve
 
-KERNELS = {"SQUARED_DIFFERENCE": "QSquaredDifference", "PRELU": "QPRelu"}
+KERNELS = {"SQUARED_DIFFERENCE": "QSquaredDifference", "PRELU": "QPRelu", "ADD_N": "QAddN"}
 CASES = {k: v for k, v in tc.QBINARY.items() if k.split("_int", 1)[0] in KERNELS}
 
 
-def _params(model: bytes) -> list[tuple[float, int]]:
-    """(scale, zero point) of the subgraph's tensors x, y, out (as _qbinary names them)."""
+def _params(model: bytes, names: tuple[str, ...]) -> list[tuple[float, int]]:
+    """(scale, zero point) of the subgraph's tensors ``names`` (as _qbinary, _qaddn name them)."""
     from ai_edge_litert import schema_py_generated as S
 
     sub = S.ModelT.InitFromPackedBuf(model, 0).subgraphs[0]
     by_name = {t.name.decode(): t.quantization for t in sub.tensors}
-    return [(float(by_name[n].scale[0]), int(by_name[n].zeroPoint[0])) for n in ("x", "y", "out")]
+    return [(float(by_name[n].scale[0]), int(by_name[n].zeroPoint[0])) for n in names]
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
@@ -39,13 +39,17 @@ def test_bit_exact(name, tmp_path):
     got = tc.run_bundle(tc.compile_case(model, tmp_path), xs)[0]
     np.testing.assert_array_equal(got, want)
     # the numpy reference (constant folding's arithmetic)
-    (sa, za), (sb, zb), (sy, zy) = _params(model)
-    dt = xs[0].dtype
-    args = [xs[0], np.float32(sa), np.array(za, dt), xs[1], np.float32(sb),
-            np.array(zb, xs[1].dtype), np.float32(sy), np.array(zy, dt)]
     kernel = KERNELS[name.split("_int", 1)[0]]
+    dt = xs[0].dtype
+    if kernel == "QAddN":
+        (sx, zx), (sy, zy) = _params(model, ("x0", "out"))
+        args = [np.float32(sx), np.array(zx, dt), np.float32(sy), np.array(zy, dt), *xs]
+    else:
+        (sa, za), (sb, zb), (sy, zy) = _params(model, ("x", "y", "out"))
+        args = [xs[0], np.float32(sa), np.array(za, dt), xs[1], np.float32(sb),
+                np.array(zb, xs[1].dtype), np.float32(sy), np.array(zy, dt)]
     op = resolve(kernel, 1, "aotc")
-    node = Node(kernel, "k", tuple("abcdefgh"), ("y",), domain="aotc")
+    node = Node(kernel, "k", tuple(f"i{k}" for k in range(len(args))), ("y",), domain="aotc")
     ref = op.run_reference(node, args)[0]
     np.testing.assert_array_equal(ref, want)
     assert ref.dtype == want.dtype
@@ -59,4 +63,21 @@ def test_squared_difference_int16_zero_point_refused(tmp_path):
         interpret_tflm(model, xs)
     (tmp_path / "m.tflite").write_bytes(model)
     with pytest.raises(AotcError, match="zero point"):
+        aotc.compile(tmp_path / "m.tflite", tmp_path / "out", name="m")
+
+
+def test_add_n_parameters_refused(tmp_path):
+    """ADD_N inputs with different parameters: TFLM's Prepare refuses them, and so does aotc."""
+    def spec(net):
+        a = net._tensor((4, 4), np.int8, "x0", None, 0.05, 0)
+        b = net._tensor((4, 4), np.int8, "x1", None, 0.04, 0)
+        net.inputs += [a, b]
+        o = net._tensor((4, 4), np.int8, "out", None, 0.1, 0)
+        net.op_into("ADD_N", [a, b], [o])
+        return [o]
+    model, xs = tc._asym16_builder(spec)()
+    with pytest.raises(Exception):  # noqa: B017 - TFLM's interpreter raises RuntimeError
+        interpret_tflm(model, xs)
+    (tmp_path / "m.tflite").write_bytes(model)
+    with pytest.raises(AotcError, match="one scale and zero point"):
         aotc.compile(tmp_path / "m.tflite", tmp_path / "out", name="m")

@@ -117,7 +117,8 @@ def prelu(net: Net, x: int, s: tuple[int, ...]) -> int:
 
 
 def add_n(net: Net, x: int, s: tuple[int, ...]) -> int:
-    return net.op("ADD_N", [x, x, net.const(net.rng.normal(size=s))], s)
+    # int8: the constant has x's parameters (TFLM's ADD_N requires one scale and zero point)
+    return net.op("ADD_N", [x, x, net.const_like(net.rng.normal(size=s), x)], s)
 
 
 def pack(axis: int) -> Spec:

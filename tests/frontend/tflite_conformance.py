@@ -524,6 +524,17 @@ def _qbinary(code: str, dt: Any, x: tuple[float, int], y: tuple[float, int],
     return spec
 
 
+def _qaddn(n: int, x: tuple[float, int], out: tuple[float, int]) -> Callable[[Net], list[int]]:
+    """ADD_N of ``n`` int8 (16, 16) inputs sharing the parameters ``x`` (TFLM requires it)."""
+    def spec(net: Net) -> list[int]:
+        xs = [net._tensor((16, 16), np.int8, f"x{k}", None, *x) for k in range(n)]
+        net.inputs += xs
+        o = net._tensor((16, 16), np.int8, "out", None, *out)
+        net.op_into("ADD_N", xs, [o])
+        return [o]
+    return spec
+
+
 # Quantised binary kernels with chosen parameters: several scale pairs (either input the
 # larger), zero points at the ends, outputs saturating at both ends of the type.
 QBINARY: dict[str, Callable[[Net], list[int]]] = {
@@ -553,6 +564,11 @@ QBINARY: dict[str, Callable[[Net], list[int]]] = {
                                          (16, 1)),
     "PRELU_int16_alpha_int8": _qbinary("PRELU", np.int16, (1e-3, 0), (0.01, -2), (2e-3, 0),
                                        (1, 16), np.int8),
+    # ADD_N: 2 to 5 inputs, zero points at the ends, outputs finer and coarser than inputs
+    "ADD_N_int8_two": _qaddn(2, (0.05, -3), (0.08, 4)),
+    "ADD_N_int8_three_zp-128": _qaddn(3, (0.02, -128), (0.03, -128)),
+    "ADD_N_int8_four_zp127": _qaddn(4, (0.1, 127), (0.5, 100)),
+    "ADD_N_int8_five_coarse": _qaddn(5, (0.013, 9), (0.2, -17)),
 }
 
 

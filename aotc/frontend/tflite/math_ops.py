@@ -3,8 +3,9 @@
 float32 runs as the float ONNX op. int8 runs on the integers where the op only orders or
 moves values (MAXIMUM, MINIMUM, SELECT_V2, REDUCE_MAX/MIN, ARG_MAX/MIN: the operands must then
 share one scale and zero point, as TFLM's kernels assume); comparisons compare TFLM's rescaled
-int32 operands (``_scaled_operand``); RSQRT is TFLM's table; int8 / int16 SQUARED_DIFFERENCE
-and PRELU are TFLM's kernels (aotc.ops.quant.qlinear QSquaredDifference, QPRelu); otherwise as
+int32 operands (``_scaled_operand``); RSQRT is TFLM's table; int8 / int16 SQUARED_DIFFERENCE,
+PRELU and int8 ADD_N are TFLM's kernels (aotc.ops.quant.qlinear QSquaredDifference, QPRelu,
+QAddN); otherwise as
 QDQ (DequantizeLinear, the float op, QuantizeLinear), which aotc.passes.qdq turns into a table
 for the one-input functions, and only where that is bit-exact with TFLM's kernel (``TYPES`` in
 builtins.py: the int8 forms not listed there are refused before conversion). int32/int64/bool run
@@ -331,7 +332,26 @@ def log_softmax(b: Builder, op: Any) -> None:
 
 
 def add_n(b: Builder, op: Any) -> None:
-    elementwise(opn("Sum"))(b, op)
+    """float32: Sum. int8: TFLM's kernel (aotc's QAddN), every input with one scale and zero
+    point, as TFLM requires."""
+    ins, (y,) = [t for t in _ins(op) if t >= 0], _outs(op)
+    if b.quant(y) is None:
+        elementwise(opn("Sum"))(b, op)
+        return
+    qs = [b.quant(t) for t in ins + [y]]
+    if any(q is None or len(q[0]) != 1 for q in qs):
+        raise AotcError("int8 ADD_N needs per-tensor parameters on its inputs and output")
+    if not _same_all(b, ins):
+        raise AotcError("int8 ADD_N needs one scale and zero point on all its inputs "
+                        "(TFLM's kernel)")
+    layout = _layout_for(b, ins, y)
+    rank = b.rank(y)
+    (sx, zx, _), (sy, zy, _) = qs[0], qs[-1]  # type: ignore[misc]
+    params = [b.init(np.float32(sx[0]), "x_scale"), b.init(np.int8(zx[0]), "x_zero_point"),
+              b.init(np.float32(sy[0]), "y_scale"), b.init(np.int8(zy[0]), "y_zero_point")]
+    out = b.add("QAddN", params + [_raw_operand(b, t, layout, rank) for t in ins], "add_n",
+                outputs=[b.out_name(y)], domain="aotc")[0]
+    b.define(y, out, layout)
 
 
 # ---------------------------------------------------------------------- reductions
@@ -519,7 +539,8 @@ ONNX_OPS: dict[str, tuple[str, ...]] = {
     "ROUND": ("Round",), "ELU": ("Elu", "aotc.QLut"), "RELU_N1_TO_1": ("Clip",),
     "RELU_0_TO_1": ("Clip",), "SIGN": ("Sign",), "GELU": ("Erf", "Tanh", "Mul"),
     "L2_NORMALIZATION": ("ReduceSum", "Sqrt", "Div"), "LOG_SOFTMAX": ("LogSoftmax",),
-    "PRELU": ("PRelu", "aotc.QPRelu"), "ADD_N": ("Sum",), "DIV": ("Div",), "MAXIMUM": ("Max",),
+    "PRELU": ("PRelu", "aotc.QPRelu"), "ADD_N": ("Sum", "aotc.QAddN"), "DIV": ("Div",),
+    "MAXIMUM": ("Max",),
     "MINIMUM": ("Min",), "SQUARED_DIFFERENCE": ("Sub", "Mul", "aotc.QSquaredDifference"),
     "FLOOR_DIV": ("Div", "Floor"),
     "FLOOR_MOD": ("Mod", "Where"), "POW": ("Pow",), "EQUAL": ("Equal",),

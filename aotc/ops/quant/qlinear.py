@@ -2,8 +2,8 @@
 QLinearMul, QLinearAveragePool, QLinearGlobalAveragePool, QLinearSoftmax, QLinearSigmoid,
 QLinearLeakyRelu, QLinearConcat, and aotc's own QLut (any int8 -> int8 unary function as a
 256-entry table built at compile time). The QDQ pass produces the same kernels from
-DequantizeLinear -> op -> QuantizeLinear. aotc's QSquaredDifference and QPRelu (TFLM's
-SQUARED_DIFFERENCE and PRELU) only the TFLite frontend writes.
+DequantizeLinear -> op -> QuantizeLinear. aotc's QSquaredDifference, QPRelu and QAddN (TFLM's
+SQUARED_DIFFERENCE, PRELU and ADD_N) only the TFLite frontend writes.
 
 ``tflite`` mode follows TFLM's reference int8 kernels bit for bit (ADD with a 20-bit left
 shift and three multipliers, AVERAGE_POOL's rounded division, SOFTMAX's fixed-point exp and
@@ -389,6 +389,92 @@ class QPRelu(_Binary):
 
     def scalar(self, args: list[Expr], node: Node) -> Expr:
         raise AotcError("not an epilogue", node.name, node.op)
+
+
+@register
+class QAddN(QuantOp):
+    """(x_scale, x_zero_point, y_scale, y_zero_point, X1, ..., XN) -> Y: the sum of N int8
+    tensors of one shape and one scale and zero point, TFLM's ADD_N (add_n.cc,
+    reference_ops::AddN), aotc's. Each input offset, shifted left 20 bits and scaled by the
+    multiplier of 1/2; the running int32 sum starts at the offset alone scaled so (TFLM's
+    ``x = input1_offset``: one more -x_zp term than the inputs), then the multiplier of
+    2 x_scale / (2^20 y_scale) (below 1, as TFLM requires), plus y_zp, saturated."""
+
+    name = "QAddN"
+    domain = "aotc"
+    dtypes = ("int8",)
+    LEFT_SHIFT = 20
+    MAX_INPUTS = 14  # (N + 1) * 255 * 2^19 stays in int32
+
+    def reference(self, x_scale: np.ndarray, x_zero_point: np.ndarray, y_scale: np.ndarray,
+                  y_zero_point: np.ndarray, *inputs: np.ndarray) -> np.ndarray:
+        raise NotImplementedError  # compute() has the node
+
+    @classmethod
+    def plan(cls, sx: float, zx: int, sy: float) -> tuple[int, int, int, int, int]:
+        """(input multiplier, shift, output multiplier, shift, the offset term): TFLM's
+        Prepare, in double."""
+        twice = 2 * sx
+        mi, si = qmath.quantize_multiplier(sx / twice)
+        real_out = twice / ((1 << cls.LEFT_SHIFT) * sy)
+        mo, so = qmath.quantize_multiplier(real_out)
+        start = qmath.mbqm(-zx * (1 << cls.LEFT_SHIFT), mi, si)
+        return mi, si, mo, so, start
+
+    def _params(self, node: Node, ins: Sequence[Any]) -> tuple[float, int, float, int]:
+        return (float(np.float32(qparam(ins, 0, 1.0))), int(qparam(ins, 1, 0)),
+                float(np.float32(qparam(ins, 2, 1.0))), int(qparam(ins, 3, 0)))
+
+    def check(self, node: Node, ins: Sequence[Value | None]) -> None:
+        for i in range(4):
+            _scalar(node, ins[i] if i < len(ins) else None, "scales and zero points")
+        xs = ins[4:]
+        if not xs:
+            raise AotcError("no inputs to add", node.name, node.op)
+        if len(xs) > self.MAX_INPUTS:
+            raise AotcError(f"{len(xs)} inputs; at most {self.MAX_INPUTS} (TFLM's int32 sum "
+                            f"of more could overflow)", node.name, node.op)
+        for x in xs:
+            if x is None or x.type.dtype.name != "int8" or x.type.shape != xs[0].type.shape:
+                raise AotcError("the inputs must be int8 tensors of one shape", node.name,
+                                node.op)
+        sx, _, sy, _ = self._params(node, ins)
+        if 2 * sx / ((1 << self.LEFT_SHIFT) * sy) >= 1:
+            raise AotcError(f"output scale {sy:g} below 2^-19 of the input scale {sx:g} "
+                            f"(TFLM's ADD_N requires an output multiplier below 1)",
+                            node.name, node.op)
+
+    def infer(self, node: Node, ins: Sequence[Value | None]) -> list[TensorType]:
+        x = ins[4]
+        assert x is not None
+        return [TensorType(x.type.shape, x.type.dtype)]
+
+    def compute(self, args: list[np.ndarray | None], attrs: dict[str, Any], node: Node) -> Any:
+        sx, zx, sy, zy = self._params(node, args)
+        mi, si, mo, so, start = self.plan(sx, zx, sy)
+        xs = [np.asarray(a).astype(np.int64) for a in args[4:]]
+        acc = np.full(xs[0].shape, start, np.int64)
+        for x in xs:
+            acc = acc + qmath.mbqm_np((x - zx) * (1 << self.LEFT_SHIFT), mi, si)
+        y = qmath.mbqm_np(acc, mo, so) + zy
+        return np.clip(y, -128, 127).astype(np.int8)
+
+    def prepare(self, node: Node, ins: Sequence[Value | None]) -> Node:
+        return node.with_(inputs=node.inputs[4:],
+                          attrs={**node.attrs, "_p": self._params(node, ins)})
+
+    def lower(self, node: Node, kb: Any) -> None:
+        sx, zx, sy, zy = node.attrs["_p"]
+        mi, si, mo, so, start = self.plan(sx, zx, sy)
+        Y = kb.outputs[0]
+        with kb.loops(Y.shape) as idx:
+            acc: Expr = Const(start, I32)
+            for X in kb.inputs:
+                v = Cast(X[idx], I32) - Const(zx, I32) if zx else Cast(X[idx], I32)
+                acc = acc + call("q_mbqm", v * Const(1 << self.LEFT_SHIFT, I32),
+                                 Const(mi, I32), Const(si, I32), dtype=I32)
+            v = call("q_mbqm", acc, Const(mo, I32), Const(so, I32), dtype=I32)
+            kb.store_output(idx, Cast(_clamp_i32(v + Const(zy, I32), -128, 127), Y.dtype))
 
 
 # ------------------------------------------------------------------------------ pooling
