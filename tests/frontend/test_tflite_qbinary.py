@@ -1,6 +1,6 @@
 """Quantised binary builtins with TFLM's own kernels: SQUARED_DIFFERENCE int8 and int16
 (aotc.ops.quant.qlinear.QSquaredDifference), PRELU int8 and int16 with an int8 alpha (QPRelu),
-ADD_N int8 (QAddN). Every case of tflite_conformance.QBINARY (chosen
+ADD_N and CUMSUM int8 (QAddN, QCumSum). Every case of tflite_conformance.QBINARY (chosen
 parameters: several scale pairs, zero points at the ends, saturating outputs, broadcast
 operands; every int8 code, int16 codes over the whole range) is compared with TFLM's Python
 interpreter, exactly: the generated C on the host and the op's numpy reference (what constant
@@ -19,7 +19,8 @@ from aotc.errors import AotcError
 from aotc.ir.graph import Node
 from aotc.ops.opdef import resolve
 
-KERNELS = {"SQUARED_DIFFERENCE": "QSquaredDifference", "PRELU": "QPRelu", "ADD_N": "QAddN"}
+KERNELS = {"SQUARED_DIFFERENCE": "QSquaredDifference", "PRELU": "QPRelu", "ADD_N": "QAddN",
+           "CUMSUM": "QCumSum"}
 CASES = {k: v for k, v in tc.QBINARY.items() if k.split("_int", 1)[0] in KERNELS}
 
 
@@ -36,12 +37,18 @@ def _params(model: bytes, names: tuple[str, ...]) -> list[tuple[float, int]]:
 def test_bit_exact(name, tmp_path):
     model, xs = tc._asym16_builder(CASES[name])()
     want = interpret_tflm(model, xs)[0]
-    got = tc.run_bundle(tc.compile_case(model, tmp_path), xs)[0]
+    bundle = tc.compile_case(model, tmp_path)
+    got = tc.run_bundle(bundle, xs)[0]
     np.testing.assert_array_equal(got, want)
-    # the numpy reference (constant folding's arithmetic)
+    # the numpy reference (constant folding's arithmetic), with the compiled node's attributes
     kernel = KERNELS[name.split("_int", 1)[0]]
+    attrs = {k: v for k, v in next(n for n in bundle.compilation.graph.nodes
+                                   if n.op == kernel).attrs.items() if not k.startswith("_")}
     dt = xs[0].dtype
-    if kernel == "QAddN":
+    if kernel == "QCumSum":
+        (sx, zx), (sy, zy) = _params(model, ("x", "out"))
+        args = [xs[0], np.float32(sx), np.array(zx, dt), np.float32(sy), np.array(zy, dt)]
+    elif kernel == "QAddN":
         (sx, zx), (sy, zy) = _params(model, ("x0", "out"))
         args = [np.float32(sx), np.array(zx, dt), np.float32(sy), np.array(zy, dt), *xs]
     else:
@@ -49,7 +56,8 @@ def test_bit_exact(name, tmp_path):
         args = [xs[0], np.float32(sa), np.array(za, dt), xs[1], np.float32(sb),
                 np.array(zb, xs[1].dtype), np.float32(sy), np.array(zy, dt)]
     op = resolve(kernel, 1, "aotc")
-    node = Node(kernel, "k", tuple(f"i{k}" for k in range(len(args))), ("y",), domain="aotc")
+    node = Node(kernel, "k", tuple(f"i{k}" for k in range(len(args))), ("y",), attrs,
+                domain="aotc")
     ref = op.run_reference(node, args)[0]
     np.testing.assert_array_equal(ref, want)
     assert ref.dtype == want.dtype

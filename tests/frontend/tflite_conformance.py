@@ -535,6 +535,19 @@ def _qaddn(n: int, x: tuple[float, int], out: tuple[float, int]) -> Callable[[Ne
     return spec
 
 
+def _qcumsum(shape: tuple[int, ...], axis: int, x: tuple[float, int], out: tuple[float, int],
+             exclusive: bool = False, reverse: bool = False) -> Callable[[Net], list[int]]:
+    """CUMSUM of an int8 input along ``axis`` with the parameters given."""
+    def spec(net: Net) -> list[int]:
+        a = net._tensor(shape, np.int8, "x", None, *x)
+        net.inputs.append(a)
+        o = net._tensor(shape, np.int8, "out", None, *out)
+        net.op_into("CUMSUM", [a, net.ints(axis)], [o], options(
+            "CumsumOptions", exclusive=exclusive, reverse=reverse))
+        return [o]
+    return spec
+
+
 # Quantised binary kernels with chosen parameters: several scale pairs (either input the
 # larger), zero points at the ends, outputs saturating at both ends of the type.
 QBINARY: dict[str, Callable[[Net], list[int]]] = {
@@ -569,6 +582,13 @@ QBINARY: dict[str, Callable[[Net], list[int]]] = {
     "ADD_N_int8_three_zp-128": _qaddn(3, (0.02, -128), (0.03, -128)),
     "ADD_N_int8_four_zp127": _qaddn(4, (0.1, 127), (0.5, 100)),
     "ADD_N_int8_five_coarse": _qaddn(5, (0.013, 9), (0.2, -17)),
+    # CUMSUM: each axis, exclusive / reverse, coarse and fine outputs; a 64-long axis of
+    # zero point -128 overflows TFLM's int32 accumulator (both wrap)
+    "CUMSUM_int8_axis0": _qcumsum((4, 8, 8), 0, (0.05, -3), (0.1, 5)),
+    "CUMSUM_int8_axis1_exclusive": _qcumsum((4, 8, 8), 1, (0.02, 10), (0.05, -20), True),
+    "CUMSUM_int8_axis2_reverse": _qcumsum((4, 8, 8), -1, (0.1, 127), (0.3, 100), False, True),
+    "CUMSUM_int8_excl_rev_fine": _qcumsum((2, 3, 6, 5), 2, (0.01, 0), (0.004, -1), True, True),
+    "CUMSUM_int8_long_axis_wraps": _qcumsum((4, 64), 1, (0.01, -128), (0.5, -128)),
 }
 
 

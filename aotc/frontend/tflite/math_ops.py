@@ -4,8 +4,8 @@ float32 runs as the float ONNX op. int8 runs on the integers where the op only o
 moves values (MAXIMUM, MINIMUM, SELECT_V2, REDUCE_MAX/MIN, ARG_MAX/MIN: the operands must then
 share one scale and zero point, as TFLM's kernels assume); comparisons compare TFLM's rescaled
 int32 operands (``_scaled_operand``); RSQRT is TFLM's table; int8 / int16 SQUARED_DIFFERENCE,
-PRELU and int8 ADD_N are TFLM's kernels (aotc.ops.quant.qlinear QSquaredDifference, QPRelu,
-QAddN); otherwise as
+PRELU and int8 ADD_N, CUMSUM are TFLM's kernels (aotc.ops.quant.qlinear QSquaredDifference,
+QPRelu, QAddN, QCumSum); otherwise as
 QDQ (DequantizeLinear, the float op, QuantizeLinear), which aotc.passes.qdq turns into a table
 for the one-input functions, and only where that is bit-exact with TFLM's kernel (``TYPES`` in
 builtins.py: the int8 forms not listed there are refused before conversion). int32/int64/bool run
@@ -434,6 +434,16 @@ def cumsum(b: Builder, op: Any) -> None:
         b.define(y, b.add("CumSum", [b.get(x), ax], "cumsum", outputs=[b.out_name(y)],
                           **attrs)[0])
         return
+    if b.dtype(x) == np.int8:  # TFLM's integer kernel (aotc's QCumSum)
+        qs = [b.quant(t) for t in (x, y)]
+        if any(q is None or len(q[0]) != 1 for q in qs) or b.dtype(y) != np.int8:
+            raise AotcError("int8 CUMSUM needs an int8 output and per-tensor parameters")
+        (sx, zx, _), (sy, zy, _) = qs  # type: ignore[misc]
+        b.define(y, b.add("QCumSum", [
+            b.get(x), b.init(np.float32(sx[0]), "x_scale"), b.init(np.int8(zx[0]), "x_zero_point"),
+            b.init(np.float32(sy[0]), "y_scale"), b.init(np.int8(zy[0]), "y_zero_point")],
+            "cumsum", outputs=[b.out_name(y)], domain="aotc", axis=axis % rank, **attrs)[0])
+        return
     b.fout(y, b.add("CumSum", [b.fin(x), ax], "cumsum", **attrs)[0])
 
 
@@ -550,6 +560,6 @@ ONNX_OPS: dict[str, tuple[str, ...]] = {
     "SELECT_V2": ("Where",), "REDUCE_MAX": ("ReduceMax",),
     "REDUCE_MIN": ("ReduceMin",), "REDUCE_PROD": ("ReduceProd",), "REDUCE_ANY": ("ReduceMax",),
     "REDUCE_ALL": ("ReduceMin",), "SUM": ("ReduceSum", "aotc.QReduce"), "ARG_MAX": ("ArgMax",),
-    "ARG_MIN": ("ArgMin",), "CUMSUM": ("CumSum",), "BATCH_MATMUL": ("MatMul",),
+    "ARG_MIN": ("ArgMin",), "CUMSUM": ("CumSum", "aotc.QCumSum"), "BATCH_MATMUL": ("MatMul",),
     "L2_POOL_2D": ("Mul", "AveragePool", "Sqrt"),
 }

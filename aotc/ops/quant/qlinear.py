@@ -2,8 +2,8 @@
 QLinearMul, QLinearAveragePool, QLinearGlobalAveragePool, QLinearSoftmax, QLinearSigmoid,
 QLinearLeakyRelu, QLinearConcat, and aotc's own QLut (any int8 -> int8 unary function as a
 256-entry table built at compile time). The QDQ pass produces the same kernels from
-DequantizeLinear -> op -> QuantizeLinear. aotc's QSquaredDifference, QPRelu and QAddN (TFLM's
-SQUARED_DIFFERENCE, PRELU and ADD_N) only the TFLite frontend writes.
+DequantizeLinear -> op -> QuantizeLinear. aotc's QSquaredDifference, QPRelu, QAddN and QCumSum
+(TFLM's SQUARED_DIFFERENCE, PRELU, ADD_N and CUMSUM) only the TFLite frontend writes.
 
 ``tflite`` mode follows TFLM's reference int8 kernels bit for bit (ADD with a 20-bit left
 shift and three multipliers, AVERAGE_POOL's rounded division, SOFTMAX's fixed-point exp and
@@ -475,6 +475,95 @@ class QAddN(QuantOp):
                                  Const(mi, I32), Const(si, I32), dtype=I32)
             v = call("q_mbqm", acc, Const(mo, I32), Const(so, I32), dtype=I32)
             kb.store_output(idx, Cast(_clamp_i32(v + Const(zy, I32), -128, 127), Y.dtype))
+
+
+@register
+class QCumSum(QuantOp):
+    """(X, x_scale, x_zero_point, y_scale, y_zero_point) -> Y: the int8 running sum along
+    ``axis`` (``exclusive``, ``reverse`` as ONNX's CumSum), TFLM's CUMSUM (cumsum.cc,
+    reference_ops::CumSum), aotc's: ADD_N's arithmetic (QAddN.plan) along the axis, the
+    accumulator starting at TFLM's scaled offset, each partial sum rescaled, plus y_zp,
+    saturated. The int32 accumulator wraps where TFLM's overflows (an axis of more than about
+    15 values of extreme codes)."""
+
+    name = "QCumSum"
+    domain = "aotc"
+    dtypes = ("int8",)
+
+    def reference(self, X: np.ndarray, x_scale: np.ndarray, x_zero_point: np.ndarray,
+                  y_scale: np.ndarray, y_zero_point: np.ndarray, *, axis: int,
+                  exclusive: int = 0, reverse: int = 0) -> np.ndarray:
+        raise NotImplementedError  # compute() has the node
+
+    def check(self, node: Node, ins: Sequence[Value | None]) -> None:
+        x = ins[0]
+        if x is None or x.type.dtype.name != "int8" or not x.type.shape:
+            raise AotcError("X must be an int8 tensor of rank 1 or more", node.name, node.op)
+        for i in (1, 2, 3, 4):
+            _scalar(node, ins[i] if i < len(ins) else None, "scales and zero points")
+        if not 0 <= int(node.attrs["axis"]) < len(x.type.shape):
+            raise AotcError(f"axis {node.attrs['axis']} is outside rank {len(x.type.shape)}",
+                            node.name, node.op)
+        p = unary_params(ins)
+        if 2 * p["sx"] / ((1 << QAddN.LEFT_SHIFT) * p["sy"]) >= 1:
+            raise AotcError(f"output scale {p['sy']:g} below 2^-19 of the input scale "
+                            f"{p['sx']:g} (TFLM's CUMSUM requires an output multiplier below "
+                            f"1)", node.name, node.op)
+
+    def infer(self, node: Node, ins: Sequence[Value | None]) -> list[TensorType]:
+        x = ins[0]
+        assert x is not None
+        return [TensorType(x.type.shape, x.type.dtype)]
+
+    def compute(self, args: list[np.ndarray | None], attrs: dict[str, Any], node: Node) -> Any:
+        x = np.asarray(args[0])
+        p = unary_params(args)
+        mi, si, mo, so, start = QAddN.plan(p["sx"], p["zx"], p["sy"])
+        axis = int(node.attrs["axis"])
+        excl, rev = bool(node.attrs.get("exclusive", 0)), bool(node.attrs.get("reverse", 0))
+        xm = np.moveaxis(x.astype(np.int64), axis, -1)
+        scaled = qmath.mbqm_np((xm - p["zx"]) * (1 << QAddN.LEFT_SHIFT), mi, si)
+        out = np.empty(xm.shape, np.int64)
+        acc = np.full(xm.shape[:-1], start, np.int64)
+        n = xm.shape[-1]
+        for k in (range(n - 1, -1, -1) if rev else range(n)):
+            if excl:
+                out[..., k] = acc
+            acc = (acc + scaled[..., k] + (1 << 31)) % (1 << 32) - (1 << 31)
+            if not excl:
+                out[..., k] = acc
+        y = np.clip(qmath.mbqm_np(out, mo, so) + p["zy"], -128, 127).astype(np.int8)
+        return np.moveaxis(y, -1, axis)
+
+    def prepare(self, node: Node, ins: Sequence[Value | None]) -> Node:
+        return node.with_(inputs=node.inputs[:1], attrs={**node.attrs, "_p": unary_params(ins)})
+
+    def lower(self, node: Node, kb: Any) -> None:
+        X, Y = kb.inputs[0], kb.outputs[0]
+        p = node.attrs["_p"]
+        mi, si, mo, so, start = QAddN.plan(p["sx"], p["zx"], p["sy"])
+        axis = int(node.attrs["axis"])
+        excl, rev = bool(node.attrs.get("exclusive", 0)), bool(node.attrs.get("reverse", 0))
+        rank = len(X.shape)
+        others = [d for d in range(rank) if d != axis]
+        n = X.shape[axis]
+        with kb.loops([X.shape[d] for d in others], [f"i{d}" for d in others]) as ovars:
+            acc = kb.local(Const(start, I32), "acc", I32)
+            with kb.loop(n, "k") as k:
+                pos = Const(n - 1) - k if rev else k
+                at = dict(zip(others, ovars))
+                at[axis] = pos
+                idx = [at[d] for d in range(rank)]
+                v = Cast(X[idx], I32) - Const(p["zx"], I32) if p["zx"] else Cast(X[idx], I32)
+                scaled = kb.local(call("q_mbqm", v * Const(1 << QAddN.LEFT_SHIFT, I32),
+                                       Const(mi, I32), Const(si, I32), dtype=I32), "scaled", I32)
+                if not excl:
+                    kb.assign(acc, acc + scaled)
+                r = call("q_mbqm", acc, Const(mo, I32), Const(so, I32), dtype=I32)
+                kb.store_output(idx, Cast(_clamp_i32(r + Const(p["zy"], I32), -128, 127),
+                                          Y.dtype))
+                if excl:
+                    kb.assign(acc, acc + scaled)
 
 
 # ------------------------------------------------------------------------------ pooling
