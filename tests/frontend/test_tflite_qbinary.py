@@ -1,10 +1,11 @@
-"""Quantised binary builtins with TFLM's own kernels: SQUARED_DIFFERENCE int8 and int16
-(aotc.ops.quant.qlinear.QSquaredDifference), PRELU int8 and int16 with an int8 alpha (QPRelu),
-ADD_N and CUMSUM int8 (QAddN, QCumSum). Every case of tflite_conformance.QBINARY (chosen
-parameters: several scale pairs, zero points at the ends, saturating outputs, broadcast
-operands; every int8 code, int16 codes over the whole range) is compared with TFLM's Python
-interpreter, exactly: the generated C on the host and the op's numpy reference (what constant
-folding computes). TFLM's own refusals stay refusals with a one-line reason.
+"""Quantised builtins with TFLM's own integer kernels: SQUARED_DIFFERENCE int8 and int16
+(aotc.ops.quant.qlinear.QSquaredDifference), PRELU int8 and int16 with an int8 alpha
+(QPRelu), ADD_N, CUMSUM and L2_NORMALIZATION int8 (QAddN, QCumSum, QL2Norm). Every case of
+tflite_conformance.QBINARY (chosen parameters: several scale pairs, zero points at the ends,
+saturating outputs, broadcast operands, overflowing sums; every int8 code, int16 codes over
+the whole range) is compared with TFLM's Python interpreter, exactly: the generated C on the
+host and the op's numpy reference (what constant folding computes). TFLM's own refusals, and
+what TFLM leaves undefined, are refused with a one-line reason.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from aotc.ir.graph import Node
 from aotc.ops.opdef import resolve
 
 KERNELS = {"SQUARED_DIFFERENCE": "QSquaredDifference", "PRELU": "QPRelu", "ADD_N": "QAddN",
-           "CUMSUM": "QCumSum"}
+           "CUMSUM": "QCumSum", "L2_NORMALIZATION": "QL2Norm"}
 CASES = {k: v for k, v in tc.QBINARY.items() if k.split("_int", 1)[0] in KERNELS}
 
 
@@ -45,7 +46,7 @@ def test_bit_exact(name, tmp_path):
     attrs = {k: v for k, v in next(n for n in bundle.compilation.graph.nodes
                                    if n.op == kernel).attrs.items() if not k.startswith("_")}
     dt = xs[0].dtype
-    if kernel == "QCumSum":
+    if kernel in ("QCumSum", "QL2Norm"):
         (sx, zx), (sy, zy) = _params(model, ("x", "out"))
         args = [xs[0], np.float32(sx), np.array(zx, dt), np.float32(sy), np.array(zy, dt)]
     elif kernel == "QAddN":
@@ -88,4 +89,13 @@ def test_add_n_parameters_refused(tmp_path):
         interpret_tflm(model, xs)
     (tmp_path / "m.tflite").write_bytes(model)
     with pytest.raises(AotcError, match="one scale and zero point"):
+        aotc.compile(tmp_path / "m.tflite", tmp_path / "out", name="m")
+
+
+def test_l2_normalization_long_rows_refused(tmp_path):
+    """Rows whose sum of squares can reach 2^28: TFLM's GetInvSqrtQuantizedMultiplierExp then
+    shifts by a wrapped unsigned count (undefined in C); aotc refuses them."""
+    model, _ = tc._asym16_builder(tc._ql2norm((1, 4129), (0.1, 0)))()
+    (tmp_path / "m.tflite").write_bytes(model)
+    with pytest.raises(AotcError, match="2\\^28"):
         aotc.compile(tmp_path / "m.tflite", tmp_path / "out", name="m")

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+from ai_edge_litert import schema_py_generated as S
 from tflite_builder import Net, options
 
 Spec = Callable[[Net, int, tuple[int, ...]], int]
@@ -108,7 +109,12 @@ def batch_matmul(adj_y: bool) -> Spec:
 
 
 def l2norm(net: Net, x: int, s: tuple[int, ...]) -> int:
-    return net.op("L2_NORMALIZATION", [x], s, options("L2NormOptions"))
+    y = net.op("L2_NORMALIZATION", [x], s, options("L2NormOptions"))
+    q = net.tensors[y].quantization
+    if q is not None and net.tensors[y].type == S.TensorType.INT8:
+        # int8: the output parameters TFLite's converter writes (and LiteRT requires)
+        q.scale, q.zeroPoint = np.array([1 / 128], np.float32), np.array([0], np.int64)
+    return y
 
 
 def prelu(net: Net, x: int, s: tuple[int, ...]) -> int:

@@ -548,6 +548,17 @@ def _qcumsum(shape: tuple[int, ...], axis: int, x: tuple[float, int], out: tuple
     return spec
 
 
+def _ql2norm(shape: tuple[int, ...], x: tuple[float, int]) -> Callable[[Net], list[int]]:
+    """L2_NORMALIZATION of an int8 input (output 1/128, zero point 0, as TFLite writes it)."""
+    def spec(net: Net) -> list[int]:
+        a = net._tensor(shape, np.int8, "x", None, *x)
+        net.inputs.append(a)
+        o = net._tensor(shape, np.int8, "out", None, 1 / 128, 0)
+        net.op_into("L2_NORMALIZATION", [a], [o], options("L2NormOptions"))
+        return [o]
+    return spec
+
+
 # Quantised binary kernels with chosen parameters: several scale pairs (either input the
 # larger), zero points at the ends, outputs saturating at both ends of the type.
 QBINARY: dict[str, Callable[[Net], list[int]]] = {
@@ -589,6 +600,12 @@ QBINARY: dict[str, Callable[[Net], list[int]]] = {
     "CUMSUM_int8_axis2_reverse": _qcumsum((4, 8, 8), -1, (0.1, 127), (0.3, 100), False, True),
     "CUMSUM_int8_excl_rev_fine": _qcumsum((2, 3, 6, 5), 2, (0.01, 0), (0.004, -1), True, True),
     "CUMSUM_int8_long_axis_wraps": _qcumsum((4, 64), 1, (0.01, -128), (0.5, -128)),
+    # L2_NORMALIZATION: rows of 1 (sums 0, 1, 4, ...: the small-sum branch and the negative
+    # shift), 3, 64 and 4128 values (the longest TFLM computes defined), zero points at the ends
+    "L2_NORMALIZATION_int8_rows1": _ql2norm((256, 1), (0.1, 3)),
+    "L2_NORMALIZATION_int8_rows3_zp-128": _ql2norm((4, 5, 3), (0.02, -128)),
+    "L2_NORMALIZATION_int8_rows64_zp127": _ql2norm((8, 64), (0.05, 127)),
+    "L2_NORMALIZATION_int8_row4128": _ql2norm((1, 4128), (0.3, 0)),
 }
 
 

@@ -2,8 +2,9 @@
 QLinearMul, QLinearAveragePool, QLinearGlobalAveragePool, QLinearSoftmax, QLinearSigmoid,
 QLinearLeakyRelu, QLinearConcat, and aotc's own QLut (any int8 -> int8 unary function as a
 256-entry table built at compile time). The QDQ pass produces the same kernels from
-DequantizeLinear -> op -> QuantizeLinear. aotc's QSquaredDifference, QPRelu, QAddN and QCumSum
-(TFLM's SQUARED_DIFFERENCE, PRELU, ADD_N and CUMSUM) only the TFLite frontend writes.
+DequantizeLinear -> op -> QuantizeLinear. aotc's QSquaredDifference, QPRelu, QAddN, QCumSum and
+QL2Norm (TFLM's SQUARED_DIFFERENCE, PRELU, ADD_N, CUMSUM and L2_NORMALIZATION) only the TFLite
+frontend writes.
 
 ``tflite`` mode follows TFLM's reference int8 kernels bit for bit (ADD with a 20-bit left
 shift and three multipliers, AVERAGE_POOL's rounded division, SOFTMAX's fixed-point exp and
@@ -564,6 +565,128 @@ class QCumSum(QuantOp):
                                           Y.dtype))
                 if excl:
                     kb.assign(acc, acc + scaled)
+
+
+def inv_sqrt_multiplier(acc: int) -> tuple[int, int]:
+    """TFLite's GetInvSqrtQuantizedMultiplierExp(acc, kReverseShift = -1) for 0 <= acc < 2^28
+    (QL2Norm.MAX_SUM): the multiplier and shift of 1 / sqrt(acc) (5 Newton steps in Q3.28)."""
+    if acc <= 1:
+        return qmath.INT32_MAX, 0
+    pairs = (qmath.clz32(acc) - 1) // 2 - 1
+    shift = 11 - pairs
+    half_input = qmath.rdbpot((acc << (2 * pairs)) >> 1, 1)
+    x = 1 << 28
+    for _ in range(5):
+        x3 = qmath.sat_shl(qmath.srdhm(qmath.srdhm(x, x), x), 6)
+        x = qmath.sat_shl(qmath._wrap32(qmath.srdhm(QL2Norm.HALF_THREE, x)
+                                        - qmath.srdhm(half_input, x3)), 3)
+    x = qmath.srdhm(x, QL2Norm.HALF_SQRT_2)
+    if shift < 0:
+        return qmath._wrap32(x << -shift), 0
+    return x, -shift
+
+
+@register
+class QL2Norm(QuantOp):
+    """(X, x_scale, x_zero_point, y_scale, y_zero_point) -> Y: int8 L2 normalisation over the
+    last axis, TFLM's L2_NORMALIZATION (reference_integer_ops::L2Normalization), aotc's: the
+    int32 sum of (x - x_zp)^2 per row, GetInvSqrtQuantizedMultiplierExp of it (a multiplier
+    and shift of 1 / sqrt(sum), Newton's method in fixed point), and each x - x_zp times that
+    multiplier with 7 more bits of shift: codes of scale 1/128 and zero point 0 (what TFLM
+    writes whatever the output's declared parameters), saturated."""
+
+    name = "QL2Norm"
+    domain = "aotc"
+    dtypes = ("int8",)
+    HALF_THREE = (1 << 28) + (1 << 27)  # 1.5 in Q3.28
+    HALF_SQRT_2 = 1518500250  # sqrt(2) / 2 in Q0.31
+    # A row's sum of squares below 2^28: TFLM's GetInvSqrtQuantizedMultiplierExp shifts by a
+    # negative (wrapped unsigned) count from 2^28 on, which C leaves undefined.
+    MAX_SUM = 1 << 28
+
+    def reference(self, X: np.ndarray, x_scale: np.ndarray, x_zero_point: np.ndarray,
+                  y_scale: np.ndarray, y_zero_point: np.ndarray) -> np.ndarray:
+        raise NotImplementedError  # compute() has the node
+
+    def check(self, node: Node, ins: Sequence[Value | None]) -> None:
+        x = ins[0]
+        if x is None or x.type.dtype.name != "int8" or not x.type.shape:
+            raise AotcError("X must be an int8 tensor of rank 1 or more", node.name, node.op)
+        for i in (1, 2, 3, 4):
+            _scalar(node, ins[i] if i < len(ins) else None, "scales and zero points")
+        depth = x.type.shape[-1]
+        if depth * 255 * 255 >= self.MAX_SUM:
+            raise AotcError(f"rows of {depth} values: a sum of squares can reach 2^28, where "
+                            f"TFLM's inverse square root is undefined (at most "
+                            f"{(self.MAX_SUM - 1) // (255 * 255)} values a row)",
+                            node.name, node.op)
+
+    def infer(self, node: Node, ins: Sequence[Value | None]) -> list[TensorType]:
+        x = ins[0]
+        assert x is not None
+        return [TensorType(x.type.shape, x.type.dtype)]
+
+    def compute(self, args: list[np.ndarray | None], attrs: dict[str, Any], node: Node) -> Any:
+        x = np.asarray(args[0])
+        zx = unary_params(args)["zx"]
+        rows = x.astype(np.int64).reshape(-1, x.shape[-1]) - zx if x.size else \
+            np.zeros((0, 1), np.int64)
+        out = np.empty(rows.shape, np.int8)
+        for r, row in enumerate(rows):
+            m, s = inv_sqrt_multiplier(int(np.sum(row * row)))
+            out[r] = [min(max(qmath.mbqm(int(v), m, s + 7), -128), 127) for v in row]
+        return out.reshape(x.shape)
+
+    def prepare(self, node: Node, ins: Sequence[Value | None]) -> Node:
+        return node.with_(inputs=node.inputs[:1], attrs={**node.attrs, "_p": unary_params(ins)})
+
+    def lower(self, node: Node, kb: Any) -> None:
+        from aotc.loops.loop_ir import Bin
+
+        X, Y = kb.inputs[0], kb.outputs[0]
+        zx = node.attrs["_p"]["zx"]
+        depth = X.shape[-1]
+        rows = int(np.prod(X.shape[:-1], dtype=np.int64))
+        U32 = dtypes.BY_NAME["uint32"]
+
+        def c32(v: int) -> Expr:
+            return Const(v, I32)
+
+        def at(base: Expr, c: Expr) -> Expr:
+            v = Cast(X.flat(base + c), I32)
+            return v - c32(zx) if zx else v
+
+        with kb.loop(rows, "r") as r:
+            base = r * depth
+            acc = kb.local(c32(0), "acc", I32)
+            with kb.loop(depth, "c") as c:
+                v = kb.local(at(base, c), "v", I32)
+                kb.assign(acc, acc + v * v)
+            # GetInvSqrtQuantizedMultiplierExp (acc < 2^28: no division by 4)
+            pairs = kb.local(Bin("shr", call("q_clz", acc, dtype=I32) - c32(1), c32(1), I32)
+                             - c32(1), "pairs", I32)
+            norm = Bin("shl", acc, pairs * c32(2), I32)
+            half = kb.local(call("q_rdbpot", Bin("shr", norm, c32(1), I32), c32(1),
+                                 dtype=I32), "half_input", I32)
+            x = kb.local(c32(1 << 28), "x", I32)
+            for _ in range(5):
+                x3 = call("q_sat_shl", call("q_srdhm", call("q_srdhm", x, x, dtype=I32), x,
+                                            dtype=I32), c32(6), dtype=I32)
+                kb.assign(x, call("q_sat_shl", call("q_srdhm", c32(self.HALF_THREE), x,
+                                                    dtype=I32)
+                                  - call("q_srdhm", half, x3, dtype=I32), c32(3), dtype=I32))
+            inv = call("q_srdhm", x, c32(self.HALF_SQRT_2), dtype=I32)
+            shift = c32(11) - pairs
+            neg = cmp("lt", shift, c32(0))
+            small = cmp("le", acc, c32(1))
+            wide = Cast(Bin("shl", Cast(inv, U32), Cast(c32(0) - shift, U32), U32), I32)
+            mult = kb.local(select(small, c32(qmath.INT32_MAX), select(neg, wide, inv, I32),
+                                   I32), "mult", I32)
+            rshift = kb.local(select(small, c32(7), select(neg, c32(7), pairs - c32(4), I32),
+                                     I32), "shift", I32)
+            with kb.loop(depth, "c") as c:
+                y = call("q_mbqm", at(base, c), mult, rshift, dtype=I32)
+                kb.store_output([], Cast(_clamp_i32(y, -128, 127), Y.dtype), flat=base + c)
 
 
 # ------------------------------------------------------------------------------ pooling
