@@ -1,6 +1,7 @@
 """Quantised builtins with TFLM's own integer kernels: SQUARED_DIFFERENCE int8 and int16
 (aotc.ops.quant.qlinear.QSquaredDifference), PRELU int8 and int16 with an int8 alpha
-(QPRelu), ADD_N, CUMSUM and L2_NORMALIZATION int8 (QAddN, QCumSum, QL2Norm). Every case of
+(QPRelu), ADD_N, CUMSUM, L2_NORMALIZATION and LOG_SOFTMAX int8 (QAddN, QCumSum, QL2Norm,
+QLogSoftmax). Every case of
 tflite_conformance.QBINARY (chosen parameters: several scale pairs, zero points at the ends,
 saturating outputs, broadcast operands, overflowing sums; every int8 code, int16 codes over
 the whole range) is compared with TFLM's Python interpreter, exactly: the generated C on the
@@ -21,7 +22,7 @@ from aotc.ir.graph import Node
 from aotc.ops.opdef import resolve
 
 KERNELS = {"SQUARED_DIFFERENCE": "QSquaredDifference", "PRELU": "QPRelu", "ADD_N": "QAddN",
-           "CUMSUM": "QCumSum", "L2_NORMALIZATION": "QL2Norm"}
+           "CUMSUM": "QCumSum", "L2_NORMALIZATION": "QL2Norm", "LOG_SOFTMAX": "QLogSoftmax"}
 CASES = {k: v for k, v in tc.QBINARY.items() if k.split("_int", 1)[0] in KERNELS}
 
 
@@ -46,7 +47,7 @@ def test_bit_exact(name, tmp_path):
     attrs = {k: v for k, v in next(n for n in bundle.compilation.graph.nodes
                                    if n.op == kernel).attrs.items() if not k.startswith("_")}
     dt = xs[0].dtype
-    if kernel in ("QCumSum", "QL2Norm"):
+    if kernel in ("QCumSum", "QL2Norm", "QLogSoftmax"):
         (sx, zx), (sy, zy) = _params(model, ("x", "out"))
         args = [xs[0], np.float32(sx), np.array(zx, dt), np.float32(sy), np.array(zy, dt)]
     elif kernel == "QAddN":
@@ -98,4 +99,21 @@ def test_l2_normalization_long_rows_refused(tmp_path):
     model, _ = tc._asym16_builder(tc._ql2norm((1, 4129), (0.1, 0)))()
     (tmp_path / "m.tflite").write_bytes(model)
     with pytest.raises(AotcError, match="2\\^28"):
+        aotc.compile(tmp_path / "m.tflite", tmp_path / "out", name="m")
+
+
+def test_log_softmax_output_parameters_refused(tmp_path):
+    """int8 LOG_SOFTMAX with an output other than 16/256, 127: TFLM's Prepare refuses it, and
+    so does aotc."""
+    def spec(net):
+        a = net._tensor((4, 8), np.int8, "x", None, 0.1, 0)
+        net.inputs.append(a)
+        o = net._tensor((4, 8), np.int8, "out", None, 0.1, 127)
+        net.op_into("LOG_SOFTMAX", [a], [o])
+        return [o]
+    model, xs = tc._asym16_builder(spec)()
+    with pytest.raises(Exception):  # noqa: B017 - TFLM's interpreter raises RuntimeError
+        interpret_tflm(model, xs)
+    (tmp_path / "m.tflite").write_bytes(model)
+    with pytest.raises(AotcError, match="16/256 and 127"):
         aotc.compile(tmp_path / "m.tflite", tmp_path / "out", name="m")

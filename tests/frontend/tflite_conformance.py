@@ -559,6 +559,17 @@ def _ql2norm(shape: tuple[int, ...], x: tuple[float, int]) -> Callable[[Net], li
     return spec
 
 
+def _qlogsoftmax(shape: tuple[int, ...], x: tuple[float, int]) -> Callable[[Net], list[int]]:
+    """LOG_SOFTMAX of an int8 input (output 16/256, zero point 127, as TFLM requires)."""
+    def spec(net: Net) -> list[int]:
+        a = net._tensor(shape, np.int8, "x", None, *x)
+        net.inputs.append(a)
+        o = net._tensor(shape, np.int8, "out", None, 16 / 256, 127)
+        net.op_into("LOG_SOFTMAX", [a], [o])
+        return [o]
+    return spec
+
+
 # Quantised binary kernels with chosen parameters: several scale pairs (either input the
 # larger), zero points at the ends, outputs saturating at both ends of the type.
 QBINARY: dict[str, Callable[[Net], list[int]]] = {
@@ -606,6 +617,14 @@ QBINARY: dict[str, Callable[[Net], list[int]]] = {
     "L2_NORMALIZATION_int8_rows3_zp-128": _ql2norm((4, 5, 3), (0.02, -128)),
     "L2_NORMALIZATION_int8_rows64_zp127": _ql2norm((8, 64), (0.05, 127)),
     "L2_NORMALIZATION_int8_row4128": _ql2norm((1, 4128), (0.3, 0)),
+    # LOG_SOFTMAX: input scales fine to coarse (diff_min cutting the row or not), rows of 1
+    # to 256 values
+    "LOG_SOFTMAX_int8_rows16": _qlogsoftmax((16, 16), (0.1, 3)),
+    "LOG_SOFTMAX_int8_fine": _qlogsoftmax((4, 64), (0.01, -128)),
+    "LOG_SOFTMAX_int8_coarse": _qlogsoftmax((8, 32), (0.5, 127)),
+    "LOG_SOFTMAX_int8_row256": _qlogsoftmax((1, 256), (0.05, 0)),
+    "LOG_SOFTMAX_int8_rows1": _qlogsoftmax((64, 1), (0.2, 0)),
+    "LOG_SOFTMAX_int8_rank4": _qlogsoftmax((2, 3, 4, 10), (1.7, -20)),
 }
 
 

@@ -468,10 +468,11 @@ TYPES: dict[str, tuple[str, ...]] = {
     **{k: ("float32",) for k in ("EXP", "LOG", "SQRT", "SQUARE", "SIN", "COS", "FLOOR", "CEIL",
                                  "ROUND", "RELU_N1_TO_1", "RELU_0_TO_1", "SIGN", "GELU",
                                  "POW", "REDUCE_PROD",
-                                 "LOG_SOFTMAX")},
+)},
     "ADD_N": ("float32", "int8"),  # int8: TFLM's kernel (QAddN)
     "CUMSUM": ("float32", "int8"),  # int8: TFLM's kernel (QCumSum)
     "L2_NORMALIZATION": ("float32", "int8"),  # int8: TFLM's kernel (QL2Norm)
+    "LOG_SOFTMAX": ("float32", "int8"),  # int8: TFLM's kernel (QLogSoftmax)
     # int8 (int16 with an int8 alpha): TFLM's kernel (QPRelu).
     "PRELU": ("float32", "int8", "int16"),
     # int8 / int16: TFLM's quantised kernel (QSquaredDifference); int32 wraps as TFLM's.

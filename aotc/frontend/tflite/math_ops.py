@@ -4,8 +4,9 @@ float32 runs as the float ONNX op. int8 runs on the integers where the op only o
 moves values (MAXIMUM, MINIMUM, SELECT_V2, REDUCE_MAX/MIN, ARG_MAX/MIN: the operands must then
 share one scale and zero point, as TFLM's kernels assume); comparisons compare TFLM's rescaled
 int32 operands (``_scaled_operand``); RSQRT is TFLM's table; int8 / int16 SQUARED_DIFFERENCE,
-PRELU and int8 ADD_N, CUMSUM, L2_NORMALIZATION are TFLM's kernels (aotc.ops.quant.qlinear
-QSquaredDifference, QPRelu, QAddN, QCumSum, QL2Norm); otherwise as
+PRELU and int8 ADD_N, CUMSUM, L2_NORMALIZATION, LOG_SOFTMAX are TFLM's kernels
+(aotc.ops.quant.qlinear QSquaredDifference, QPRelu, QAddN, QCumSum, QL2Norm, QLogSoftmax);
+otherwise as
 QDQ (DequantizeLinear, the float op, QuantizeLinear), which aotc.passes.qdq turns into a table
 for the one-input functions, and only where that is bit-exact with TFLM's kernel (``TYPES`` in
 builtins.py: the int8 forms not listed there are refused before conversion). int32/int64/bool run
@@ -338,6 +339,16 @@ def l2_normalization(b: Builder, op: Any) -> None:
 
 def log_softmax(b: Builder, op: Any) -> None:
     (x, *_), (y,) = _ins(op), _outs(op)
+    if b.dtype(x) == np.int8:  # TFLM's integer kernel (aotc's QLogSoftmax), on the last axis
+        qx, qy = b.quant(x), b.quant(y)
+        if qx is None or qy is None or len(qx[0]) != 1 or b.dtype(y) != np.int8:
+            raise AotcError("int8 LOG_SOFTMAX needs per-tensor parameters and an int8 output")
+        b.define(y, b.add("QLogSoftmax", [
+            b.get(x), b.init(np.float32(qx[0][0]), "x_scale"),
+            b.init(np.int8(qx[1][0]), "x_zero_point"), b.init(np.float32(qy[0][0]), "y_scale"),
+            b.init(np.int8(qy[1][0]), "y_zero_point")], "log_softmax",
+            outputs=[b.out_name(y)], domain="aotc")[0])
+        return
     layout = b.layout_of(x) if b.rank(x) == 4 else "nhwc"
     if layout == "flat":
         layout = "nhwc"
@@ -563,7 +574,7 @@ ONNX_OPS: dict[str, tuple[str, ...]] = {
     "ROUND": ("Round",), "ELU": ("Elu", "aotc.QLut"), "RELU_N1_TO_1": ("Clip",),
     "RELU_0_TO_1": ("Clip",), "SIGN": ("Sign",), "GELU": ("Erf", "Tanh", "Mul"),
     "L2_NORMALIZATION": ("ReduceSum", "Sqrt", "Div", "aotc.QL2Norm"),
-    "LOG_SOFTMAX": ("LogSoftmax",),
+    "LOG_SOFTMAX": ("LogSoftmax", "aotc.QLogSoftmax"),
     "PRELU": ("PRelu", "aotc.QPRelu"), "ADD_N": ("Sum", "aotc.QAddN"), "DIV": ("Div",),
     "MAXIMUM": ("Max",),
     "MINIMUM": ("Min",), "SQUARED_DIFFERENCE": ("Sub", "Mul", "aotc.QSquaredDifference"),

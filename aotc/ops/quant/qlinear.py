@@ -2,9 +2,9 @@
 QLinearMul, QLinearAveragePool, QLinearGlobalAveragePool, QLinearSoftmax, QLinearSigmoid,
 QLinearLeakyRelu, QLinearConcat, and aotc's own QLut (any int8 -> int8 unary function as a
 256-entry table built at compile time). The QDQ pass produces the same kernels from
-DequantizeLinear -> op -> QuantizeLinear. aotc's QSquaredDifference, QPRelu, QAddN, QCumSum and
-QL2Norm (TFLM's SQUARED_DIFFERENCE, PRELU, ADD_N, CUMSUM and L2_NORMALIZATION) only the TFLite
-frontend writes.
+DequantizeLinear -> op -> QuantizeLinear. aotc's QSquaredDifference, QPRelu, QAddN, QCumSum,
+QL2Norm and QLogSoftmax (TFLM's SQUARED_DIFFERENCE, PRELU, ADD_N, CUMSUM, L2_NORMALIZATION and
+LOG_SOFTMAX) only the TFLite frontend writes.
 
 ``tflite`` mode follows TFLM's reference int8 kernels bit for bit (ADD with a 20-bit left
 shift and three multipliers, AVERAGE_POOL's rounded division, SOFTMAX's fixed-point exp and
@@ -687,6 +687,171 @@ class QL2Norm(QuantOp):
             with kb.loop(depth, "c") as c:
                 y = call("q_mbqm", at(base, c), mult, rshift, dtype=I32)
                 kb.store_output([], Cast(_clamp_i32(y, -128, 127), Y.dtype), flat=base + c)
+
+
+# gemmlowp constants of TFLite's log_x_for_x_greater_than_or_equal_to_1 (Q0.31)
+_LOG = dict(log_2=1488522236, sqrt_sqrt_half=1805811301, sqrt_half=1518500250,
+            alpha_n=117049297, alpha_d=127690142, alpha_i=1057819769, alpha_f=638450708)
+
+
+def _sat32(v: int) -> int:
+    return min(max(v, qmath.INT32_MIN), qmath.INT32_MAX)
+
+
+def log_q12_to_q5(z: int) -> int:
+    """TFLite's log_x_for_x_greater_than_or_equal_to_1<5>(Q12.19 ``z``): log(z) in Q5.26."""
+    c = _LOG
+    w = qmath._wrap32
+    ha = qmath.clz32(z)
+    r_a = qmath.sat_shl(qmath.srdhm(qmath.sat_shl(z, ha - 1), c["sqrt_half"]), 1)
+    quarter = 1 << 23  # Rescale<6>(1/4)
+    za_pow = _sat32(qmath.sat_shl(12 - ha, 25) + quarter)
+    hb = qmath.clz32(qmath.srdhm(z, c["sqrt_half"])) - 1
+    r_b = qmath.sat_shl(z, hb)
+    zb_pow = _sat32(qmath.sat_shl(12 - hb, 25) - quarter)
+    r, zp2 = min(r_a, r_b), max(za_pow, zb_pow)
+    total = r + c["sqrt_sqrt_half"]
+    p = int((total + (1 if total >= 0 else -1)) / 2)  # RoundingHalfSum, toward zero
+    q = w(2 * w(r - c["sqrt_sqrt_half"]))
+    cs = qmath.srdhm(q, q)
+    num = w(qmath.srdhm(q, r) + qmath.srdhm(qmath.srdhm(q, cs), c["alpha_n"]))
+    den = w(qmath.srdhm(p, w(w(c["alpha_i"] + q) + qmath.srdhm(c["alpha_d"], cs)))
+            + qmath.srdhm(c["alpha_f"], q))
+    rec = qmath.one_over_one_plus_x(den)
+    acc = w(qmath.srdhm(zp2, c["log_2"]) + qmath.srdhm(qmath.rdbpot(num, 6), rec))
+    return qmath.sat_shl(acc, 1)
+
+
+@register
+class QLogSoftmax(QuantOp):
+    """(X, x_scale, x_zero_point, y_scale, y_zero_point) -> Y: int8 log-softmax over the last
+    axis, TFLM's LOG_SOFTMAX (reference_ops::LogSoftmaxQuantized), aotc's: the exps of the
+    differences from the row maximum (a 256-entry table, Q12.19 after Rescale<12>), their
+    int32 sum, its fixed-point log (TFLite's log_x_for_x_greater_than_or_equal_to_1, Q5.26),
+    the reverse-scaled diff_min, and each difference minus the log, divided by 2^22, plus
+    127; output scale 16/256 and zero point 127, as TFLM requires."""
+
+    name = "QLogSoftmax"
+    domain = "aotc"
+    dtypes = ("int8",)
+
+    def reference(self, X: np.ndarray, x_scale: np.ndarray, x_zero_point: np.ndarray,
+                  y_scale: np.ndarray, y_zero_point: np.ndarray) -> np.ndarray:
+        raise NotImplementedError  # compute() has the node
+
+    @staticmethod
+    def plan(sx: float) -> tuple[int, int, int, int, int, np.ndarray]:
+        """(input multiplier, left shift, reverse scaling divisor, its shift, diff_min, the
+        Q12.19 exp table by max - x): TFLM's Prepare (PreprocessLogSoftmaxScalingExp)."""
+        m, ls, diff_min = qmath.softmax_params(sx)
+        rm, rs = qmath.quantize_multiplier((1 << (31 - ls)) / float(m))
+        table = np.array([qmath.rdbpot(int(e), 12) for e in qmath.softmax_table(sx)], np.int32)
+        return m, ls, rm, rs, diff_min, table
+
+    def check(self, node: Node, ins: Sequence[Value | None]) -> None:
+        x = ins[0]
+        if x is None or x.type.dtype.name != "int8" or not x.type.shape:
+            raise AotcError("X must be an int8 tensor of rank 1 or more", node.name, node.op)
+        for i in (1, 2, 3, 4):
+            _scalar(node, ins[i] if i < len(ins) else None, "scales and zero points")
+        p = unary_params(ins)
+        if (p["sy"], p["zy"]) != (16 / 256, 127):
+            raise AotcError(f"output scale {p['sy']:g} and zero point {p['zy']}; TFLM's "
+                            f"LOG_SOFTMAX requires 16/256 and 127", node.name, node.op)
+        if x.type.shape[-1] > 4096:
+            raise AotcError("rows of more than 4096 values (TFLM's Q12.19 sum of exps could "
+                            "overflow)", node.name, node.op)
+
+    def infer(self, node: Node, ins: Sequence[Value | None]) -> list[TensorType]:
+        x = ins[0]
+        assert x is not None
+        return [TensorType(x.type.shape, x.type.dtype)]
+
+    def compute(self, args: list[np.ndarray | None], attrs: dict[str, Any], node: Node) -> Any:
+        x = np.asarray(args[0])
+        m, ls, rm, rs, diff_min, table = self.plan(unary_params(args)["sx"])
+        rows = x.astype(np.int64).reshape(-1, x.shape[-1])
+        out = np.empty(rows.shape, np.int8)
+        for k, row in enumerate(rows):
+            mx = int(row.max())
+            total = qmath._wrap32(int(sum(int(table[mx - int(v)]) for v in row)))
+            log5 = log_q12_to_q5(total)
+            adj = max(diff_min - 1, qmath.mbqm(qmath._wrap32(log5 + qmath.INT32_MIN), rm, rs))
+            for j, v in enumerate(row):
+                diff = int(v) - mx
+                if diff > adj:
+                    o = qmath.rdbpot(qmath._wrap32(qmath.mbqm(diff, m, ls) - log5), 22) + 127
+                    out[k, j] = min(max(o, -128), 127)
+                else:
+                    out[k, j] = -128
+        return out.reshape(x.shape)
+
+    def prepare(self, node: Node, ins: Sequence[Value | None]) -> Node:
+        return node.with_(inputs=node.inputs[:1], attrs={**node.attrs, "_p": unary_params(ins)})
+
+    def lower(self, node: Node, kb: Any) -> None:
+        from aotc.loops.loop_ir import Bin
+
+        X, Y = kb.inputs[0], kb.outputs[0]
+        m, ls, rm, rs, diff_min, table = self.plan(node.attrs["_p"]["sx"])
+        depth = X.shape[-1]
+        rows = int(np.prod(X.shape[:-1], dtype=np.int64))
+        texp = kb.const("exp", table, I32)
+        c = _LOG
+
+        def c32(v: int) -> Expr:
+            return Const(v, I32)
+
+        def srdhm(a: Expr, b: Expr) -> Expr:
+            return call("q_srdhm", a, b, dtype=I32)
+
+        def sat_shl(a: Expr, e: Expr) -> Expr:
+            return call("q_sat_shl", a, e, dtype=I32)
+
+        with kb.loop(rows, "r") as r:
+            base = r * depth
+            mx = kb.local(Cast(X.flat(base), I32), "mx", I32)
+            with kb.loop(depth, "i") as i:
+                kb.assign(mx, bmax(mx, Cast(X.flat(base + i), I32)))
+            z = kb.local(c32(0), "sum", I32)
+            with kb.loop(depth, "i") as i:
+                kb.assign(z, z + texp[[mx - Cast(X.flat(base + i), I32)]])
+            # log_x_for_x_greater_than_or_equal_to_1<5>(z), as log_q12_to_q5
+            ha = kb.local(call("q_clz", z, dtype=I32), "ha", I32)
+            r_a = sat_shl(srdhm(sat_shl(z, ha - c32(1)), c32(c["sqrt_half"])), c32(1))
+            # z >= 1.0 (the row maximum's exp): 12 - ha and 12 - hb lie in [0, 12], so the
+            # saturating shifts, add and subtract of the pow_2 terms never saturate
+            za_pow = sat_shl(c32(12) - ha, c32(25)) + c32(1 << 23)
+            hb = kb.local(call("q_clz", srdhm(z, c32(c["sqrt_half"])), dtype=I32) - c32(1),
+                          "hb", I32)
+            r_b = sat_shl(z, hb)
+            zb_pow = sat_shl(c32(12) - hb, c32(25)) - c32(1 << 23)
+            rr = kb.local(bmin(r_a, r_b), "rr", I32)
+            zp2 = kb.local(bmax(za_pow, zb_pow), "zp2", I32)
+            # RoundingHalfSum(r, sqrt_sqrt_half) for r >= 0 and that odd constant:
+            # (r + c + 1) / 2 = (r >> 1) + (c + 1) / 2, in int32
+            pp = kb.local(Bin("shr", rr, c32(1), I32) + c32((c["sqrt_sqrt_half"] + 1) // 2),
+                          "p", I32)
+            q = kb.local((rr - c32(c["sqrt_sqrt_half"])) * c32(2), "q", I32)
+            cs = kb.local(srdhm(q, q), "cs", I32)
+            num = kb.local(srdhm(q, rr) + srdhm(srdhm(q, cs), c32(c["alpha_n"])), "num", I32)
+            den = kb.local(srdhm(pp, c32(c["alpha_i"]) + q + srdhm(c32(c["alpha_d"]), cs))
+                           + srdhm(c32(c["alpha_f"]), q), "den", I32)
+            rec = kb.local(call("q_one_over_one_plus_x", den, dtype=I32), "rec", I32)
+            log5 = kb.local(sat_shl(srdhm(zp2, c32(c["log_2"]))
+                                    + srdhm(call("q_rdbpot", num, c32(6), dtype=I32), rec),
+                                    c32(1)), "log5", I32)
+            # + INT32_MIN, wrapping as TFLM's (two halves: one constant would leave int32)
+            half = kb.local(c32(1 << 30), "half", I32)
+            shifted = log5 - half - half
+            adj = kb.local(bmax(c32(diff_min - 1), call("q_mbqm", shifted, c32(rm), c32(rs),
+                                                          dtype=I32)), "adj", I32)
+            with kb.loop(depth, "i") as i:
+                diff = kb.local(Cast(X.flat(base + i), I32) - mx, "diff", I32)
+                o = call("q_rdbpot", call("q_mbqm", diff, c32(m), c32(ls), dtype=I32) - log5,
+                         c32(22), dtype=I32) + c32(127)
+                v = select(cmp("gt", diff, adj), _clamp_i32(o, -128, 127), c32(-128), I32)
+                kb.store_output([], Cast(v, Y.dtype), flat=base + i)
 
 
 # ------------------------------------------------------------------------------ pooling
