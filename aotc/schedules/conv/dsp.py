@@ -18,7 +18,7 @@ import numpy as np
 from aotc import dtypes
 from aotc.ir.graph import Node
 from aotc.loops import dsp
-from aotc.loops.loop_ir import Cast, Const, Expr, call
+from aotc.loops.loop_ir import Cast, Const, Expr, call, cmp, land, lor
 from aotc.schedules.conv import knobs as CONV
 from aotc.schedules.conv.depthwise_int import prove_bound
 from aotc.schedules.conv.pixels import (
@@ -115,19 +115,30 @@ def lower_conv_dsp(conv: Any, node: Node, kb: Any, X: Any, B: Any, arith: Any,
 
     def flat_column(n: Expr, gi: Expr, o: list[Expr], slot: int) -> list[Expr]:
         at = slot * 2 * q_len
-        if padded:  # taps in the padding stay 0
-            with kb.loop(2 * q_len, "q") as q:
-                kb.store(col, [at + q], Const(0, I16))
-        elif length % 2:  # the idle lane of the last word
+        if length % 2:  # the idle lane of the last word
             kb.store(col, [at + length], Const(0, I16))
-        with kb.loop(cg, "c") as c:
+        with kb.loop(cg, "c", unroll=True) as c:
             ic = gi * cg + c if group > 1 else c
-
-            def tap(xv: Expr, kk: list[Expr], ii: list[Expr]) -> None:
+            # Each tap written once: its input, or 0 where it falls into the padding (an
+            # if / else per tap that can, rather than zeroing the whole column first).
+            for kk in np.ndindex(*k_sp):
+                ii = [ov * ss + kv * dd - b for ov, ss, kv, dd, b in zip(o, s, kk, d, pb)]
+                inside = [c_ for j, iv in enumerate(ii) for c_ in (
+                    [cmp("ge", iv, 0)] if pb[j] > 0 else []) + (
+                    [cmp("lt", iv, in_sp[j])] if pe[j] > 0 else [])]
+                outside = [c_ for j, iv in enumerate(ii) for c_ in (
+                    [cmp("lt", iv, 0)] if pb[j] > 0 else []) + (
+                    [cmp("ge", iv, in_sp[j])] if pe[j] > 0 else [])]
+                xv = X[[n, ic, *ii]]
                 v = Cast(xv, I32) - Const(arith.x_zp, I32) if arith.x_zp else Cast(xv, I32)
-                kb.store(col, [at + c * kprod + flat_tap(kk, kstrides)], Cast(v, I16))
-
-            conv._window(kb, 0, nd, X, tap, n, ic, o, [], [], pb, pe, s, d, None, in_sp, k_sp)
+                dst = [at + c * kprod + flat_tap([Const(int(k)) for k in kk], kstrides)]
+                if not inside:
+                    kb.store(col, dst, Cast(v, I16))
+                    continue
+                with kb.if_(land(*inside)):
+                    kb.store(col, dst, Cast(v, I16))
+                with kb.if_(lor(*outside)):
+                    kb.store(col, dst, Const(0, I16))
         return o
 
     def tile(gi: Expr, ml: Expr, base: Expr, width: int, pixels: int) -> None:
