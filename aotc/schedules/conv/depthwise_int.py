@@ -134,24 +134,31 @@ def lower_depthwise(node: Node, kb: Any, X: Any, B: Any, arith: Any,
         if sums is None:
             finish, bias = channel_constants(m)
 
-        def tap_sum(o: list[Expr], shift: int = 0, biased: bool = True) -> Expr:
-            """The sum for output ``o`` (its plane index ``shift`` further on), from the
-            folded bias or (not ``biased``) from 0: the first pair an SMUAD. Every tap reads
-            the output's plane index plus a constant, so gcc -Os keeps one pointer."""
+        def tap_sums(o: list[Expr], shifts: list[int], biased: bool = True) -> list[Expr]:
+            """The sums for output ``o`` and those whose plane index is each of ``shifts``
+            further on, from the folded bias or (not ``biased``) from 0: the first pair an
+            SMUAD. Every tap reads the output's plane index plus a constant, so gcc -Os keeps
+            one pointer; a weight word's SMLADs for the outputs are adjacent (spilled, it is
+            reloaded once for all of them)."""
             base = flat([ov * ss for ov, ss in zip(o, s)], pstr)
-            acc = kb.local(bias, "acc", I32) if biased else None
+            accs: list[Any] = [kb.local(bias, "acc", I32) if biased else None for _ in shifts]
             for r, t in enumerate(np.ndindex(*k_sp[:a])):
                 tap = (*t, *([0] * (nd - a)))
-                off = shift + sum(kv * dd * ps for kv, dd, ps in zip(tap, d, pstr))
+                off = sum(kv * dd * ps for kv, dd, ps in zip(tap, d, pstr))
                 for h in range(half):
-                    xv = call("ld_pair16", xpad.flat(base + (off + 2 * h)), dtype=I32)
-                    if acc is None:
-                        acc = kb.local(call("smuad", xv, wv[r * half + h], dtype=I32), "acc",
-                                       I32)
-                    else:
-                        kb.assign(acc, call("smlad", xv, wv[r * half + h], acc, dtype=I32))
-            assert acc is not None
-            return acc
+                    for q, shift in enumerate(shifts):
+                        xv = call("ld_pair16", xpad.flat(base + (shift + off + 2 * h)),
+                                  dtype=I32)
+                        if accs[q] is None:
+                            accs[q] = kb.local(call("smuad", xv, wv[r * half + h], dtype=I32),
+                                               "acc", I32)
+                        else:
+                            kb.assign(accs[q], call("smlad", xv, wv[r * half + h], accs[q],
+                                                    dtype=I32))
+            return accs
+
+        def tap_sum(o: list[Expr], shift: int = 0, biased: bool = True) -> Expr:
+            return tap_sums(o, [shift], biased)[0]
 
         if sums is None and rows == 2:
             # Two outputs a step along axis v (the one before the rows' axis a): they read
@@ -161,7 +168,7 @@ def lower_depthwise(node: Node, kb: Any, X: Any, B: Any, arith: Any,
                 with kb.loop(out_sp[v] // 2, names[v]) as ov:
                     with kb.loops(out_sp[v + 1:], names[v + 1:]) as post:
                         o = [*pre, ov * 2, *post]
-                        accs = [tap_sum(o, q * s[v] * pstr[v]) for q in range(2)]
+                        accs = tap_sums(o, [q * s[v] * pstr[v] for q in range(2)])
                         for q, acc in enumerate(accs):
                             kb.store_output([n, m, *pre, ov * 2 + q, *post],
                                             finish(kb, acc, m, B))
