@@ -114,8 +114,7 @@ class Requant:
         the same number K at both ends of its range (MultiplyByQuantizedMultiplier is
         monotonic for m >= 0 and a right shift, and so is the clamp) is K for every
         accumulator: it gets m = 0, right 1 and the constant 1 + (K << 1), which give K for
-        any sum (SMMULR by 0 is 0; (1 - [x < 0]) >> 1 is 0), left as it is by the clamp. Such
-        channels (weights near 0 against a large bias, right shifts of 23-31 in VWW's
+        any sum ((1 + 2K - [x < 0]) >> 1), left as it is by the clamp. Such channels (weights near 0 against a large bias, right shifts of 23-31 in VWW's
         pointwise convs; or saturated) would otherwise keep the whole conv off it: their
         accumulators reach 2^30 and their constants 2^(right - 1) + (zp << right) pass 2^30.
         The other channels need right >= 1, |acc| < 2^30 and |constant| < 2^30."""
@@ -175,7 +174,7 @@ class Requant:
                 sh = self._per(kb, "qshift", shift.astype(np.int8), dtypes.int8, ch)
                 v = call("q_mbqm", acc, mul, sh, dtype=I32)
             elif hp is not None:
-                # |acc| < 2^30 on a DSP core: SMMULR of the doubled accumulator, the output
+                # |acc| < 2^30 on a DSP core: SMMLAR of the doubled accumulator, the output
                 # zero point in the added constant (runtime_c/aotc_runtime.h); channels of a
                 # constant result by m = 0 (_h_params).
                 _, right, add = hp
