@@ -71,6 +71,11 @@ CASES = {
                                                strides=(2, 2), pads=(1, 0, 2, 1))),
     "conv_uint8_odd_pixels": (qconv, dict(xdt=np.uint8, xz=7, cin=3, m=3, hw=(3, 5),
                                           kernel=(2, 3), pads=(0, 1, 1, 1))),
+    # Flat columns (odd channel counts) with most pixels inside the input (over FAST_INSIDE):
+    # the unguarded path for those, the zero fill and guarded taps at the edges.
+    "conv_cin3_stride2_mostly_inside": (qconv, dict(cin=3, m=8, hw=(20, 20), strides=(2, 2),
+                                                    pads=(0, 0, 1, 1))),
+    "conv_cin3_padded_mostly_inside": (qconv, dict(cin=3, m=6, hw=(16, 16), xz=-128)),
     "matmul": (qmatmul, {}),
     "matmul_odd": (qmatmul, dict(K=9, N=5)),
     "matmul_k1": (qmatmul, dict(K=1, N=4)),
