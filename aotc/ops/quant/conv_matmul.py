@@ -114,9 +114,10 @@ class Requant:
         the same number K at both ends of its range (MultiplyByQuantizedMultiplier is
         monotonic for m >= 0 and a right shift, and so is the clamp) is K for every
         accumulator: it gets m = 0, right 1 and the constant 1 + (K << 1), which give K for
-        any sum ((1 + 2K - [x < 0]) >> 1), left as it is by the clamp. Such channels (weights near 0 against a large bias, right shifts of 23-31 in VWW's
-        pointwise convs; or saturated) would otherwise keep the whole conv off it: their
-        accumulators reach 2^30 and their constants 2^(right - 1) + (zp << right) pass 2^30.
+        any sum ((1 + 2K - [x < 0]) >> 1), left as it is by the clamp. Such channels
+        (weights near 0 against a large bias, right shifts of 23-31 in VWW's pointwise
+        convs; or saturated) would otherwise keep the whole conv off it: their accumulators
+        reach 2^30 and their constants 2^(right - 1) + (zp << right) pass 2^30.
         The other channels need right >= 1, |acc| < 2^30 and |constant| < 2^30."""
         right = -shift
         ranges = self.acc_ranges
