@@ -134,6 +134,8 @@ DEPTHWISE = {
     "dw_asymmetric_pads_uint8": dict(cin=2, m=2, group=2, xdt=np.uint8, xz=130, hw=(5, 4),
                                      kernel=(3, 2), pads=(0, 1, 2, 0)),
     "dw_c1": dict(cin=1, m=1, hw=(4, 5)),
+    # 6 output rows of stride 1: 3 rows a step (conv.depthwise_rows' default there)
+    "dw3x3_rows3": dict(cin=4, m=4, group=4, hw=(6, 5)),
     "dw_kx1_unpadded": dict(cin=5, m=5, group=5, kernel=(3, 1), pads=(0, 0, 0, 0), hw=(6, 2)),
 }
 

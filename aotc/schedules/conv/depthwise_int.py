@@ -102,7 +102,9 @@ def lower_depthwise(node: Node, kb: Any, X: Any, B: Any, arith: Any,
             if pairs and kb.knob(CONV.SPLIT_REQUANT) else None)
     # Outputs per step along axis v, the one before a (none for a row kernel on a row).
     v = a - 1
-    rows = kb.knob(CONV.DEPTHWISE_ROWS) if pairs and v >= 0 and out_sp[v] >= 2 else 1
+    rows = (min(out_sp[v], kb.knob(CONV.DEPTHWISE_ROWS,
+                                   default=CONV.depthwise_rows_default(s[v], out_sp[v])))
+            if pairs and v >= 0 and out_sp[v] >= 2 else 1)
 
     def channel_constants(m: Expr) -> tuple[Any, Expr]:
         """The channel's requantisation constants and folded bias as locals before its pixel
@@ -160,22 +162,24 @@ def lower_depthwise(node: Node, kb: Any, X: Any, B: Any, arith: Any,
         def tap_sum(o: list[Expr], shift: int = 0, biased: bool = True) -> Expr:
             return tap_sums(o, [shift], biased)[0]
 
-        if sums is None and rows == 2:
-            # Two outputs a step along axis v (the one before the rows' axis a): they read
-            # the input rows between them once (gcc -Os merges the identical loads).
+        if sums is None and rows >= 2:
+            # ``rows`` outputs a step along axis v (the one before the rows' axis a): they
+            # read the input rows between them once (gcc -Os merges the identical loads);
+            # the last out_sp[v] % rows as one step of their own.
             names = [f"o{k}" for k in range(nd)]
+
+            def step(pre: list[Expr], first: Expr, count: int) -> None:
+                with kb.loops(out_sp[v + 1:], names[v + 1:]) as post:
+                    o = [*pre, first, *post]
+                    accs = tap_sums(o, [q * s[v] * pstr[v] for q in range(count)])
+                    for q, acc in enumerate(accs):
+                        kb.store_output([n, m, *pre, first + q, *post], finish(kb, acc, m, B))
+
             with kb.loops(out_sp[:v], names[:v]) as pre:
-                with kb.loop(out_sp[v] // 2, names[v]) as ov:
-                    with kb.loops(out_sp[v + 1:], names[v + 1:]) as post:
-                        o = [*pre, ov * 2, *post]
-                        accs = tap_sums(o, [q * s[v] * pstr[v] for q in range(2)])
-                        for q, acc in enumerate(accs):
-                            kb.store_output([n, m, *pre, ov * 2 + q, *post],
-                                            finish(kb, acc, m, B))
-                if out_sp[v] % 2:
-                    with kb.loops(out_sp[v + 1:], names[v + 1:]) as post:
-                        o = [*pre, Const(out_sp[v] - 1), *post]
-                        kb.store_output([n, m, *o], finish(kb, tap_sum(o), m, B))
+                with kb.loop(out_sp[v] // rows, names[v]) as ov:
+                    step(pre, ov * rows, rows)
+                if out_sp[v] % rows:
+                    step(pre, Const(out_sp[v] - out_sp[v] % rows), out_sp[v] % rows)
             return
         if sums is None:
             with kb.loops(out_sp, [f"o{k}" for k in range(nd)]) as o:
@@ -187,7 +191,7 @@ def lower_depthwise(node: Node, kb: Any, X: Any, B: Any, arith: Any,
         bstr = [int(np.prod(out_sp[k + 1:], dtype=np.int64)) for k in range(sa, nd)]
         names = [f"o{k}" for k in range(nd)]
         with kb.loops(out_sp[:sa], names[:sa]) as pre:
-            if rows == 2 and v >= sa:
+            if rows >= 2 and v >= sa:  # two rows a step
                 with kb.loops(out_sp[sa:v], names[sa:v]) as mid:
                     with kb.loop(out_sp[v] // 2, names[v]) as ov:
                         with kb.loops(out_sp[v + 1:], names[v + 1:]) as post:
