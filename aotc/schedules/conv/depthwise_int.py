@@ -21,7 +21,18 @@ import numpy as np
 from aotc import dtypes
 from aotc.ir.graph import Node
 from aotc.loops import mve
-from aotc.loops.loop_ir import Cast, Const, Expr, Load, Var, call, children, flat, map_expr
+from aotc.loops.loop_ir import (
+    Cast,
+    Const,
+    Expr,
+    Load,
+    Var,
+    call,
+    children,
+    flat,
+    map_expr,
+    referenced_names,
+)
 from aotc.schedules.conv import knobs as CONV
 from aotc.schedules.conv.mve import requantise_plane, vector_requant
 from aotc.schedules.conv.pixels import flat_tap, strides
@@ -116,8 +127,8 @@ def lower_depthwise(node: Node, kb: Any, X: Any, B: Any, arith: Any,
         stack: list[object] = [probe]
         while stack:
             x = stack.pop()
-            if isinstance(x, Load):
-                loads[x] = None
+            if isinstance(x, Load) and "acc_probe" not in referenced_names((x.index,)):
+                loads[x] = None  # a per-channel constant (not a table read at the sum)
             stack.extend(children(x))
         held = {ld: kb.local(ld, "q", ld.dtype) for ld in loads}
         bias = kb.local(folded[[m]], "bias", I32)
