@@ -136,6 +136,10 @@ DEPTHWISE = {
     "dw_c1": dict(cin=1, m=1, hw=(4, 5)),
     # 6 output rows of stride 1: 3 rows a step (conv.depthwise_rows' default there)
     "dw3x3_rows3": dict(cin=4, m=4, group=4, hw=(6, 5)),
+    # rows longer than 8 copied into the plane COPY_STEP (16) a step and the rest after
+    # them: 37 = 2 x 16 + 5; 12, no step
+    "dw_long_rows": dict(cin=2, m=2, group=2, hw=(4, 37), strides=(1, 2)),
+    "dw_rows_of_12": dict(cin=3, m=3, group=3, hw=(3, 12)),
     "dw_kx1_unpadded": dict(cin=5, m=5, group=5, kernel=(3, 1), pads=(0, 0, 0, 0), hw=(6, 2)),
 }
 

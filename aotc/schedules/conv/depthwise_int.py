@@ -42,8 +42,10 @@ I16 = dtypes.BY_NAME["int16"]
 I32 = dtypes.int32
 # Elements per step of a long row's copy into the int16 plane. Measured on cortex-m4f
 # (bench/boards.py --int8 --verbose, estimated cycles), VWW's nine depthwise convs, 1 -> 4:
-# 16,432,819 -> 16,050,572 per inference (k3, stride 2 over 48x48 planes: 600,763 -> 500,143).
-COPY_STEP = 4
+# 16,432,819 -> 16,050,572 per inference (k3, stride 2 over 48x48 planes: 600,763 -> 500,143);
+# later 4 -> 8 -> 16: m4f 14,634,188 -> 14,486,940 -> 14,438,875, m7 9,290,590 ->
+# 9,256,472 -> 9,221,756, m33 12,756,216 -> 12,720,425 -> 12,691,690 (flash +384 B).
+COPY_STEP = 16
 
 
 def depthwise_ok(node: Node, kb: Any, arith: Any, pads: tuple[list[int], list[int]]) -> bool:
@@ -357,9 +359,10 @@ def lower_depthwise(node: Node, kb: Any, X: Any, B: Any, arith: Any,
             width = in_sp[-1]
             with kb.loops(in_sp[:-1], [f"i{k}" for k in range(nd - 1)]) as ii0:
                 if step > 1 and width > 8:
-                    with kb.loop(width // step, f"i{nd - 1}") as il:
-                        for q in range(step):
-                            copy([*ii0, il * step + q])
+                    if width >= step:
+                        with kb.loop(width // step, f"i{nd - 1}") as il:
+                            for q in range(step):
+                                copy([*ii0, il * step + q])
                     for q in range(width - width % step, width):
                         copy([*ii0, Const(q)])
                 else:
