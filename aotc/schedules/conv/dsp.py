@@ -23,6 +23,7 @@ from aotc.schedules.conv import knobs as CONV
 from aotc.schedules.conv.depthwise_int import prove_bound
 from aotc.schedules.conv.pixels import (
     flat_tap,
+    init_accumulators,
     over_pixel_groups,
     pixel_coords,
     pixel_tiles,
@@ -92,6 +93,9 @@ def lower_conv_dsp(conv: Any, node: Node, kb: Any, X: Any, B: Any, arith: Any,
     # (no call per tile: better up to 32-word columns).
     outline = kb.knob(CONV.OUTLINE, default=CONV.dsp_outline_default(q_len))
     steps = kb.knob(CONV.DSP_UNROLL, default=CONV.dsp_unroll_default(q_len))
+    # The bias in the tiles' first accumulators; the pixels' requantisation side by side.
+    biased = kb.knob(CONV.DSP_BIAS_TILE, default=CONV.dsp_bias_tile_default(outline))
+    interleave = kb.knob(CONV.DSP_REQUANT) == "interleaved"
 
     def column(n: Expr, gi: Expr, pix: Expr, slot: int) -> list[Expr]:
         """Fill column ``slot`` for output pixel ``pix`` (flat); returns its coordinates."""
@@ -175,7 +179,8 @@ def lower_conv_dsp(conv: Any, node: Node, kb: Any, X: Any, B: Any, arith: Any,
     def tile(gi: Expr, ml: Expr, base: Expr, width: int, pixels: int) -> None:
         """Channels ml .. ml + width of group gi for the pixels' columns: sums to ``sums``."""
         half = -(-width // 2)
-        accs = zero_accumulators(kb, pixels, width)
+        accs = (init_accumulators(kb, pixels, width, lambda j: arith.init(B, gi * mg + ml + j))
+                if biased else zero_accumulators(kb, pixels, width))
 
         def step(q: Expr) -> None:
             xps = [kb.local(call("ld_pair16", col.flat(2 * (p * q_len + q)), dtype=I32)
@@ -210,6 +215,7 @@ def lower_conv_dsp(conv: Any, node: Node, kb: Any, X: Any, B: Any, arith: Any,
         if rest:
             with kb.outline(opaque=True) if outline else kb.block():
                 tile(gi, Const(full * tw), gbase + full * tile_words, rest, count)
-        requantise_group(kb, sums, coords, n, gi, mg, arith, B, pix0=pix0)
+        requantise_group(kb, sums, coords, n, gi, mg, arith, B, pix0=pix0, biased=biased,
+                         interleave=interleave)
 
     over_pixel_groups(kb, Y.shape[0], group, npix, px, pixels)
