@@ -1,0 +1,212 @@
+"""TFLite's SSD post-processing (custom operator TFLite_Detection_PostProcess, TFLM's
+detection_postprocess.cc): anchor-relative box decoding and the fast multi-class
+non-max suppression (one class per anchor, its highest score).
+
+The arithmetic is the kernel's: the box centre and half sides in double (as TFLM casts each
+operand), the corners and the IoU in float32, candidates ordered by score with ties to the
+lower anchor (TFLM's stable merge sort of the kept scores), suppression when IoU > threshold.
+The C finds each next detection by a scan for the best still-active candidate instead of a
+sort: the same greedy order, no sort buffer, no recursion. Slots past the detections hold
+zeros (TFLM's fast path leaves them as the arena held them).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from aotc import dtypes
+from aotc.errors import AotcError
+from aotc.ir.graph import Node, TensorType, Value
+from aotc.loops.loop_ir import Cast, Const, bmax, bmin, call, cmp, land, lor
+from aotc.ops import OpDef, register
+
+F32, I32, U8 = (dtypes.BY_NAME[n] for n in ("float32", "int32", "uint8"))
+
+
+def decode_reference(box: np.ndarray, anchor: np.ndarray, scales: Sequence[float]
+                     ) -> np.ndarray:
+    """[N, 4] (ymin, xmin, ymax, xmax) float32 from encodings [N, >=4] and anchors [N, 4]
+    (y, x, h, w): DecodeCenterSizeBoxes."""
+    b = box[:, :4].astype(np.float64)
+    a = anchor.astype(np.float64)
+    s = [float(np.float32(v)) for v in scales]
+    yc = (b[:, 0] / s[0] * a[:, 2] + a[:, 0]).astype(np.float32)
+    xc = (b[:, 1] / s[1] * a[:, 3] + a[:, 1]).astype(np.float32)
+    hh = np.array([0.5 * math.exp(v / s[2]) for v in b[:, 2]]) * a[:, 2]
+    hw = np.array([0.5 * math.exp(v / s[3]) for v in b[:, 3]]) * a[:, 3]
+    hh, hw = hh.astype(np.float32), hw.astype(np.float32)
+    return np.stack([yc - hh, xc - hw, yc + hh, xc + hw], axis=1).astype(np.float32)
+
+
+def iou_reference(bi: np.ndarray, bj: np.ndarray) -> np.float32:
+    """ComputeIntersectionOverUnion in float32."""
+    f = np.float32
+    area_i = f(f(bi[2] - bi[0]) * f(bi[3] - bi[1]))
+    area_j = f(f(bj[2] - bj[0]) * f(bj[3] - bj[1]))
+    if area_i <= 0 or area_j <= 0:
+        return f(0)
+    ih = f(max(f(min(bi[2], bj[2]) - max(bi[0], bj[0])), f(0)))
+    iw = f(max(f(min(bi[3], bj[3]) - max(bi[1], bj[1])), f(0)))
+    inter = f(ih * iw)
+    return f(inter / f(f(area_i + area_j) - inter))
+
+
+@register
+class DetectionPostProcess(OpDef):
+    """Inputs: box encodings [1, N, >=4], class scores [1, N, C] (C = num_classes or one
+    more, a background class first), anchors [N, 4], all float32 (the frontend dequantises
+    quantised ones). Outputs: boxes [1, M, 4], classes [1, M], scores [1, M], the number of
+    detections [1], float32; M = max_detections."""
+
+    name = "DetectionPostProcess"
+    domain = "aotc"
+
+    def reference(self, boxes: np.ndarray, scores: np.ndarray, anchors: np.ndarray, *,
+                  max_detections: int = 1, num_classes: int = 1,
+                  nms_score_threshold: float = 0.0, nms_iou_threshold: float = 0.5,
+                  y_scale: float = 1.0, x_scale: float = 1.0, h_scale: float = 1.0,
+                  w_scale: float = 1.0) -> tuple[np.ndarray, ...]:
+        n = boxes.shape[1]
+        dec = decode_reference(boxes[0], anchors, (y_scale, x_scale, h_scale, w_scale))
+        sc = scores[0].astype(np.float32)
+        off = sc.shape[1] - num_classes
+        best = np.zeros(n, np.float32)
+        cls = np.zeros(n, np.int64)
+        for r in range(n):
+            m, c = sc[r, off], 0
+            for k in range(1, num_classes):
+                if sc[r, off + k] > m:
+                    m, c = sc[r, off + k], k
+            best[r], cls[r] = m, c
+        thr, iou_thr = np.float32(nms_score_threshold), np.float32(nms_iou_threshold)
+        active = [bool(best[r] >= thr) for r in range(n)]
+        out_b = np.zeros((1, max_detections, 4), np.float32)
+        out_c = np.zeros((1, max_detections), np.float32)
+        out_s = np.zeros((1, max_detections), np.float32)
+        count = 0
+        for d in range(max_detections):
+            pick = -1
+            for r in range(n):
+                if active[r] and (pick < 0 or best[r] > best[pick]):
+                    pick = r
+            if pick < 0:
+                break
+            active[pick] = False
+            out_b[0, d], out_c[0, d], out_s[0, d] = dec[pick], cls[pick], best[pick]
+            count += 1
+            for r in range(n):
+                if active[r] and iou_reference(dec[pick], dec[r]) > iou_thr:
+                    active[r] = False
+        return out_b, out_c, out_s, np.array([count], np.float32)
+
+    def check(self, node: Node, ins: Sequence[Value | None]) -> None:
+        super().check(node, ins)
+        b, s, a = ins[:3]
+        assert b is not None and s is not None and a is not None
+        n = b.type.shape[1] if len(b.type.shape) == 3 else -1
+        c = int(node.attrs.get("num_classes", 1))
+        if len(b.type.shape) != 3 or b.type.shape[0] != 1 or b.type.shape[2] < 4:
+            raise AotcError(f"box encodings must be [1, anchors, >=4], got {list(b.type.shape)}",
+                            node.name, node.op)
+        if len(s.type.shape) != 3 or tuple(s.type.shape[:2]) != (1, n) or \
+                s.type.shape[2] - c not in (0, 1):
+            raise AotcError(f"class scores must be [1, {n}, num_classes={c} (+1 background)], "
+                            f"got {list(s.type.shape)}", node.name, node.op)
+        if tuple(a.type.shape) != (n, 4):
+            raise AotcError(f"anchors must be [{n}, 4], got {list(a.type.shape)}",
+                            node.name, node.op)
+        if int(node.attrs.get("max_detections", 1)) < 1 or c < 1:
+            raise AotcError("max_detections and num_classes must be positive", node.name,
+                            node.op)
+
+    def infer(self, node: Node, ins: Sequence[Value | None]) -> list[TensorType]:
+        m = int(node.attrs.get("max_detections", 1))
+        return [TensorType((1, m, 4), F32), TensorType((1, m), F32), TensorType((1, m), F32),
+                TensorType((1,), F32)]
+
+    def lower(self, node: Node, kb: Any) -> None:
+        a = node.attrs
+        boxes, scores, anchors = kb.inputs[:3]
+        ob, oc, os_, on = kb.outputs
+        n, d = boxes.shape[1], boxes.shape[2]
+        k_all = scores.shape[2]
+        ncls = int(a["num_classes"])
+        off = k_all - ncls
+        m = int(a["max_detections"])
+        f = lambda v: Const(float(np.float32(v)), F32)  # noqa: E731
+        sy, sx, sh, sw = (f(a[k]) for k in ("y_scale", "x_scale", "h_scale", "w_scale"))
+        thr, iou_thr = f(a["nms_score_threshold"]), f(a["nms_iou_threshold"])
+        dec = kb.scratch_buffer("decoded", F32, (n, 4))
+        best = kb.scratch_buffer("best", F32, (n,))
+        cls = kb.scratch_buffer("class", I32, (n,))
+        active = kb.scratch_buffer("active", U8, (n,))
+        zero = Const(0, U8)
+        with kb.loop(n, "r") as r:
+            ay, ax = kb.local(anchors.flat(r * 4), "ay", F32), kb.local(anchors.flat(r * 4 + 1),
+                                                                         "ax", F32)
+            ah, aw = kb.local(anchors.flat(r * 4 + 2), "ah", F32), \
+                kb.local(anchors.flat(r * 4 + 3), "aw", F32)
+            yc = kb.local(call("f64_box_center", boxes.flat(r * d), sy, ah, ay), "yc", F32)
+            xc = kb.local(call("f64_box_center", boxes.flat(r * d + 1), sx, aw, ax), "xc", F32)
+            hh = kb.local(call("f64_box_half", boxes.flat(r * d + 2), sh, ah), "hh", F32)
+            hw = kb.local(call("f64_box_half", boxes.flat(r * d + 3), sw, aw), "hw", F32)
+            for j, v in enumerate((yc - hh, xc - hw, yc + hh, xc + hw)):
+                kb.store(dec, [r, j], v)
+            row = r * k_all + off
+            mx = kb.local(scores.flat(row), "mx", F32)
+            c = kb.local(Const(0), "c", I32)
+            if ncls > 1:
+                with kb.loop(ncls - 1, "k") as k0:
+                    v = kb.local(scores.flat(row + k0 + 1), "v", F32)
+                    with kb.if_(cmp("gt", v, mx)):
+                        kb.assign(mx, v)
+                        kb.assign(c, k0 + 1)
+            kb.store(best, [r], mx)
+            kb.store(cls, [r], c)
+            kb.store(active, [r], Cast(cmp("ge", mx, thr), U8))
+        count = kb.local(Const(0), "count", I32)
+        with kb.loop(m, "det") as det:
+            pick = kb.local(Const(-1), "pick", I32)
+            ps = kb.local(Const(0.0, F32), "pick_score", F32)
+            with kb.loop(n, "r") as r:
+                b = kb.local(best.flat(r), "b", F32)
+                with kb.if_(land(cmp("ne", active.flat(r), zero),
+                                 lor(cmp("lt", pick, 0), cmp("gt", b, ps)))):
+                    kb.assign(pick, r)
+                    kb.assign(ps, b)
+            with kb.if_(cmp("ge", pick, 0)):
+                kb.store(active, [pick], zero)
+                for j in range(4):
+                    kb.store(ob, [0, det, j], dec[[pick, j]])
+                kb.store(oc, [0, det], Cast(cls.flat(pick), F32))
+                kb.store(os_, [0, det], ps)
+                kb.assign(count, count + 1)
+                self._suppress(kb, dec, active, pick, n, iou_thr)
+            with kb.if_(cmp("lt", pick, 0)):
+                for j in range(4):
+                    kb.store(ob, [0, det, j], Const(0.0, F32))
+                kb.store(oc, [0, det], Const(0.0, F32))
+                kb.store(os_, [0, det], Const(0.0, F32))
+        kb.store(on, [0], Cast(count, F32))
+
+    @staticmethod
+    def _suppress(kb: Any, dec: Any, active: Any, pick: Any, n: int, iou_thr: Any) -> None:
+        """Deactivate every active candidate whose IoU with ``pick`` exceeds the threshold."""
+        zero_f = Const(0.0, F32)
+        pi = [kb.local(dec[[pick, j]], f"p{j}", F32) for j in range(4)]
+        area_i = kb.local((pi[2] - pi[0]) * (pi[3] - pi[1]), "area_i", F32)
+        with kb.loop(n, "q") as q:
+            with kb.if_(cmp("ne", active.flat(q), Const(0, U8))):
+                qj = [kb.local(dec[[q, j]], f"q{j}", F32) for j in range(4)]
+                area_j = kb.local((qj[2] - qj[0]) * (qj[3] - qj[1]), "area_j", F32)
+                ih = bmax(bmin(pi[2], qj[2]) - bmax(pi[0], qj[0]), zero_f)
+                iw = bmax(bmin(pi[3], qj[3]) - bmax(pi[1], qj[1]), zero_f)
+                inter = kb.local(ih * iw, "inter", F32)
+                iou = kb.local(inter / (area_i + area_j - inter), "iou", F32)
+                pos = land(cmp("gt", area_i, zero_f), cmp("gt", area_j, zero_f))
+                with kb.if_(land(pos, cmp("gt", iou, iou_thr))):
+                    kb.store(active, [q], Const(0, U8))
