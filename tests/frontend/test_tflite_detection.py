@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from opcheck import run_on_boards
 from tflite_builder import Net, interpret, interpret_tflm
 
 import aotc
@@ -65,9 +66,14 @@ def _compile(tmp_path: Path, model: bytes) -> aotc.Bundle:
     return aotc.compile(src, tmp_path / "bundle", name="m")
 
 
-def _run(bundle: aotc.Bundle, xs: list[np.ndarray]) -> list[np.ndarray]:
-    r = bundle.load()
-    res = r.run({f"input{k}": x for k, x in enumerate(xs)})
+def _run(bundle: aotc.Bundle, xs: list[np.ndarray], boards: Path | None = None
+         ) -> list[np.ndarray]:
+    """The host build's outputs; with ``boards`` (a build folder), also run on the QEMU boards
+    of AOTC_TEST_BOARDS against the host build, as every op test."""
+    feeds = {f"input{k}": x for k, x in enumerate(xs)}
+    res = bundle.load().run(feeds)
+    if boards is not None:
+        run_on_boards(bundle, feeds, res, boards)
     return [np.asarray(v) for v in res.values()]
 
 
@@ -86,10 +92,10 @@ def _same(ours: list[np.ndarray], ref: list[np.ndarray], m: int) -> int:
 
 
 def _float_case(tmp_path: Path, anchors: np.ndarray, boxes: np.ndarray, scores: np.ndarray,
-                opts: dict[str, Any]) -> int:
+                opts: dict[str, Any], boards: bool = False) -> int:
     model = _model(anchors, scores.shape[2], opts, boxes.shape[2])
     ref = interpret_tflm(model, [boxes, scores], 4)
-    ours = _run(_compile(tmp_path, model), [boxes, scores])
+    ours = _run(_compile(tmp_path, model), [boxes, scores], tmp_path / "fw" if boards else None)
     return _same(ours, ref, int(opts["max_detections"]))
 
 
@@ -102,7 +108,7 @@ def test_float_random(tmp_path: Path, seed: int, background: bool) -> None:
     boxes = rng.normal(0, 2, (1, n, 4)).astype(np.float32)
     scores = rng.uniform(0, 1, (1, n, c + background)).astype(np.float32)
     opts = dict(OPTS, max_detections=10, nms_score_threshold=0.2 + 0.1 * seed)
-    assert _float_case(tmp_path, anchors, boxes, scores, opts) > 0
+    assert _float_case(tmp_path, anchors, boxes, scores, opts, boards=seed == 0) > 0
 
 
 def test_float_ties_and_iou_at_threshold(tmp_path: Path) -> None:
@@ -161,7 +167,7 @@ def test_uint8_against_litert(tmp_path: Path, seed: int) -> None:
     scores = rng.integers(0, 256, (1, n, 4), dtype=np.uint8)
     scores[0, :8, 1] = 250  # ties
     ref, _ = interpret(model, [boxes, scores])
-    ours = _run(_compile(tmp_path, model), [boxes, scores])
+    ours = _run(_compile(tmp_path, model), [boxes, scores], tmp_path / "fw" if seed == 0 else None)
     assert _same(ours, ref, 12) > 0
 
 
