@@ -22,6 +22,7 @@ from tflite_builder import Net, interpret, interpret_tflm
 
 import aotc
 from aotc.errors import AotcError
+from aotc.ops.image.detection import DetectionPostProcess
 
 NAME = "TFLite_Detection_PostProcess"
 OPTS = dict(max_detections=5, max_classes_per_detection=1, detections_per_class=100,
@@ -96,7 +97,13 @@ def _float_case(tmp_path: Path, anchors: np.ndarray, boxes: np.ndarray, scores: 
     model = _model(anchors, scores.shape[2], opts, boxes.shape[2])
     ref = interpret_tflm(model, [boxes, scores], 4)
     ours = _run(_compile(tmp_path, model), [boxes, scores], tmp_path / "fw" if boards else None)
-    return _same(ours, ref, int(opts["max_detections"]))
+    m = int(opts["max_detections"])
+    got = _same(ours, ref, m)
+    # The op's numpy reference (constant folding) agrees with TFLM too.
+    attrs = {k: opts.get(k, v) for k, v in DetectionPostProcess.attr_defaults().items()}
+    attrs["use_regular_nms"] = int(bool(opts.get("use_regular_nms", False)))
+    _same(list(DetectionPostProcess().reference(boxes, scores, anchors, **attrs)), ref, m)
+    return got
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
@@ -171,9 +178,38 @@ def test_uint8_against_litert(tmp_path: Path, seed: int) -> None:
     assert _same(ours, ref, 12) > 0
 
 
+@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("per_class", [2, 100])
+def test_float_regular_random(tmp_path: Path, seed: int, per_class: int) -> None:
+    """use_regular_nms: each class's suppression (at most detections_per_class), the best
+    max_detections of all kept."""
+    rng = np.random.default_rng(seed)
+    n, c = 48, 4
+    anchors = _anchors(n, rng)
+    boxes = rng.normal(0, 2, (1, n, 4)).astype(np.float32)
+    scores = rng.uniform(0, 1, (1, n, c + 1)).astype(np.float32)
+    opts = dict(OPTS, use_regular_nms=True, num_classes=c, max_detections=7,
+                detections_per_class=per_class, nms_score_threshold=0.5 + 0.1 * seed)
+    assert _float_case(tmp_path, anchors, boxes, scores, opts, boards=seed == 0) > 0
+
+
+def test_float_regular_ties_and_few(tmp_path: Path) -> None:
+    """Equal scores across classes and anchors (the earlier class's and the lower anchor's
+    first), IoU exactly at the threshold, and fewer detections than max_detections."""
+    anchors = np.array([[0.5, 0.5, 0.5, 0.5], [0.5, 0.375, 0.5, 0.25],
+                        [0.5, 0.5625, 0.5, 0.5], [0.125, 0.125, 0.125, 0.125]], np.float32)
+    boxes = np.zeros((1, 4, 4), np.float32)
+    scores = np.array([[0.0, 0.7, 0.7, 0.1], [0.0, 0.7, 0.2, 0.7], [0.0, 0.9, 0.7, 0.0],
+                       [0.0, 0.7, 0.0, 0.7]], np.float32)[None]
+    opts = dict(OPTS, use_regular_nms=True, max_detections=10, detections_per_class=3,
+                nms_score_threshold=0.5)
+    got = _float_case(tmp_path, anchors, boxes, scores, opts)
+    assert 0 < got < 10
+
+
 @pytest.mark.parametrize("change, message", [
-    (dict(use_regular_nms=True), "use_regular_nms=true"),
     (dict(max_classes_per_detection=2), "max_classes_per_detection=2"),
+    (dict(use_regular_nms=True, detections_per_class=0), "detections_per_class=0"),
     (dict(nms_iou_threshold=0.0), "nms_iou_threshold"),
     (dict(num_classes="3"), "'num_classes' is missing or not an integer"),
     (dict(y_scale=None), "'y_scale' is missing"),

@@ -4,8 +4,9 @@ detection_postprocess.cc; parameters in a flexbuffer map) -> aotc.DetectionPostP
 
 float32 inputs are TFLM's case; uint8 ones (quantised SSD models such as Coral's) are
 LiteRT's, which dequantises the encodings, the scores and the anchors first ((q - zero point)
-* scale in float32, what DequantizeLinear computes); TFLM's kernel refuses them. Only the fast
-non-max suppression with one class per detection is converted.
+* scale in float32, what DequantizeLinear computes); TFLM's kernel refuses them. The fast
+non-max suppression is converted with one class per detection (max_classes_per_detection 1),
+the regular one (use_regular_nms) as it is.
 """
 
 from __future__ import annotations
@@ -44,10 +45,17 @@ def _opts(op: Any) -> dict[str, Any]:
         regular = False
     if not isinstance(regular, (bool, int)):
         raise AotcError(f"{NAME}: option 'use_regular_nms' is not a boolean ({regular!r})")
-    if regular:
-        raise AotcError(f"{NAME}: use_regular_nms=true (the per-class non-max suppression) is "
-                        f"not supported; aotc converts the fast path (use_regular_nms false)")
-    if out["max_classes_per_detection"] != 1:
+    out["use_regular_nms"] = int(bool(regular))
+    per_class = o.get("detections_per_class")
+    if per_class is None:
+        per_class = 100  # TFLM's default
+    if isinstance(per_class, bool) or not isinstance(per_class, int):
+        raise AotcError(f"{NAME}: option 'detections_per_class' is not an integer "
+                        f"({per_class!r})")
+    if regular and per_class < 1:
+        raise AotcError(f"{NAME}: detections_per_class={per_class} must be positive")
+    out["detections_per_class"] = max(per_class, 1)
+    if not regular and out["max_classes_per_detection"] != 1:
         raise AotcError(f"{NAME}: max_classes_per_detection="
                         f"{out['max_classes_per_detection']} is not supported (only 1: TFLM's "
                         f"fast path writes further classes outside its outputs)")
@@ -73,7 +81,8 @@ def detection_postprocess(b: Builder, op: Any) -> None:
     srcs = [b.fin(t) for t in ins]
     ys = b.add("DetectionPostProcess", srcs, "detection", n_out=4, domain="aotc",
                max_detections=o["max_detections"], num_classes=o["num_classes"],
-               **{k: o[k] for k in _FLOATS})
+               use_regular_nms=o["use_regular_nms"],
+               detections_per_class=o["detections_per_class"], **{k: o[k] for k in _FLOATS})
     m = o["max_detections"]
     for t, y, shape in zip(outs, ys, ((1, m, 4), (1, m), (1, m), (1,))):
         declared = b.shape(t)
