@@ -106,8 +106,9 @@ class Builder:
         return raw.decode("utf-8", "replace") if raw else f"tensor_{t}"
 
     def shape(self, t: int) -> tuple[int, ...]:
-        if t in self.shapes:
-            return self.shapes[t]
+        known = getattr(self, "shapes", {})  # (CALL_ONCE's reader is built without __init__)
+        if t in known:
+            return known[t]
         ts = self.tensor(t)
         return tuple(int(d) for d in ts.ShapeAsNumpy()) if ts.ShapeLength() else ()
 
