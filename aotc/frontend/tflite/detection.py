@@ -4,7 +4,8 @@ detection_postprocess.cc; parameters in a flexbuffer map) -> aotc.DetectionPostP
 
 float32 inputs are TFLM's case; uint8 ones (quantised SSD models such as Coral's) are
 LiteRT's, which dequantises the encodings, the scores and the anchors first ((q - zero point)
-* scale in float32, what DequantizeLinear computes); TFLM's kernel refuses them. The fast
+* scale in float32: the kernel reads the first two so, the anchors are dequantised at compile
+time); TFLM's kernel refuses them. The fast
 non-max suppression is converted with one class per detection (max_classes_per_detection 1),
 the regular one (use_regular_nms) as it is.
 """
@@ -78,8 +79,20 @@ def detection_postprocess(b: Builder, op: Any) -> None:
         raise AotcError(f"{NAME} takes 3 inputs and 4 outputs, got {len(ins)} and {len(outs)}")
     if b.const(ins[2]) is None:
         raise AotcError(f"{NAME}: the anchors ({b.tname(ins[2])!r}) must be a constant")
-    srcs = [b.fin(t) for t in ins]
-    ys = b.add("DetectionPostProcess", srcs, "detection", n_out=4, domain="aotc",
+    # The encodings and scores as stored (a uint8 model's: the graph's int8), read through
+    # their parameters by the kernel; the anchors dequantised at compile time.
+    srcs, qattrs = [], {}
+    for t, key in zip(ins[:2], ("box", "score")):
+        q = b.quant(t)
+        if q is None:
+            srcs.append(b.fin(t))
+            continue
+        if b.dtype(t) != "int8" or len(q[0]) != 1:
+            raise AotcError(f"{NAME}: {b.tname(t)!r} must be float32 or uint8 with one scale")
+        srcs.append(b.get(t))
+        qattrs[f"{key}_scale"], qattrs[f"{key}_zero_point"] = float(q[0][0]), int(q[1][0])
+    srcs.append(b.fin(ins[2]))
+    ys = b.add("DetectionPostProcess", srcs, "detection", n_out=4, domain="aotc", **qattrs,
                max_detections=o["max_detections"], num_classes=o["num_classes"],
                use_regular_nms=o["use_regular_nms"],
                detections_per_class=o["detections_per_class"], **{k: o[k] for k in _FLOATS})

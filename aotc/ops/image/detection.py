@@ -58,6 +58,12 @@ def iou_reference(bi: np.ndarray, bj: np.ndarray) -> np.float32:
     return f(inter / f(f(area_i + area_j) - inter))
 
 
+def _dequantize_reference(x: np.ndarray, scale: float, zero_point: int) -> np.ndarray:
+    if x.dtype == np.float32:
+        return x
+    return (x.astype(np.float32) - np.float32(zero_point)) * np.float32(scale)
+
+
 def _nms_reference(dec: np.ndarray, score: np.ndarray, limit: int, thr: np.float32,
                    iou_thr: np.float32) -> list[int]:
     """NonMaxSuppressionSingleClassHelper: the anchors selected, best first."""
@@ -104,19 +110,26 @@ def _outputs(dec: np.ndarray, dets: list[tuple[Any, int, int]], m: int
 @register
 class DetectionPostProcess(OpDef):
     """Inputs: box encodings [1, N, >=4], class scores [1, N, C] (C = num_classes or one
-    more, a background class first), anchors [N, 4], all float32 (the frontend dequantises
-    quantised ones). Outputs: boxes [1, M, 4], classes [1, M], scores [1, M], the number of
+    more, a background class first), anchors [N, 4] float32. The encodings and the scores
+    float32, or int8 read as (q - zero point) * scale in float32 with the ``box_`` and
+    ``score_`` parameters (a uint8 model's tensors: LiteRT dequantises them so, and no float
+    copy is kept). Outputs: boxes [1, M, 4], classes [1, M], scores [1, M], the number of
     detections [1], float32; M = max_detections."""
 
     name = "DetectionPostProcess"
     domain = "aotc"
+    dtypes = ("float32", "int8")
 
     def reference(self, boxes: np.ndarray, scores: np.ndarray, anchors: np.ndarray, *,
                   max_detections: int = 1, num_classes: int = 1,
                   nms_score_threshold: float = 0.0, nms_iou_threshold: float = 0.5,
                   y_scale: float = 1.0, x_scale: float = 1.0, h_scale: float = 1.0,
                   w_scale: float = 1.0, use_regular_nms: int = 0,
-                  detections_per_class: int = 100) -> tuple[np.ndarray, ...]:
+                  detections_per_class: int = 100, box_scale: float = 0.0,
+                  box_zero_point: int = 0, score_scale: float = 0.0,
+                  score_zero_point: int = 0) -> tuple[np.ndarray, ...]:
+        boxes = _dequantize_reference(boxes, box_scale, box_zero_point)
+        scores = _dequantize_reference(scores, score_scale, score_zero_point)
         n = boxes.shape[1]
         dec = decode_reference(boxes[0], anchors, (y_scale, x_scale, h_scale, w_scale))
         sc = scores[0].astype(np.float32)
@@ -140,6 +153,12 @@ class DetectionPostProcess(OpDef):
         super().check(node, ins)
         b, s, a = ins[:3]
         assert b is not None and s is not None and a is not None
+        if a.type.dtype != F32:
+            raise AotcError("the anchors must be float32", node.name, node.op)
+        for v, key in ((b, "box"), (s, "score")):
+            if v.type.dtype != F32 and not float(node.attrs.get(f"{key}_scale", 0.0)) > 0:
+                raise AotcError(f"int8 {key} input without a positive {key}_scale", node.name,
+                                node.op)
         n = b.type.shape[1] if len(b.type.shape) == 3 else -1
         c = int(node.attrs.get("num_classes", 1))
         if len(b.type.shape) != 3 or b.type.shape[0] != 1 or b.type.shape[2] < 4:
@@ -164,7 +183,9 @@ class DetectionPostProcess(OpDef):
 
     def lower(self, node: Node, kb: Any) -> None:
         a = node.attrs
-        boxes, scores, anchors = kb.inputs[:3]
+        boxes, scores = (_Dequantized(kb.inputs[i], a, key) for i, key in ((0, "box"),
+                                                                           (1, "score")))
+        anchors = kb.inputs[2]
         n, k_all = boxes.shape[1], scores.shape[2]
         ncls = int(a["num_classes"])
         off = k_all - ncls
@@ -272,6 +293,21 @@ class DetectionPostProcess(OpDef):
 
 def _f(v: Any) -> Const:
     return Const(float(np.float32(v)), F32)
+
+
+class _Dequantized:
+    """An input read as float32: as it is, or an int8 one as (q - zero point) * scale."""
+
+    def __init__(self, ref: Any, attrs: dict[str, Any], key: str) -> None:
+        self.ref, self.shape = ref, ref.shape
+        self.scale = _f(attrs.get(f"{key}_scale", 0.0))
+        self.zp = _f(int(attrs.get(f"{key}_zero_point", 0)))
+
+    def flat(self, i: Any) -> Any:
+        v = self.ref.flat(i)
+        if self.ref.dtype == F32:
+            return v
+        return (Cast(v, F32) - self.zp) * self.scale
 
 
 def _zero_slot(kb: Any, det: Any) -> None:
