@@ -257,3 +257,38 @@ def test_uint8_arg_max_matches_litert(tmp_path):
         got = runner.run({ins[0]["name"]: xs[0]})
         for t, w in zip(outs, interpret(model, xs)[0]):
             np.testing.assert_array_equal(got[t["name"]], w)
+
+
+def test_uint8_multiplier_is_litert_float32_product(tmp_path):
+    """LiteRT's uint8 kernels take input scale x weight scale as a float32 product: with
+    scales where it differs from the double product in the last bits, and a bias that puts
+    outputs on a rounding tie's neighbourhood, aotc matches LiteRT on every output; the
+    compiled kernels carry the mark (the importer's metadata, the qdq pass's attribute)."""
+    spec, shapes = SPECS["FULLY_CONNECTED"]
+    model = to_uint8(float_and_int8(spec, shapes)["int8"][0])
+    m = S.ModelT.InitFromObj(S.Model.GetRootAs(model, 0))
+    sg = m.subgraphs[0]
+    x, w = (sg.tensors[int(i)] for i in sg.operators[0].inputs[:2])
+    x.quantization.scale = np.array([0.0123456789], np.float32)  # float32 x float32 rounds
+    w.quantization.scale = np.array([0.00987654321], np.float32)
+    bias = sg.tensors[int(sg.operators[0].inputs[2])]
+    bias.quantization.scale = np.array([np.float32(0.0123456789) * np.float32(0.00987654321)],
+                                       np.float32)
+    import flatbuffers
+
+    b = flatbuffers.Builder(1024)
+    b.Finish(m.Pack(b), file_identifier=b"TFL3")
+    model = bytes(b.Output())
+    xs_, ws_ = np.float32(0.0123456789), np.float32(0.00987654321)
+    assert float(xs_ * ws_) != float(xs_) * float(ws_)
+    (tmp_path / "m.tflite").write_bytes(model)
+    bundle = aotc.compile(tmp_path / "m.tflite", tmp_path / "out", name="m")
+    assert any(n.attrs.get("_scale_f32") for n in bundle.compilation.graph.nodes)
+    runner = bundle.load()
+    ins, outs = runner.meta["inputs"], runner.meta["outputs"]
+    rng = np.random.default_rng(3)
+    for _ in range(16):
+        xs = [rng.integers(0, 256, s, dtype=np.uint8) for s in shapes]
+        got = runner.run({t["name"]: v for t, v in zip(ins, xs)})
+        for t, want in zip(outs, interpret(model, xs)[0]):
+            np.testing.assert_array_equal(got[t["name"]], want)
