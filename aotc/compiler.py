@@ -149,6 +149,9 @@ def compile_model(model: str | os.PathLike[str] | onnx.ModelProto, options: Comp
     source = _read(model, options, progress)
     shapes = {k: tuple(int(d) for d in v) for k, v in options.input_shapes.items()}
     graph = attach_state(import_model(source.proto, shapes, name), source.proto, options.state)
+    if any(p.key == "aotc.scale_product" and p.value == "float32"
+           for p in source.proto.metadata_props):  # a uint8 .tflite (frontend/tflite)
+        graph = graph.replace(meta={**graph.meta, "scale_product": "float32"})
     if limit is not None:
         graph = bound_loops(graph, limit)
     model_const_bytes = graph.const_bytes()

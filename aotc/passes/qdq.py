@@ -54,7 +54,10 @@ LUT_FUNCS: dict[str, Callable[[np.ndarray, Node], np.ndarray]] = {
 
 def qdq(g: Graph, mode: str = "tflite") -> Graph:
     g = _Rewriter(g, mode).run()
-    nodes = [n.with_(attrs={**n.attrs, "_requant": mode}) if n.op in QUANT_OPS else n
+    # A uint8 .tflite model: LiteRT's uint8 kernels multiply the input and weight scales in
+    # float32 (graph meta "scale_product", set by the compiler from the frontend's metadata).
+    f32 = {"_scale_f32": True} if g.meta.get("scale_product") == "float32" else {}
+    nodes = [n.with_(attrs={**n.attrs, "_requant": mode, **f32}) if n.op in QUANT_OPS else n
              for n in g.nodes]
     return g.replace(nodes=nodes)
 

@@ -103,6 +103,13 @@ def add(net: Net) -> list[int]:
     return [net.op("ADD", [x, y], (1, 5, 5, 4), options("AddOptions"))]
 
 
+def resize_nearest(net: Net) -> list[int]:
+    """SSD feature pyramids (Coral's traffic model) upsample uint8 maps: a movement."""
+    x = net.input((1, 3, 4, 5))
+    return [net.op("RESIZE_NEAREST_NEIGHBOR", [x, net.ints([6, 8])], (1, 6, 8, 5),
+                   options("ResizeNearestNeighborOptions"))]
+
+
 def pools_softmax(net: Net) -> list[int]:
     x = net.input((1, 6, 6, 5))
     a = net.op("AVERAGE_POOL_2D", [x], (1, 3, 3, 5), options(
@@ -149,6 +156,7 @@ def resize(net: Net) -> list[int]:
 SPECS = {"CONV_2D": (conv, [(1, 8, 8, 3)]), "DEPTHWISE_CONV_2D": (depthwise, [(1, 7, 7, 4)]),
          "FULLY_CONNECTED": (fully_connected, [(2, 20)]),
          "ADD": (add, [(1, 5, 5, 4), (1, 5, 5, 4)]),
+         "RESIZE_NEAREST_NEIGHBOR": (resize_nearest, [(1, 3, 4, 5)]),
          "pools_softmax": (pools_softmax, [(1, 6, 6, 5)]),
          "kws_like": (kws_like, [(1, 10, 6, 1)]),
          "RESIZE_BILINEAR": (resize, [(1, 5, 7, 3)])}
@@ -249,3 +257,38 @@ def test_uint8_arg_max_matches_litert(tmp_path):
         got = runner.run({ins[0]["name"]: xs[0]})
         for t, w in zip(outs, interpret(model, xs)[0]):
             np.testing.assert_array_equal(got[t["name"]], w)
+
+
+def test_uint8_multiplier_is_litert_float32_product(tmp_path):
+    """LiteRT's uint8 kernels take input scale x weight scale as a float32 product: with
+    scales where it differs from the double product in the last bits, and a bias that puts
+    outputs on a rounding tie's neighbourhood, aotc matches LiteRT on every output; the
+    compiled kernels carry the mark (the importer's metadata, the qdq pass's attribute)."""
+    spec, shapes = SPECS["FULLY_CONNECTED"]
+    model = to_uint8(float_and_int8(spec, shapes)["int8"][0])
+    m = S.ModelT.InitFromObj(S.Model.GetRootAs(model, 0))
+    sg = m.subgraphs[0]
+    x, w = (sg.tensors[int(i)] for i in sg.operators[0].inputs[:2])
+    x.quantization.scale = np.array([0.0123456789], np.float32)  # float32 x float32 rounds
+    w.quantization.scale = np.array([0.00987654321], np.float32)
+    bias = sg.tensors[int(sg.operators[0].inputs[2])]
+    bias.quantization.scale = np.array([np.float32(0.0123456789) * np.float32(0.00987654321)],
+                                       np.float32)
+    import flatbuffers
+
+    b = flatbuffers.Builder(1024)
+    b.Finish(m.Pack(b), file_identifier=b"TFL3")
+    model = bytes(b.Output())
+    xs_, ws_ = np.float32(0.0123456789), np.float32(0.00987654321)
+    assert float(xs_ * ws_) != float(xs_) * float(ws_)
+    (tmp_path / "m.tflite").write_bytes(model)
+    bundle = aotc.compile(tmp_path / "m.tflite", tmp_path / "out", name="m")
+    assert any(n.attrs.get("_scale_f32") for n in bundle.compilation.graph.nodes)
+    runner = bundle.load()
+    ins, outs = runner.meta["inputs"], runner.meta["outputs"]
+    rng = np.random.default_rng(3)
+    for _ in range(16):
+        xs = [rng.integers(0, 256, s, dtype=np.uint8) for s in shapes]
+        got = runner.run({t["name"]: v for t, v in zip(ins, xs)})
+        for t, want in zip(outs, interpret(model, xs)[0]):
+            np.testing.assert_array_equal(got[t["name"]], want)

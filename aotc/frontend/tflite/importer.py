@@ -58,9 +58,6 @@ WHY_NOT = {
     "CUSTOM:TFLM_DECODE": "TFLM's compressed-tensor DECODE is not supported",
     "DECODE": "TFLM's compressed-tensor DECODE is not supported",
     "DELEGATE": "a delegate's subgraph cannot be compiled",
-    "CUSTOM:TFLite_Detection_PostProcess": "TFLM's SSD detection post-processing custom "
-                                           "operator is not supported; compile the model "
-                                           "without it (its inputs as the outputs)",
 }
 CONTROL_FLOW = {"CALL"}  # (IF, WHILE: control.py; CALL_ONCE: variables.py)
 RESOURCES = {"VAR_HANDLE", "READ_VARIABLE", "ASSIGN_VARIABLE"}
@@ -145,7 +142,29 @@ def convert(data: bytes, fname: str = "model.tflite") -> onnx.ModelProto:
     except Exception as e:
         raise AotcError(f"{fname}: malformed graph outputs ({type(e).__name__}: {e})") from None
     check_shapes(b, sub, m, used)
+    if _uint8_products(b, sub, used):
+        helper_props = {p.key: p.value for p in m.metadata_props}
+        helper_props[SCALE_PRODUCT_KEY] = "float32"
+        onnx.helper.set_model_props(m, helper_props)
     return m
+
+
+# A uint8 model's CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED and TRANSPOSE_CONV requantise
+# with LiteRT's GetQuantizedConvolutionMultipler: input scale x filter scale multiplied in
+# float32 (TFLM's int8 kernels multiply in double). The metadata tells the qdq pass.
+SCALE_PRODUCT_KEY = "aotc.scale_product"
+_PRODUCT_OPS = {"CONV_2D": 0, "DEPTHWISE_CONV_2D": 0, "FULLY_CONNECTED": 0, "TRANSPOSE_CONV": 2}
+
+
+def _uint8_products(b: Builder, sub: Any, used: list[str]) -> bool:
+    for i, name in enumerate(used):
+        k = _PRODUCT_OPS.get(name)
+        if k is None:
+            continue
+        op = sub.Operators(i)
+        if op.InputsLength() > k and op.Inputs(k) >= 0 and b.uint8(op.Inputs(k)):
+            return True
+    return False
 
 
 def _check_all(model: Any, sub: Any, codes: list[str], fname: str, where: str) -> list[str]:

@@ -531,10 +531,14 @@ def _check_conv(node: Node, x: Value | None, w: Value | None) -> None:
 
 def _multipliers(xs: Any, ws: Any, ys: Any, n: int, node: Node) -> np.ndarray:
     """Per-channel real multipliers x_scale * w_scale / y_scale, in double from the float32
-    scales (TFLite's PopulateConvolutionQuantizationParams)."""
+    scales (TFLite's PopulateConvolutionQuantizationParams); with ``_scale_f32`` (a uint8
+    TFLite model, LiteRT's GetQuantizedConvolutionMultipler) x_scale * w_scale is a float32
+    product, then divided in double."""
     wsv = _per_channel(np.asarray(ws, np.float32), n, node, "w_scale")
     xsv = float(np.asarray(xs, np.float32).reshape(-1)[0])
     ysv = float(np.asarray(ys, np.float32).reshape(-1)[0]) if ys is not None else 1.0
+    if node.attrs.get("_scale_f32"):
+        return np.array([float(np.float32(xsv) * np.float32(s)) / ysv for s in wsv], np.float64)
     return np.array([xsv * float(s) / ysv for s in wsv], np.float64)
 
 
