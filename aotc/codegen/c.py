@@ -98,7 +98,8 @@ INT_CALLS = {"abs": "AOTC_ABS", "float_from_bits": "aotc_bits_f32",  # BitCast
              "q_requant": "aotc_q_requant", "q_requant_r": "aotc_q_requant_r",
              "q_requant_h": "aotc_q_requant_h",
              "q_sat_shl": "aotc_q_sat_shl", "q_softmax_scale": "aotc_q_softmax_scale",
-             "q_clz": "aotc_q_clz", **HALF_CALLS}
+             "q_clz": "aotc_q_clz", "q_one_over_one_plus_x": "aotc_q_one_over_one_plus_x",
+             **HALF_CALLS}
 # Arm C Language Extensions intrinsics (<arm_acle.h>, __ARM_FEATURE_DSP), on int32 words of
 # packed lanes; the lowering emits them only for targets with the "dsp" feature (loops/dsp.py).
 # sxtb16_ror8 is SXTB16 with its rotate operand, which arm_acle.h does not offer (CMSIS's

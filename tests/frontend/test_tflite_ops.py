@@ -218,8 +218,8 @@ SHAPE = (1, 6, 6, 4)
 # (TFLM pads SPACE_TO_BATCH_ND with an uninitialised value, LiteRT with the zero point.)
 REFUSED_INT8 = {"SPACE_TO_BATCH_ND_padded": "TFLM pads with an uninitialised value",
                 "CAST": "CAST of a quantised tensor is not supported"}
-# int8 cases LiteRT cannot run (no int8 kernel): TFLM only.
-TFLM_NOT_LITERT = {"ZEROS_LIKE"}
+# int8 cases LiteRT cannot run (no int8 kernel, e.g. ADD_N, CUMSUM): TFLM only.
+TFLM_NOT_LITERT = {"ZEROS_LIKE", "ADD_N", "CUMSUM", "CUMSUM_exclusive_reverse"}
 # Builtins on bool / int32 tensors whatever the model's activations are.
 TYPED_OPS = {"LOGICAL_AND", "LOGICAL_OR", "LOGICAL_NOT", "REDUCE_ANY", "REDUCE_ALL", "SHAPE",
              "BROADCAST_ARGS"}

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+from ai_edge_litert import schema_py_generated as S
 from tflite_builder import Net, options
 
 Spec = Callable[[Net, int, tuple[int, ...]], int]
@@ -107,8 +108,21 @@ def batch_matmul(adj_y: bool) -> Spec:
     return spec
 
 
+def _fixed_int8_output(net: Net, y: int, scale: float, zero_point: int) -> int:
+    """int8: the output parameters TFLite's converter writes (and TFLM or LiteRT require)."""
+    q = net.tensors[y].quantization
+    if q is not None and net.tensors[y].type == S.TensorType.INT8:
+        q.scale, q.zeroPoint = np.array([scale], np.float32), np.array([zero_point], np.int64)
+    return y
+
+
 def l2norm(net: Net, x: int, s: tuple[int, ...]) -> int:
-    return net.op("L2_NORMALIZATION", [x], s, options("L2NormOptions"))
+    return _fixed_int8_output(net, net.op("L2_NORMALIZATION", [x], s, options("L2NormOptions")),
+                              1 / 128, 0)
+
+
+def log_softmax(net: Net, x: int, s: tuple[int, ...]) -> int:
+    return _fixed_int8_output(net, net.op("LOG_SOFTMAX", [x], s), 16 / 256, 127)
 
 
 def prelu(net: Net, x: int, s: tuple[int, ...]) -> int:
@@ -117,7 +131,8 @@ def prelu(net: Net, x: int, s: tuple[int, ...]) -> int:
 
 
 def add_n(net: Net, x: int, s: tuple[int, ...]) -> int:
-    return net.op("ADD_N", [x, x, net.const(net.rng.normal(size=s))], s)
+    # int8: the constant has x's parameters (TFLM's ADD_N requires one scale and zero point)
+    return net.op("ADD_N", [x, x, net.const_like(net.rng.normal(size=s), x)], s)
 
 
 def pack(axis: int) -> Spec:
@@ -304,7 +319,7 @@ CASES: dict[str, Spec] = {
     "ROUND": unary("ROUND"), "ELU": unary("ELU"), "RELU_N1_TO_1": unary("RELU_N1_TO_1"),
     "RELU_0_TO_1": unary("RELU_0_TO_1"), "SIGN": unary("SIGN"),
     "GELU": gelu(False), "GELU_tanh": gelu(True),
-    "L2_NORMALIZATION": l2norm, "LOG_SOFTMAX": unary("LOG_SOFTMAX"), "PRELU": prelu,
+    "L2_NORMALIZATION": l2norm, "LOG_SOFTMAX": log_softmax, "PRELU": prelu,
     "ADD_N": add_n,
     "MAXIMUM": binary("MAXIMUM"), "MINIMUM": binary("MINIMUM"),
     "DIV": binary("DIV", "own", options("DivOptions"), positive=True),

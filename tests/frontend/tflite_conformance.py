@@ -422,6 +422,11 @@ MORE_TYPED: dict[str, Callable[[Net], list[int]]] = {
         "MUL", [net.input((3, 7), np.int32), net.ints(np.array([9001], np.int32))], (3, 7),
         options("MulOptions"), dtype=np.int32)], (3, 7), dtype=np.dtype(b).type)])(b)
        for b in ("int16", "int8", "uint32")},
+    # (x * 9001 - y)^2 leaves int32: TFLM's int32 kernel wraps.
+    "SQUARED_DIFFERENCE_int32_wrap": lambda net: [net.op("SQUARED_DIFFERENCE", [net.op(
+        "MUL", [net.input((3, 7), np.int32), net.ints(np.array([9001], np.int32))], (3, 7),
+        options("MulOptions"), dtype=np.int32), net.input((3, 7), np.int32)], (3, 7),
+        dtype=np.int32)],
     "ARG_MAX_int32": lambda net: [net.op(
         "ARG_MAX", [net.input((3, 5), np.int32), net.ints([-1])], (3,),
         options("ArgMaxOptions", outputType=S.TensorType.INT32), dtype=np.int32)],
@@ -503,6 +508,126 @@ ASYM16: dict[str, Callable[[Net], list[int]]] = {
 }
 
 
+def _qbinary(code: str, dt: Any, x: tuple[float, int], y: tuple[float, int],
+             out: tuple[float, int], y_shape: tuple[int, ...] = (16, 16), y_dt: Any = None
+             ) -> Callable[[Net], list[int]]:
+    """``code`` on two quantised (16, 16) inputs (the second maybe broadcast, of ``y_dt``)
+    with the parameters given (inputs: _asym16_inputs, every int8 code; int16 codes over the
+    range)."""
+    def spec(net: Net) -> list[int]:
+        a = net._tensor((16, 16), dt, "x", None, *x)
+        b = net._tensor(y_shape, y_dt or dt, "y", None, *y)
+        net.inputs += [a, b]
+        o = net._tensor((16, 16), dt, "out", None, *out)
+        net.op_into(code, [a, b], [o])
+        return [o]
+    return spec
+
+
+def _qaddn(n: int, x: tuple[float, int], out: tuple[float, int]) -> Callable[[Net], list[int]]:
+    """ADD_N of ``n`` int8 (16, 16) inputs sharing the parameters ``x`` (TFLM requires it)."""
+    def spec(net: Net) -> list[int]:
+        xs = [net._tensor((16, 16), np.int8, f"x{k}", None, *x) for k in range(n)]
+        net.inputs += xs
+        o = net._tensor((16, 16), np.int8, "out", None, *out)
+        net.op_into("ADD_N", xs, [o])
+        return [o]
+    return spec
+
+
+def _qcumsum(shape: tuple[int, ...], axis: int, x: tuple[float, int], out: tuple[float, int],
+             exclusive: bool = False, reverse: bool = False) -> Callable[[Net], list[int]]:
+    """CUMSUM of an int8 input along ``axis`` with the parameters given."""
+    def spec(net: Net) -> list[int]:
+        a = net._tensor(shape, np.int8, "x", None, *x)
+        net.inputs.append(a)
+        o = net._tensor(shape, np.int8, "out", None, *out)
+        net.op_into("CUMSUM", [a, net.ints(axis)], [o], options(
+            "CumsumOptions", exclusive=exclusive, reverse=reverse))
+        return [o]
+    return spec
+
+
+def _ql2norm(shape: tuple[int, ...], x: tuple[float, int]) -> Callable[[Net], list[int]]:
+    """L2_NORMALIZATION of an int8 input (output 1/128, zero point 0, as TFLite writes it)."""
+    def spec(net: Net) -> list[int]:
+        a = net._tensor(shape, np.int8, "x", None, *x)
+        net.inputs.append(a)
+        o = net._tensor(shape, np.int8, "out", None, 1 / 128, 0)
+        net.op_into("L2_NORMALIZATION", [a], [o], options("L2NormOptions"))
+        return [o]
+    return spec
+
+
+def _qlogsoftmax(shape: tuple[int, ...], x: tuple[float, int]) -> Callable[[Net], list[int]]:
+    """LOG_SOFTMAX of an int8 input (output 16/256, zero point 127, as TFLM requires)."""
+    def spec(net: Net) -> list[int]:
+        a = net._tensor(shape, np.int8, "x", None, *x)
+        net.inputs.append(a)
+        o = net._tensor(shape, np.int8, "out", None, 16 / 256, 127)
+        net.op_into("LOG_SOFTMAX", [a], [o])
+        return [o]
+    return spec
+
+
+# Quantised binary kernels with chosen parameters: several scale pairs (either input the
+# larger), zero points at the ends, outputs saturating at both ends of the type.
+QBINARY: dict[str, Callable[[Net], list[int]]] = {
+    "SQUARED_DIFFERENCE_int8_x_wider": _qbinary("SQUARED_DIFFERENCE", np.int8, (0.05, -7),
+                                                (0.02, 10), (0.1, -128)),
+    "SQUARED_DIFFERENCE_int8_y_wider": _qbinary("SQUARED_DIFFERENCE", np.int8, (0.013, 127),
+                                                (0.9, -128), (1.7, -100)),
+    "SQUARED_DIFFERENCE_int8_equal_scales": _qbinary("SQUARED_DIFFERENCE", np.int8, (0.25, 3),
+                                                     (0.25, -3), (16.0, -128)),
+    "SQUARED_DIFFERENCE_int8_out_fine": _qbinary("SQUARED_DIFFERENCE", np.int8,
+                                                 (0.003, 0), (0.004, -20), (0.002, -128)),
+    "SQUARED_DIFFERENCE_int8_bcast_row": _qbinary("SQUARED_DIFFERENCE", np.int8, (0.07, 5),
+                                                  (0.03, -60), (0.5, -90), (1, 16)),
+    "SQUARED_DIFFERENCE_int16_x_wider": _qbinary("SQUARED_DIFFERENCE", np.int16, (3e-3, 0),
+                                                 (1e-3, 0), (0.5, 0)),
+    "SQUARED_DIFFERENCE_int16_saturating": _qbinary("SQUARED_DIFFERENCE", np.int16, (1e-4, 0),
+                                                    (2.5e-4, 0), (1e-5, 0)),
+    "SQUARED_DIFFERENCE_int16_bcast_col": _qbinary("SQUARED_DIFFERENCE", np.int16, (2e-4, 0),
+                                                   (2e-4, 0), (2e-3, 0), (16, 1)),
+    # PRELU: alpha an activation (any sign), per-tensor; int16 x with int8 alpha
+    "PRELU_int8_alpha_row": _qbinary("PRELU", np.int8, (0.05, -7), (0.01, 3), (0.04, 10),
+                                     (1, 16)),
+    "PRELU_int8_alpha_full": _qbinary("PRELU", np.int8, (0.1, 127), (0.02, -128), (0.4, 100)),
+    "PRELU_int8_zp-128_fine_out": _qbinary("PRELU", np.int8, (0.2, -128), (0.5, 20),
+                                           (0.01, 0)),
+    "PRELU_int8_alpha_col_big": _qbinary("PRELU", np.int8, (0.003, 40), (0.3, -5), (0.1, -100),
+                                         (16, 1)),
+    "PRELU_int16_alpha_int8": _qbinary("PRELU", np.int16, (1e-3, 0), (0.01, -2), (2e-3, 0),
+                                       (1, 16), np.int8),
+    # ADD_N: 2 to 5 inputs, zero points at the ends, outputs finer and coarser than inputs
+    "ADD_N_int8_two": _qaddn(2, (0.05, -3), (0.08, 4)),
+    "ADD_N_int8_three_zp-128": _qaddn(3, (0.02, -128), (0.03, -128)),
+    "ADD_N_int8_four_zp127": _qaddn(4, (0.1, 127), (0.5, 100)),
+    "ADD_N_int8_five_coarse": _qaddn(5, (0.013, 9), (0.2, -17)),
+    # CUMSUM: each axis, exclusive / reverse, coarse and fine outputs; a 64-long axis of
+    # zero point -128 overflows TFLM's int32 accumulator (both wrap)
+    "CUMSUM_int8_axis0": _qcumsum((4, 8, 8), 0, (0.05, -3), (0.1, 5)),
+    "CUMSUM_int8_axis1_exclusive": _qcumsum((4, 8, 8), 1, (0.02, 10), (0.05, -20), True),
+    "CUMSUM_int8_axis2_reverse": _qcumsum((4, 8, 8), -1, (0.1, 127), (0.3, 100), False, True),
+    "CUMSUM_int8_excl_rev_fine": _qcumsum((2, 3, 6, 5), 2, (0.01, 0), (0.004, -1), True, True),
+    "CUMSUM_int8_long_axis_wraps": _qcumsum((4, 64), 1, (0.01, -128), (0.5, -128)),
+    # L2_NORMALIZATION: rows of 1 (sums 0, 1, 4, ...: the small-sum branch and the negative
+    # shift), 3, 64 and 4128 values (the longest TFLM computes defined), zero points at the ends
+    "L2_NORMALIZATION_int8_rows1": _ql2norm((256, 1), (0.1, 3)),
+    "L2_NORMALIZATION_int8_rows3_zp-128": _ql2norm((4, 5, 3), (0.02, -128)),
+    "L2_NORMALIZATION_int8_rows64_zp127": _ql2norm((8, 64), (0.05, 127)),
+    "L2_NORMALIZATION_int8_row4128": _ql2norm((1, 4128), (0.3, 0)),
+    # LOG_SOFTMAX: input scales fine to coarse (diff_min cutting the row or not), rows of 1
+    # to 256 values
+    "LOG_SOFTMAX_int8_rows16": _qlogsoftmax((16, 16), (0.1, 3)),
+    "LOG_SOFTMAX_int8_fine": _qlogsoftmax((4, 64), (0.01, -128)),
+    "LOG_SOFTMAX_int8_coarse": _qlogsoftmax((8, 32), (0.5, 127)),
+    "LOG_SOFTMAX_int8_row256": _qlogsoftmax((1, 256), (0.05, 0)),
+    "LOG_SOFTMAX_int8_rows1": _qlogsoftmax((64, 1), (0.2, 0)),
+    "LOG_SOFTMAX_int8_rank4": _qlogsoftmax((2, 3, 4, 10), (1.7, -20)),
+}
+
+
 def _asym16_inputs(net: Net) -> list[np.ndarray]:
     rng = np.random.default_rng(5)
     xs = []
@@ -567,7 +692,7 @@ def cases() -> list[Case]:
         b = builtin_of(name)
         t = _typed_type(name)
         out.append(Case(f"{b}/{name[len(b) + 1:] or 'base'}/{t}", b, t, _typed_builder(tspec)))
-    for name, tspec in ASYM16.items():
+    for name, tspec in {**ASYM16, **QBINARY}.items():
         b = builtin_of(name)
         t = _typed_type(name)
         out.append(Case(f"{b}/{name[len(b) + 1:]}/{t}", b, t, _asym16_builder(tspec)))

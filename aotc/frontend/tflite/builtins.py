@@ -470,9 +470,15 @@ TYPES: dict[str, tuple[str, ...]] = {
     **{k: ("float32",) for k in ("EXP", "LOG", "SQRT", "SQUARE", "SIN", "COS", "FLOOR", "CEIL",
                                  "ROUND", "RELU_N1_TO_1", "RELU_0_TO_1", "SIGN", "GELU",
                                  "POW", "REDUCE_PROD",
-                                 "L2_NORMALIZATION", "LOG_SOFTMAX", "ADD_N",
-                                 "PRELU", "SQUARED_DIFFERENCE",
-                                 "CUMSUM")},
+)},
+    "ADD_N": ("float32", "int8"),  # int8: TFLM's kernel (QAddN)
+    "CUMSUM": ("float32", "int8"),  # int8: TFLM's kernel (QCumSum)
+    "L2_NORMALIZATION": ("float32", "int8"),  # int8: TFLM's kernel (QL2Norm)
+    "LOG_SOFTMAX": ("float32", "int8"),  # int8: TFLM's kernel (QLogSoftmax)
+    # int8 (int16 with an int8 alpha): TFLM's kernel (QPRelu).
+    "PRELU": ("float32", "int8", "int16"),
+    # int8 / int16: TFLM's quantised kernel (QSquaredDifference); int32 wraps as TFLM's.
+    "SQUARED_DIFFERENCE": ("float32", "int8", "int16", "int32"),
     # int32 FLOOR_DIV / FLOOR_MOD: LiteRT's kernels (TFLM has float32 only), e.g. MoveNet's.
     **{k: ("float32", "int32") for k in ("FLOOR_DIV", "FLOOR_MOD")},
     "RESIZE_BILINEAR": ("float32", "int8", "uint8"),

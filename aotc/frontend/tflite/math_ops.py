@@ -3,7 +3,10 @@
 float32 runs as the float ONNX op. int8 runs on the integers where the op only orders or
 moves values (MAXIMUM, MINIMUM, SELECT_V2, REDUCE_MAX/MIN, ARG_MAX/MIN: the operands must then
 share one scale and zero point, as TFLM's kernels assume); comparisons compare TFLM's rescaled
-int32 operands (``_scaled_operand``); RSQRT is TFLM's table; otherwise as
+int32 operands (``_scaled_operand``); RSQRT is TFLM's table; int8 / int16 SQUARED_DIFFERENCE,
+PRELU and int8 ADD_N, CUMSUM, L2_NORMALIZATION, LOG_SOFTMAX are TFLM's kernels
+(aotc.ops.quant.qlinear QSquaredDifference, QPRelu, QAddN, QCumSum, QL2Norm, QLogSoftmax);
+otherwise as
 QDQ (DequantizeLinear, the float op, QuantizeLinear), which aotc.passes.qdq turns into a table
 for the one-input functions, and only where that is bit-exact with TFLM's kernel (``TYPES`` in
 builtins.py: the int8 forms not listed there are refused before conversion). int32/int64/bool run
@@ -184,6 +187,43 @@ def _squared_difference(b: Builder, a: list[str]) -> str:
     return b.add("Mul", [d, d], "square")[0]
 
 
+def _tflm_binary(b: Builder, op: Any, kernel: str) -> None:
+    """A quantised two-input builtin as aotc's integer ``kernel`` (aotc.ops.quant.qlinear),
+    TFLM's arithmetic: inputs (x, x_scale, x_zp, w, w_scale, w_zp, y_scale, y_zp), as
+    com.microsoft's QLinearAdd takes them."""
+    (x, w), (y,) = _ins(op)[:2], _outs(op)
+    for t in (x, w, y):
+        q = b.quant(t)
+        if q is None or len(q[0]) != 1:
+            raise AotcError(f"quantised {b.op_name} needs per-tensor parameters on "
+                            f"{b.tname(t)!r}")
+    layout = _layout_for(b, [x, w], y)
+    rank = b.rank(y)
+    args = []
+    for t in (x, w, y):
+        scale, zp, _ = b.quant(t)  # type: ignore[misc]
+        if t != y:
+            args.append(_raw_operand(b, t, layout, rank))
+        args += [b.init(np.float32(scale[0]), "scale"),
+                 b.init(np.array(zp[0], b.dtype(t)), "zero_point")]
+    out = b.add(kernel, args, b.op_name.lower(), outputs=[b.out_name(y)], domain="aotc")[0]
+    b.define(y, out, layout)
+
+
+def squared_difference(b: Builder, op: Any) -> None:
+    """float32 and int32: (x - y)^2 (int32 wraps, as TFLM's int32 kernel); int8 / int16:
+    TFLM's quantised kernel, aotc's QSquaredDifference (aotc.ops.quant.qlinear)."""
+    (x, w), (y,) = _ins(op)[:2], _outs(op)
+    dts = {b.dtype(t) for t in (x, w, y)}
+    if not ({np.dtype(np.int8), np.dtype(np.int16)} & dts):
+        elementwise(_squared_difference)(b, op)
+        return
+    if len(dts) != 1:
+        raise AotcError(f"quantised SQUARED_DIFFERENCE needs one type on its inputs and "
+                        f"output, got {sorted(d.name for d in dts)}")
+    _tflm_binary(b, op, "QSquaredDifference")
+
+
 def _floor_div(b: Builder, a: list[str]) -> str:
     return b.add("Floor", [b.add("Div", a[:2], "div")[0]], "floor")[0]
 
@@ -276,15 +316,39 @@ def l2_normalization(b: Builder, op: Any) -> None:
                    "norm_eps")[0]
         return bb.add("Div", [a[0], n], "l2_normalization")[0]
     (x, *_), (y,) = _ins(op), _outs(op)
+    o = _opts(op, "L2NormOptions")
+    if b.dtype(x) == np.int8:  # TFLM's integer kernel (aotc's QL2Norm), on the last axis
+        qx, qy = b.quant(x), b.quant(y)
+        if qx is None or qy is None or len(qx[0]) != 1 or b.dtype(y) != np.int8:
+            raise AotcError("int8 L2_NORMALIZATION needs per-tensor parameters and an int8 "
+                            "output")
+        if o is not None and o.FusedActivationFunction():
+            raise AotcError("int8 L2_NORMALIZATION with a fused activation (TFLM requires "
+                            "none)")
+        b.define(y, b.add("QL2Norm", [
+            b.get(x), b.init(np.float32(qx[0][0]), "x_scale"),
+            b.init(np.int8(qx[1][0]), "x_zero_point"), b.init(np.float32(qy[0][0]), "y_scale"),
+            b.init(np.int8(qy[1][0]), "y_zero_point")], "l2_normalization",
+            outputs=[b.out_name(y)], domain="aotc")[0])
+        return
     layout = b.layout_of(x) if b.rank(x) == 4 else "nhwc"
     if layout == "flat":
         layout = "nhwc"
-    o = _opts(op, "L2NormOptions")
     b.fout(y, emit(b, [b.fin(x, layout)]), layout, o.FusedActivationFunction() if o else 0)
 
 
 def log_softmax(b: Builder, op: Any) -> None:
     (x, *_), (y,) = _ins(op), _outs(op)
+    if b.dtype(x) == np.int8:  # TFLM's integer kernel (aotc's QLogSoftmax), on the last axis
+        qx, qy = b.quant(x), b.quant(y)
+        if qx is None or qy is None or len(qx[0]) != 1 or b.dtype(y) != np.int8:
+            raise AotcError("int8 LOG_SOFTMAX needs per-tensor parameters and an int8 output")
+        b.define(y, b.add("QLogSoftmax", [
+            b.get(x), b.init(np.float32(qx[0][0]), "x_scale"),
+            b.init(np.int8(qx[1][0]), "x_zero_point"), b.init(np.float32(qy[0][0]), "y_scale"),
+            b.init(np.int8(qy[1][0]), "y_zero_point")], "log_softmax",
+            outputs=[b.out_name(y)], domain="aotc")[0])
+        return
     layout = b.layout_of(x) if b.rank(x) == 4 else "nhwc"
     if layout == "flat":
         layout = "nhwc"
@@ -293,7 +357,26 @@ def log_softmax(b: Builder, op: Any) -> None:
 
 
 def add_n(b: Builder, op: Any) -> None:
-    elementwise(opn("Sum"))(b, op)
+    """float32: Sum. int8: TFLM's kernel (aotc's QAddN), every input with one scale and zero
+    point, as TFLM requires."""
+    ins, (y,) = [t for t in _ins(op) if t >= 0], _outs(op)
+    if b.quant(y) is None:
+        elementwise(opn("Sum"))(b, op)
+        return
+    qs = [b.quant(t) for t in ins + [y]]
+    if any(q is None or len(q[0]) != 1 for q in qs):
+        raise AotcError("int8 ADD_N needs per-tensor parameters on its inputs and output")
+    if not _same_all(b, ins):
+        raise AotcError("int8 ADD_N needs one scale and zero point on all its inputs "
+                        "(TFLM's kernel)")
+    layout = _layout_for(b, ins, y)
+    rank = b.rank(y)
+    (sx, zx, _), (sy, zy, _) = qs[0], qs[-1]  # type: ignore[misc]
+    params = [b.init(np.float32(sx[0]), "x_scale"), b.init(np.int8(zx[0]), "x_zero_point"),
+              b.init(np.float32(sy[0]), "y_scale"), b.init(np.int8(zy[0]), "y_zero_point")]
+    out = b.add("QAddN", params + [_raw_operand(b, t, layout, rank) for t in ins], "add_n",
+                outputs=[b.out_name(y)], domain="aotc")[0]
+    b.define(y, out, layout)
 
 
 # ---------------------------------------------------------------------- reductions
@@ -376,6 +459,16 @@ def cumsum(b: Builder, op: Any) -> None:
         b.define(y, b.add("CumSum", [b.get(x), ax], "cumsum", outputs=[b.out_name(y)],
                           **attrs)[0])
         return
+    if b.dtype(x) == np.int8:  # TFLM's integer kernel (aotc's QCumSum)
+        qs = [b.quant(t) for t in (x, y)]
+        if any(q is None or len(q[0]) != 1 for q in qs) or b.dtype(y) != np.int8:
+            raise AotcError("int8 CUMSUM needs an int8 output and per-tensor parameters")
+        (sx, zx, _), (sy, zy, _) = qs  # type: ignore[misc]
+        b.define(y, b.add("QCumSum", [
+            b.get(x), b.init(np.float32(sx[0]), "x_scale"), b.init(np.int8(zx[0]), "x_zero_point"),
+            b.init(np.float32(sy[0]), "y_scale"), b.init(np.int8(zy[0]), "y_zero_point")],
+            "cumsum", outputs=[b.out_name(y)], domain="aotc", axis=axis % rank, **attrs)[0])
+        return
     b.fout(y, b.add("CumSum", [b.fin(x), ax], "cumsum", **attrs)[0])
 
 
@@ -407,7 +500,16 @@ def batch_matmul(b: Builder, op: Any) -> None:
 
 
 def prelu(b: Builder, op: Any) -> None:
-    elementwise(_prelu)(b, op)
+    """float32: PRelu. int8 (int16 with int8 alpha): TFLM's kernel, aotc's QPRelu."""
+    (x, alpha), (y,) = _ins(op)[:2], _outs(op)
+    if b.dtype(x) == np.float32:
+        elementwise(_prelu)(b, op)
+        return
+    if b.dtype(alpha) != np.int8 or b.dtype(y) != b.dtype(x):
+        raise AotcError(f"quantised PRELU needs an int8 alpha and the input's type on the "
+                        f"output (TFLM's kernel), got {b.dtype(x).name} x, "
+                        f"{b.dtype(alpha).name} alpha, {b.dtype(y).name} output")
+    _tflm_binary(b, op, "QPRelu")
 
 
 def l2_pool_2d(b: Builder, op: Any) -> None:
@@ -435,7 +537,7 @@ CONVERTERS: dict[str, Callable[[Builder, Any], None]] = {
     "DIV": elementwise(op2("Div"), "DivOptions"),
     "MAXIMUM": elementwise(op2("Max"), raw_int8=True),
     "MINIMUM": elementwise(op2("Min"), raw_int8=True),
-    "SQUARED_DIFFERENCE": elementwise(_squared_difference),
+    "SQUARED_DIFFERENCE": squared_difference,
     "FLOOR_DIV": _by_type(elementwise(_floor_div), elementwise(_floor_div_int)),
     "FLOOR_MOD": _by_type(elementwise(_floor_mod), elementwise(
         lambda b, a: _floor_mod(b, a, np.int32(0)))),
@@ -471,9 +573,12 @@ ONNX_OPS: dict[str, tuple[str, ...]] = {
     "SIN": ("Sin",), "COS": ("Cos",), "FLOOR": ("Floor",), "CEIL": ("Ceil",),
     "ROUND": ("Round",), "ELU": ("Elu", "aotc.QLut"), "RELU_N1_TO_1": ("Clip",),
     "RELU_0_TO_1": ("Clip",), "SIGN": ("Sign",), "GELU": ("Erf", "Tanh", "Mul"),
-    "L2_NORMALIZATION": ("ReduceSum", "Sqrt", "Div"), "LOG_SOFTMAX": ("LogSoftmax",),
-    "PRELU": ("PRelu",), "ADD_N": ("Sum",), "DIV": ("Div",), "MAXIMUM": ("Max",),
-    "MINIMUM": ("Min",), "SQUARED_DIFFERENCE": ("Sub", "Mul"), "FLOOR_DIV": ("Div", "Floor"),
+    "L2_NORMALIZATION": ("ReduceSum", "Sqrt", "Div", "aotc.QL2Norm"),
+    "LOG_SOFTMAX": ("LogSoftmax", "aotc.QLogSoftmax"),
+    "PRELU": ("PRelu", "aotc.QPRelu"), "ADD_N": ("Sum", "aotc.QAddN"), "DIV": ("Div",),
+    "MAXIMUM": ("Max",),
+    "MINIMUM": ("Min",), "SQUARED_DIFFERENCE": ("Sub", "Mul", "aotc.QSquaredDifference"),
+    "FLOOR_DIV": ("Div", "Floor"),
     "FLOOR_MOD": ("Mod", "Where"), "POW": ("Pow",), "EQUAL": ("Equal",),
     "NOT_EQUAL": ("Equal", "Not"), "GREATER": ("Greater",),
     "GREATER_EQUAL": ("GreaterOrEqual",), "LESS": ("Less",), "LESS_EQUAL": ("LessOrEqual",),
@@ -481,6 +586,6 @@ ONNX_OPS: dict[str, tuple[str, ...]] = {
     "SELECT_V2": ("Where",), "REDUCE_MAX": ("ReduceMax",),
     "REDUCE_MIN": ("ReduceMin",), "REDUCE_PROD": ("ReduceProd",), "REDUCE_ANY": ("ReduceMax",),
     "REDUCE_ALL": ("ReduceMin",), "SUM": ("ReduceSum", "aotc.QReduce"), "ARG_MAX": ("ArgMax",),
-    "ARG_MIN": ("ArgMin",), "CUMSUM": ("CumSum",), "BATCH_MATMUL": ("MatMul",),
+    "ARG_MIN": ("ArgMin",), "CUMSUM": ("CumSum", "aotc.QCumSum"), "BATCH_MATMUL": ("MatMul",),
     "L2_POOL_2D": ("Mul", "AveragePool", "Sqrt"),
 }
