@@ -11,6 +11,8 @@ other than 128), biases re-scaled to input scale x weight scale.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 from ai_edge_litert import schema_py_generated as S
@@ -259,36 +261,52 @@ def test_uint8_arg_max_matches_litert(tmp_path):
             np.testing.assert_array_equal(got[t["name"]], w)
 
 
-def test_uint8_multiplier_is_litert_float32_product(tmp_path):
-    """LiteRT's uint8 kernels take input scale x weight scale as a float32 product: with
-    scales where it differs from the double product in the last bits, and a bias that puts
-    outputs on a rounding tie's neighbourhood, aotc matches LiteRT on every output; the
-    compiled kernels carry the mark (the importer's metadata, the qdq pass's attribute)."""
-    spec, shapes = SPECS["FULLY_CONNECTED"]
-    model = to_uint8(float_and_int8(spec, shapes)["int8"][0])
-    m = S.ModelT.InitFromObj(S.Model.GetRootAs(model, 0))
-    sg = m.subgraphs[0]
-    x, w = (sg.tensors[int(i)] for i in sg.operators[0].inputs[:2])
-    x.quantization.scale = np.array([0.0123456789], np.float32)  # float32 x float32 rounds
-    w.quantization.scale = np.array([0.00987654321], np.float32)
-    bias = sg.tensors[int(sg.operators[0].inputs[2])]
-    bias.quantization.scale = np.array([np.float32(0.0123456789) * np.float32(0.00987654321)],
-                                       np.float32)
+
+@pytest.mark.parametrize("case, want", [("CONV_2D", 250), ("DEPTHWISE_CONV_2D", 250),
+                                        ("FULLY_CONNECTED", 249)])
+def test_uint8_multiplier_product_as_litert(case, want, tmp_path):
+    """LiteRT's uint8 CONV_2D and DEPTHWISE_CONV_2D multiply input scale x weight scale in
+    float32, its uint8 FULLY_CONNECTED in double. A 1x1 layer with scales where the two
+    products give quantised multipliers that differ, and a bias that puts the accumulator of
+    input 100 on an output where they round apart (250 vs 249, found by searching TFLite's
+    MultiplyByQuantizedMultiplier over scale triples): aotc equals LiteRT on all 256 inputs."""
     import flatbuffers
 
-    b = flatbuffers.Builder(1024)
-    b.Finish(m.Pack(b), file_identifier=b"TFL3")
-    model = bytes(b.Output())
-    xs_, ws_ = np.float32(0.0123456789), np.float32(0.00987654321)
-    assert float(xs_ * ws_) != float(xs_) * float(ws_)
+    spec, shapes = SPECS[case]
+    m = S.ModelT.InitFromObj(S.Model.GetRootAs(to_uint8(float_and_int8(spec, shapes)["int8"][0]),
+                                               0))
+    sg = m.subgraphs[0]
+    op = sg.operators[0]
+    x, w, b = (sg.tensors[int(i)] for i in op.inputs[:3])
+    y = sg.tensors[int(op.outputs[0])]
+    if case != "FULLY_CONNECTED":
+        op.builtinOptions.fusedActivationFunction = 0
+        op.builtinOptions.strideH = op.builtinOptions.strideW = 1
+    sx, sw, sy = np.float32(0.026567439), np.float32(0.01905881), np.float32(0.11487182)
+    assert float(sx * sw) != float(sx) * float(sw)
+
+    def quant(t: Any, s: Any, zp: int) -> None:
+        t.quantization.scale = np.array([s], np.float32)
+        t.quantization.zeroPoint = np.array([zp], np.int64)
+
+    shape = [256, 1] if case == "FULLY_CONNECTED" else [1, 16, 16, 1]
+    x.shape, y.shape = np.array(shape, np.int32), np.array(shape, np.int32)
+    w.shape = np.array([1, 1] if case == "FULLY_CONNECTED" else [1, 1, 1, 1], np.int32)
+    b.shape = np.array([1], np.int32)
+    quant(x, sx, 0)
+    quant(w, sw, 128)
+    quant(b, sx * sw, 0)
+    quant(y, sy, 0)
+    m.buffers[w.buffer].data = np.array([129], np.uint8)  # w - zero point = 1
+    m.buffers[b.buffer].data = np.frombuffer(np.int32(56602 - 100).tobytes(), np.uint8)
+    sg.outputs, sg.operators = np.array([op.outputs[0]], np.int32), [op]
+    fb = flatbuffers.Builder(1024)
+    fb.Finish(m.Pack(fb), file_identifier=b"TFL3")
+    model = bytes(fb.Output())
+    xs = [np.arange(256, dtype=np.uint8).reshape(shape)]
+    ref = interpret(model, xs)[0][0]
+    assert int(ref.reshape(-1)[100]) == want  # LiteRT's product, as the docstring says
     (tmp_path / "m.tflite").write_bytes(model)
-    bundle = aotc.compile(tmp_path / "m.tflite", tmp_path / "out", name="m")
-    assert any(n.attrs.get("_scale_f32") for n in bundle.compilation.graph.nodes)
-    runner = bundle.load()
-    ins, outs = runner.meta["inputs"], runner.meta["outputs"]
-    rng = np.random.default_rng(3)
-    for _ in range(16):
-        xs = [rng.integers(0, 256, s, dtype=np.uint8) for s in shapes]
-        got = runner.run({t["name"]: v for t, v in zip(ins, xs)})
-        for t, want in zip(outs, interpret(model, xs)[0]):
-            np.testing.assert_array_equal(got[t["name"]], want)
+    runner = aotc.compile(tmp_path / "m.tflite", tmp_path / "out", name="m").load()
+    got = runner.run({runner.meta["inputs"][0]["name"]: xs[0]})
+    np.testing.assert_array_equal(got[runner.meta["outputs"][0]["name"]], ref)

@@ -149,11 +149,12 @@ def convert(data: bytes, fname: str = "model.tflite") -> onnx.ModelProto:
     return m
 
 
-# A uint8 model's CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED and TRANSPOSE_CONV requantise
-# with LiteRT's GetQuantizedConvolutionMultipler: input scale x filter scale multiplied in
-# float32 (TFLM's int8 kernels multiply in double). The metadata tells the qdq pass.
+# A uint8 model's CONV_2D and DEPTHWISE_CONV_2D requantise as LiteRT's uint8 kernels do: input
+# scale x filter scale multiplied in float32 (its uint8 FULLY_CONNECTED, and TFLM's int8
+# kernels, multiply in double; tests/frontend/test_tflite_uint8.py). The metadata tells the qdq
+# pass, which marks the QLinearConv kernels.
 SCALE_PRODUCT_KEY = "aotc.scale_product"
-_PRODUCT_OPS = {"CONV_2D": 0, "DEPTHWISE_CONV_2D": 0, "FULLY_CONNECTED": 0, "TRANSPOSE_CONV": 2}
+_PRODUCT_OPS = {"CONV_2D": 0, "DEPTHWISE_CONV_2D": 0}
 
 
 def _uint8_products(b: Builder, sub: Any, used: list[str]) -> bool:

@@ -443,7 +443,7 @@ class QLinearConv(QuantOp):
         acc = int_conv(x, xz, w, wz, attrs)
         if b is not None:
             acc = acc + b.astype(np.int64).reshape((1, -1) + (1,) * (acc.ndim - 2))
-        real = _multipliers(xs, ws, ys, m, node)
+        real = _multipliers(xs, ws, ys, m, node, bool(node.attrs.get("_scale_f32")))
         lo, hi = act_range(node, dtypes.from_numpy(yz.dtype))
         return qmath.requantize_np(acc, real,
                                    int(np.asarray(yz).reshape(-1)[0]), lo, hi, mode_of(node),
@@ -474,7 +474,8 @@ class QLinearConv(QuantOp):
         m = w.type.shape[0]
         out = yz.dtype if yz is not None else np.dtype(np.uint8)
         real = _multipliers(const_of(node, ins[1], "x_scale"), const_of(node, ins[4], "w_scale"),
-                            const_of(node, ins[6], "y_scale"), m, node)
+                            const_of(node, ins[6], "y_scale"), m, node,
+                            bool(node.attrs.get("_scale_f32")))
         keep = [node.inputs[0], node.inputs[3]] + ([node.inputs[8]] if len(node.inputs) > 8
                                                     and node.inputs[8] else [])
         return node.with_(inputs=tuple(keep), attrs={
@@ -529,15 +530,17 @@ def _check_conv(node: Node, x: Value | None, w: Value | None) -> None:
                         f"{w.type.shape}", node.name, node.op)
 
 
-def _multipliers(xs: Any, ws: Any, ys: Any, n: int, node: Node) -> np.ndarray:
+def _multipliers(xs: Any, ws: Any, ys: Any, n: int, node: Node, f32_product: bool = False
+                 ) -> np.ndarray:
     """Per-channel real multipliers x_scale * w_scale / y_scale, in double from the float32
-    scales (TFLite's PopulateConvolutionQuantizationParams); with ``_scale_f32`` (a uint8
-    TFLite model, LiteRT's GetQuantizedConvolutionMultipler) x_scale * w_scale is a float32
-    product, then divided in double."""
+    scales (TFLite's PopulateConvolutionQuantizationParams); with ``f32_product`` (a uint8
+    TFLite model's CONV_2D / DEPTHWISE_CONV_2D: LiteRT's uint8 convolutions multiply the two
+    scales in float32, its uint8 FULLY_CONNECTED in double) the product is float32, then
+    divided in double."""
     wsv = _per_channel(np.asarray(ws, np.float32), n, node, "w_scale")
     xsv = float(np.asarray(xs, np.float32).reshape(-1)[0])
     ysv = float(np.asarray(ys, np.float32).reshape(-1)[0]) if ys is not None else 1.0
-    if node.attrs.get("_scale_f32"):
+    if f32_product:
         return np.array([float(np.float32(xsv) * np.float32(s)) / ysv for s in wsv], np.float64)
     return np.array([xsv * float(s) / ysv for s in wsv], np.float64)
 
