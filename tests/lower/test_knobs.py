@@ -53,7 +53,8 @@ INT_CASES = [
     # cortex-m4f: 5 input channels, a flat column, 4 pixels by default; 3x3 on 4 channels
     # (pairs) 2.
     *[(("conv.pixels", v), None, "cortex-m4f", {}) for v in (1, 2)],
-    (("conv.pixels", 4), "even", "cortex-m4f", {}),
+    (("conv.pixels", 2), "even", "cortex-m4f", {}),  # column rows: 4 pixels by default
+    (("conv.pixels", 4), "even", "cortex-m4f", {"conv.column": "pairs"}),
     *[(("conv.simd_tile", 4), None, t, {}) for t in ("cortex-m4f", "cortex-m55")],
     *[(("conv.tile", v), None, None, {}) for v in (2, 8)],
     *[(("conv.requant", "scalar"), k, "cortex-m55", {}) for k in (None, "depthwise")],
@@ -65,6 +66,11 @@ INT_CASES = [
     (("conv.split_requant", True), "depthwise", "cortex-m4f", {}),
     (("conv.column", "pairs"), None, "cortex-m4f", {}),  # 5 input channels: flat by default
     (("conv.column", "flat"), "even", "cortex-m4f", {}),
+    # 3x3 on 4 channels: rows by default; pairs instead; rows on 5 channels (the last
+    # unpaired) and on the M33 (packed weights); two column rows a step of a 12-row column.
+    (("conv.column", "pairs"), "even", "cortex-m4f", {}),
+    *[(("conv.column", "rows"), None, t, {}) for t in ("cortex-m4f", "cortex-m33")],
+    (("conv.dsp_unroll", 8), "long", "cortex-m4f", {}),
     (("conv.outline", False), "long", "cortex-m4f", {}),  # 36-word columns: outlined by default
     *[(("conv.outline", True), k, "cortex-m4f", {}) for k in (None, "pointwise")],  # 23, 2
     # 23-word flat columns (no loop by default): 1 and 8 words a step (a rest of 7); a

@@ -18,7 +18,7 @@ import numpy as np
 from aotc import dtypes
 from aotc.ir.graph import Node
 from aotc.loops import dsp
-from aotc.loops.loop_ir import Cast, Const, Expr, call
+from aotc.loops.loop_ir import Cast, Const, Expr, call, cmp, land, lor
 from aotc.schedules.conv import knobs as CONV
 from aotc.schedules.conv.depthwise_int import prove_bound
 from aotc.schedules.conv.pixels import (
@@ -52,10 +52,12 @@ def lower_conv_dsp(conv: Any, node: Node, kb: Any, X: Any, B: Any, arith: Any,
     # The column: words of two int16 lanes, either (channel pairs x taps), each word a pair
     # of input channels at one tap, or "flat": (channel, tap) flattened, one int16 each, a
     # word any two neighbours (no idle lane with an odd channel count, e.g. one channel).
-    flat = kb.knob(CONV.COLUMN, default=CONV.column_default(cg)) == "flat"
+    kind = kb.knob(CONV.COLUMN, default=CONV.column_default(cg, kprod, nd))
+    flat = kind == "flat"
+    rows = kind == "rows" and nd == 2  # else pairs
     length = cg * kprod
     q_len = -(-length // 2) if flat else -(-cg // 2) * kprod  # words per column
-    px, tw, full, rest = pixel_tiles(kb, npix, mg, CONV.dsp_pixels_default(kprod, flat))
+    px, tw, full, rest = pixel_tiles(kb, npix, mg, CONV.dsp_pixels_default(kprod, flat, rows))
     # Per group, tile after tile: pack_words of the tile's [cg, K, width] weights, so word
     # (cp * kprod + k) * half + jp of a tile pairs with column word cp * kprod + k.
     wide = kb.knob(CONV.DSP_WIDE, default=CONV.dsp_wide_default(kb.cpu, flat))
@@ -75,8 +77,14 @@ def lower_conv_dsp(conv: Any, node: Node, kb: Any, X: Any, B: Any, arith: Any,
     words = kb.const("wq", np.concatenate(parts), I32)
     per_group = sum(p.size for p in parts) // group // (2 if wide else 1)
     tile_words = q_len * (tw // 2)
-    col = (kb.scratch_buffer("col", I16, (px * 2 * q_len,)) if flat
-           else kb.scratch_buffer("col", I32, (px * q_len,)))
+    kh, kw = (k_sp[0], k_sp[1]) if rows else (1, 1)
+    cgp = -(-cg // 2)  # channel pairs
+    # rows: the padded input row words the output row's pixels read, per (pair, ky)
+    wp = (out_sp[-1] - 1) * s[-1] + (kw - 1) * d[-1] + 1 if rows else 0
+    if flat:
+        col = kb.scratch_buffer("col", I16, (px * 2 * q_len,))
+    else:
+        col = kb.scratch_buffer("col", I32, (cgp * kh * wp,) if rows else (px * q_len,))
     sums = kb.scratch_buffer("sum", I32, (px * mg,))  # the int32 sums of a group of pixels
     kstrides = strides(k_sp)
     prove_bound(kb, arith, B, w, X.dtype, arith.x_zp)
@@ -130,20 +138,90 @@ def lower_conv_dsp(conv: Any, node: Node, kb: Any, X: Any, B: Any, arith: Any,
             conv._window(kb, 0, nd, X, tap, n, ic, o, [], [], pb, pe, s, d, None, in_sp, k_sp)
         return o
 
-    def tile(gi: Expr, ml: Expr, base: Expr, width: int, pixels: int) -> None:
-        """Channels ml .. ml + width of group gi for the pixels' columns: sums to ``sums``."""
+    def build_rows(n: Expr, gi: Expr, oy: Expr) -> None:
+        """rows: col[(cp * kh + ky) * wp + x] = the pair word of input row oy * s + ky * d -
+        pad at padded column x (x - pad the input's), 0 in the padding."""
+        lo = min(pb[1], wp)
+        nx = max(0, min(in_sp[1], wp - lo))  # input columns in the row window
+        with kb.loop(kh, "ky", unroll=True) as ky:
+            iy = kb.local(oy * s[0] + ky * d[0] - pb[0], "iy")
+            conds = ([cmp("ge", iy, 0)] if pb[0] > 0 else []) + (
+                [cmp("lt", iy, in_sp[0])] if pe[0] > 0 or pb[0] < 0 else [])
+
+            def fill(cp: Expr, paired: bool) -> None:
+                ic = gi * cg + 2 * cp if group > 1 else 2 * cp
+                at = (cp * kh + ky) * wp
+                for z in list(range(lo)) + list(range(lo + nx, wp)):
+                    kb.store(col, [at + z], Const(0, I32))
+                with kb.loop(nx, "ix") as ix:
+                    x1 = X[[n, ic + 1, iy, ix]] if paired else None
+                    kb.store(col, [at + lo + ix], dsp.x_pair(X[[n, ic, iy, ix]], x1, arith.x_zp))
+
+            def pairs() -> None:
+                if cg // 2:
+                    with kb.loop(cg // 2, "cp") as cp:
+                        fill(cp, True)
+                if cg % 2:
+                    fill(Const(cg // 2), False)
+
+            if not conds:
+                pairs()
+                return
+            with kb.if_(land(*conds)):
+                pairs()
+            with kb.if_(lor(*[cmp("lt", iy, 0), cmp("ge", iy, in_sp[0])])):
+                with kb.loop(cgp, "cp") as cp:
+                    with kb.loop(wp, "z") as z:
+                        kb.store(col, [(cp * kh + ky) * wp + z], Const(0, I32))
+
+    def tile(gi: Expr, ml: Expr, base: Expr, width: int, pixels: int,
+             ox0: Expr | None = None) -> None:
+        """Channels ml .. ml + width of group gi for the pixels' columns: sums to ``sums``
+        (rows: the pixels ox0, ox0 + 1, ... of the row the column rows hold)."""
         half = -(-width // 2)
         accs = zero_accumulators(kb, pixels, width)
 
-        def step(q: Expr) -> None:
-            xps = [kb.local(call("ld_pair16", col.flat(2 * (p * q_len + q)), dtype=I32)
-                            if flat else col.flat(p * q_len + q), "xp", I32)
-                   for p in range(pixels)]
+        def macs(q: Expr, xps: list[Expr]) -> None:
             if wide:
                 dsp.mac_tile(kb, accs, words, base * 2 + q * half, width, xps, True,
                              q_len * half)
             else:
                 dsp.mac_tile(kb, accs, words, base + q * half, width, xps)
+
+        if rows:
+            assert ox0 is not None
+            ur = max(1, steps // kw)  # column rows (kw words each) per iteration
+            nrow = cgp * kh
+
+            def step_row(r: Expr) -> None:
+                # Pixel p's word kx is at p * s + kx * d of the row: neighbours share loads.
+                loaded: dict[int, Expr] = {}
+                for kx in range(kw):
+                    xps = []
+                    for p in range(pixels):
+                        off = p * s[1] + kx * d[1]
+                        if off not in loaded:
+                            loaded[off] = kb.local(col.flat(r * wp + ox0 * s[1] + off), "xp", I32)
+                        xps.append(loaded[off])
+                    macs(r * kw + kx, xps)
+
+            if nrow // ur > 1 or ur == 1:
+                with kb.loop(nrow // ur, "r") as rs:
+                    for u in range(ur):
+                        step_row(rs * ur + u)
+            else:
+                for u in range(nrow - nrow % ur):
+                    step_row(Const(u))
+            for u in range(nrow - nrow % ur, nrow):
+                step_row(Const(u))
+            store_sums(kb, sums, accs, mg, ml, width)
+            return
+
+        def step(q: Expr) -> None:
+            xps = [kb.local(call("ld_pair16", col.flat(2 * (p * q_len + q)), dtype=I32)
+                            if flat else col.flat(p * q_len + q), "xp", I32)
+                   for p in range(pixels)]
+            macs(q, xps)
 
         # ``steps`` words of the column per iteration (one loop counter, compare and branch),
         # the rest after the loop, in order: the same sums.
@@ -170,4 +248,31 @@ def lower_conv_dsp(conv: Any, node: Node, kb: Any, X: Any, B: Any, arith: Any,
                 tile(gi, Const(full * tw), gbase + full * tile_words, rest, count)
         requantise_group(kb, sums, coords, n, gi, mg, arith, B, pix0=pix0)
 
-    over_pixel_groups(kb, Y.shape[0], group, npix, px, pixels)
+    def row_pixels(n: Expr, gi: Expr, oy: Expr, ox0: Expr, count: int) -> None:
+        gbase = gi * per_group
+        if full:
+            with kb.loop(full, "mt") as mt:
+                with kb.outline(opaque=True) if outline else kb.block():
+                    tile(gi, mt * tw, gbase + mt * tile_words, tw, count, ox0)
+        if rest:
+            with kb.outline(opaque=True) if outline else kb.block():
+                tile(gi, Const(full * tw), gbase + full * tile_words, rest, count, ox0)
+        ox = kb.local(ox0, "ox")
+        requantise_group(kb, sums, [[oy, ox + p] for p in range(count)], n, gi, mg, arith, B,
+                         pix0=oy * out_sp[1] + ox)
+
+    if not rows:
+        over_pixel_groups(kb, Y.shape[0], group, npix, px, pixels)
+        return
+    wo = out_sp[1]
+    with kb.loop(Y.shape[0], "n") as n:
+        with kb.loop(group, "g") as gi:
+            with kb.loop(out_sp[0], "oy") as oy:
+                build_rows(n, gi, oy)
+                if wo // px:
+                    with kb.loop(wo // px, "ox") as ox:
+                        with kb.block():
+                            row_pixels(n, gi, oy, ox * px, px)
+                if wo % px:
+                    with kb.block():
+                        row_pixels(n, gi, oy, Const(wo - wo % px), wo % px)
