@@ -51,10 +51,10 @@ PATH = knob("conv.path", ("simd", "scalar"), "simd",
             "generic scalar one")
 # 2 x 2 int32 accumulators is CMSIS-NN's tile: the two activation pairs, the weight word's
 # lanes and the pointers fit the core registers (measured on KWS, 2 x 4 and 4 x 2 spill).
-PIXELS = knob("conv.pixels", (1, 2, 4), 2,
+PIXELS = knob("conv.pixels", (1, 2, 3, 4), 2,
               "output pixels whose im2col columns are built together and share each weight "
               "load (SIMD schedules); default 4 for 1x1 convs and flat columns (conv.column) "
-              "on the DSP extension")
+              "on the DSP extension, 3 for column rows")
 
 
 def dsp_pixels_default(taps: int, flat: bool = False, rows: bool = False) -> int:
@@ -69,10 +69,15 @@ def dsp_pixels_default(taps: int, flat: bool = False, rows: bool = False) -> int
     # -> 768,113; cortex-m33 576,691 -> 547,796, 1,531,251 -> 1,528,193, 1,123,324 ->
     # 1,094,914 (the column's words shared by twice the pixels' MACs). 2 pixels x 4
     # channels a tile: m4f 633,145 / 1,695,843, m7 420,068 / 1,097,152 (KWS / VWW).
-    # Column rows (conv.column=rows), ResNet-8's 3x3 convs: 2 -> 4 pixels a group, cortex-m4f
-    # 21,122,084 -> 19,930,871 estimated cycles per inference (the row's words loaded once
-    # for the pixels that overlap on them: 6 loads for 4 pixels' 3 taps instead of 12).
-    return 4 if taps == 1 or flat or rows else 2
+    # Column rows (conv.column=rows), ResNet-8's 3x3 convs, estimated cycles per inference
+    # with 2 / 4 / 3 pixels a group (16 column words a step): cortex-m4f 21,122,084 /
+    # 19,930,871 / 18,965,422, cortex-m7 13,100,000 / 13,404,720 / 11,971,934, cortex-m33
+    # 19,007,283 / 18,181,124 / 17,912,737. A row's words are loaded once for the pixels that
+    # overlap on them (3 pixels' 3 taps: 5 loads instead of 9); 4 pixels' 8 accumulators
+    # leave too few registers (gcc spills the weight pointer and accumulators).
+    if rows:
+        return 3
+    return 4 if taps == 1 or flat else 2
 
 
 SIMD_TILE = knob("conv.simd_tile", (2, 4), 2,
@@ -155,11 +160,12 @@ def dsp_outline_default(column_words: int) -> bool:
 DSP_UNROLL = knob("conv.dsp_unroll", (1, 2, 4, 8, 16, 32, 64), 8,
                   "column words per iteration of the DSP schedule's reduction loop (its "
                   "counter, compare and branch shared by that many steps, the rest after it; "
-                  "at least the column's length: no loop); default 32 for columns of up to 32 "
-                  "words, else 16")
+                  "at least the column's length: no loop; with conv.column=rows whole rows of "
+                  "the kernel's width, at least one); default 32 for columns of up to 32 "
+                  "words, 64 for column rows, else 16")
 
 
-def dsp_unroll_default(column_words: int) -> int:
+def dsp_unroll_default(column_words: int, rows: bool = False) -> int:
     # Measured on cortex-m4f (aotc bench -Os), instructions per inference. KWS (32-word
     # pointwise columns, the first conv's 20): 1 step 5.49 M, 2 5.35 M, 4 5.23 M, 8 5.09 M,
     # 32 (no loop) 4.94 M. VWW (pointwise columns of 4-128 words): 1 16.41 M, 4 15.56 M,
@@ -171,6 +177,13 @@ def dsp_unroll_default(column_words: int) -> int:
     # 10,817,396 -> 10,719,940, 14,524,721 -> 14,481,521, 954,724 -> 933,746; cortex-m33
     # 14,271,770 -> 14,130,257, 20,973,125 -> 20,617,823, 1,246,954 -> 1,221,850. 16 words a
     # step for 17-32-word columns too loses on KWS on cortex-m7 (3,364,428 -> 3,488,052).
+    # Column rows (conv.column=rows; a step is whole rows of the kernel's width, 64 words:
+    # 21 rows of 3), ResNet-8 with 3 pixels a group, 16 -> 32 -> 64 words a step (and every
+    # row unrolled, no loop): cortex-m4f 18,965,422 -> 18,700,008 -> 18,520,750 (18,659,213),
+    # cortex-m7 11,971,934 -> 11,612,120 -> 11,555,722 (11,720,542), cortex-m33 17,912,737 ->
+    # 17,412,513 -> 16,744,593 (16,697,505); flash on cortex-m4f 192.0 -> 210.4 KB (232.9).
+    if rows:
+        return 64
     return 32 if column_words <= 32 else 16
 
 
