@@ -190,8 +190,10 @@ def lower_conv_dsp(conv: Any, node: Node, kb: Any, X: Any, B: Any, arith: Any,
 
         if rows:
             assert ox0 is not None
-            ur = max(1, steps // kw)  # column rows (kw words each) per iteration
             nrow = cgp * kh
+            # Column rows (kw words each) per iteration: the most that divide the rows and fit
+            # in ``steps`` words (no rest after the loop; at least one).
+            ur = max(u for u in range(1, max(1, steps // kw) + 1) if nrow % u == 0)
 
             def step_row(r: Expr) -> None:
                 # Pixel p's word kx is at p * s + kx * d of the row: neighbours share loads.

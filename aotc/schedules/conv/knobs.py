@@ -161,8 +161,8 @@ DSP_UNROLL = knob("conv.dsp_unroll", (1, 2, 4, 8, 16, 32, 64), 8,
                   "column words per iteration of the DSP schedule's reduction loop (its "
                   "counter, compare and branch shared by that many steps, the rest after it; "
                   "at least the column's length: no loop; with conv.column=rows whole rows of "
-                  "the kernel's width, at least one); default 32 for columns of up to 32 "
-                  "words, 64 for column rows, else 16")
+                  "the kernel's width, as many as divide the column's rows); default 32 for "
+                  "columns of up to 32 words, 64 for column rows, else 16")
 
 
 def dsp_unroll_default(column_words: int, rows: bool = False) -> int:
@@ -177,11 +177,16 @@ def dsp_unroll_default(column_words: int, rows: bool = False) -> int:
     # 10,817,396 -> 10,719,940, 14,524,721 -> 14,481,521, 954,724 -> 933,746; cortex-m33
     # 14,271,770 -> 14,130,257, 20,973,125 -> 20,617,823, 1,246,954 -> 1,221,850. 16 words a
     # step for 17-32-word columns too loses on KWS on cortex-m7 (3,364,428 -> 3,488,052).
-    # Column rows (conv.column=rows; a step is whole rows of the kernel's width, 64 words:
-    # 21 rows of 3), ResNet-8 with 3 pixels a group, 16 -> 32 -> 64 words a step (and every
-    # row unrolled, no loop): cortex-m4f 18,965,422 -> 18,700,008 -> 18,520,750 (18,659,213),
-    # cortex-m7 11,971,934 -> 11,612,120 -> 11,555,722 (11,720,542), cortex-m33 17,912,737 ->
-    # 17,412,513 -> 16,744,593 (16,697,505); flash on cortex-m4f 192.0 -> 210.4 KB (232.9).
+    # Column rows (conv.column=rows; a step is whole rows of the kernel's width, as many as
+    # divide the column's rows and fit in the words), ResNet-8 with 3 pixels a group, 64
+    # words (rows of 3: 12 a step for 16 channels, 16 for 32 and 64) against 32 (8 rows):
+    # cortex-m4f 18,365,194 / 18,546,470, cortex-m7 11,223,108 / 11,410,612, cortex-m33
+    # 16,612,253 / 16,720,273 estimated cycles; 21 rows a step and a rest (a step of 64
+    # words rounded down instead): 18,382,886, 11,500,740, 16,643,001 and 13 KB more flash;
+    # before that, 16 -> 32 -> 64 words rounded down and every row unrolled, no loop:
+    # cortex-m4f 18,965,422 -> 18,700,008 -> 18,520,750 (18,659,213), cortex-m7 11,971,934 ->
+    # 11,612,120 -> 11,555,722 (11,720,542), cortex-m33 17,912,737 -> 17,412,513 ->
+    # 16,744,593 (16,697,505).
     if rows:
         return 64
     return 32 if column_words <= 32 else 16
