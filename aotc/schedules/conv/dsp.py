@@ -153,7 +153,22 @@ def lower_conv_dsp(conv: Any, node: Node, kb: Any, X: Any, B: Any, arith: Any,
                 at = (cp * kh + ky) * wp
                 for z in list(range(lo)) + list(range(lo + nx, wp)):
                     kb.store(col, [at + z], Const(0, I32))
-                with kb.loop(nx, "ix") as ix:
+                # int8: four columns of both channels a step, one word load each (ld_word8):
+                # SXTB16 and SXTB16 ROR 8 give each channel's (x0, x2) and (x1, x3), packed
+                # into the four pair words by halves (PKHBT, PKHTB).
+                quads = nx // 4 if paired and X.dtype == dtypes.int8 else 0
+                if quads:
+                    with kb.loop(quads, "ix") as i4:
+                        a = dsp.x_quad(kb.local(dsp.ld_word8(X[[n, ic, iy, i4 * 4]]), "xa", I32),
+                                       arith.x_zp)
+                        b = dsp.x_quad(kb.local(dsp.ld_word8(X[[n, ic + 1, iy, i4 * 4]]), "xb",
+                                                I32), arith.x_zp)
+                        lanes = [(kb.local(a[h], "xe", I32), kb.local(b[h], "xe", I32))
+                                 for h in range(2)]
+                        for k in range(4):
+                            lo_ch, hi_ch = lanes[k % 2]
+                            kb.store(col, [at + lo + i4 * 4 + k], dsp.halves(lo_ch, hi_ch, k // 2))
+                with kb.loop(nx, "ix", start=4 * quads) as ix:
                     x1 = X[[n, ic + 1, iy, ix]] if paired else None
                     kb.store(col, [at + lo + ix], dsp.x_pair(X[[n, ic, iy, ix]], x1, arith.x_zp))
 
