@@ -71,7 +71,9 @@ INT_CASES = [
     (("conv.column", "pairs"), "even", "cortex-m4f", {}),
     *[(("conv.column", "rows"), None, t, {}) for t in ("cortex-m4f", "cortex-m33")],
     (("conv.dsp_unroll", 8), "long", "cortex-m4f", {}),
-    (("conv.outline", False), "long", "cortex-m4f", {}),  # 36-word columns: outlined by default
+    # 36-word columns: outlined by default (pairs); column rows inline at any length.
+    (("conv.outline", False), "long", "cortex-m4f", {"conv.column": "pairs"}),
+    (("conv.outline", True), "long", "cortex-m4f", {}),
     *[(("conv.outline", True), k, "cortex-m4f", {}) for k in (None, "pointwise")],  # 23, 2
     # 23-word flat columns (no loop by default): 1 and 8 words a step (a rest of 7); a
     # 2-word pointwise column a step at a time.

@@ -91,7 +91,7 @@ def lower_conv_dsp(conv: Any, node: Node, kb: Any, X: Any, B: Any, arith: Any,
     padded = any(pb) or any(pe)
     # Each tile a function of its own (its accumulators alone in the registers), or inline
     # (no call per tile: better up to 32-word columns).
-    outline = kb.knob(CONV.OUTLINE, default=CONV.dsp_outline_default(q_len))
+    outline = kb.knob(CONV.OUTLINE, default=CONV.dsp_outline_default(q_len, rows))
     steps = kb.knob(CONV.DSP_UNROLL, default=CONV.dsp_unroll_default(q_len, rows))
 
     def column(n: Expr, gi: Expr, pix: Expr, slot: int) -> list[Expr]:

@@ -136,8 +136,9 @@ def column_default(channels: int, taps: int = 1, nd: int = 0) -> str:
 OUTLINE = knob("conv.outline", (True, False), True,
                "the DSP schedule's output-channel tiles each in a function of their own (its "
                "accumulators alone in the registers) or inline (no call per tile); default "
-               "inline for columns of up to 32 words; also the generic schedule's float "
-               "tiles with conv.vldm (default: outlined from 32 taps a tile)")
+               "inline for columns of up to 32 words and column rows; also the generic "
+               "schedule's float tiles with conv.vldm (default: outlined from 32 taps a "
+               "tile)")
 
 
 def outline_default(column_words: int) -> bool:
@@ -145,7 +146,7 @@ def outline_default(column_words: int) -> bool:
     return column_words >= 8
 
 
-def dsp_outline_default(column_words: int) -> bool:
+def dsp_outline_default(column_words: int, rows: bool = False) -> bool:
     # Measured (estimated cycles per inference, bench/boards.py --int8), outlined from 8 words
     # -> from 33: cortex-m4f KWS 5,413,578 -> 5,303,725, VWW 17,327,862 -> 16,765,151,
     # ResNet-8 25,247,750 -> 25,041,222, streaming wakeword 1,512,128 -> 1,493,345; cortex-m7
@@ -154,6 +155,11 @@ def dsp_outline_default(column_words: int) -> bool:
     # 20,973,125, 1,261,554 -> 1,246,954 (a call, PUSH and POP per tile cost more than the
     # inline tiles' register pressure up to 32 words). Inline for all: streaming wakeword's
     # 64-word pointwise convs lose (m33 1,312,638), ResNet-8's 3x3 convs too (21,253,760).
+    # Column rows (conv.column=rows, 3 pixels a group) are inline at any length: ResNet-8,
+    # outlined -> inline, cortex-m4f 17,822,961 -> 17,383,990, cortex-m7 10,827,066 ->
+    # 10,526,720, cortex-m33 16,257,336 -> 16,014,644 (flash +2.5 KB).
+    if rows:
+        return False
     return column_words > 32
 
 
