@@ -53,7 +53,8 @@ INT_CASES = [
     # cortex-m4f: 5 input channels, a flat column, 4 pixels by default; 3x3 on 4 channels
     # (pairs) 2.
     *[(("conv.pixels", v), None, "cortex-m4f", {}) for v in (1, 2, 3)],
-    (("conv.pixels", 2), "even", "cortex-m4f", {}),  # column rows: 4 pixels by default
+    (("conv.pixels", 2), "even", "cortex-m4f", {}),  # column rows: 3 pixels by default
+    (("conv.pixels", 3), "even", "cortex-m33", {}),  # 4 on the Cortex-M33
     (("conv.pixels", 4), "even", "cortex-m4f", {"conv.column": "pairs"}),
     *[(("conv.simd_tile", 4), None, t, {}) for t in ("cortex-m4f", "cortex-m55")],
     *[(("conv.tile", v), None, None, {}) for v in (2, 8)],

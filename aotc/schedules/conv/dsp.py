@@ -57,7 +57,8 @@ def lower_conv_dsp(conv: Any, node: Node, kb: Any, X: Any, B: Any, arith: Any,
     rows = kind == "rows" and nd == 2  # else pairs
     length = cg * kprod
     q_len = -(-length // 2) if flat else -(-cg // 2) * kprod  # words per column
-    px, tw, full, rest = pixel_tiles(kb, npix, mg, CONV.dsp_pixels_default(kprod, flat, rows))
+    px, tw, full, rest = pixel_tiles(kb, npix, mg,
+                                     CONV.dsp_pixels_default(kprod, flat, rows, kb.cpu))
     # Per group, tile after tile: pack_words of the tile's [cg, K, width] weights, so word
     # (cp * kprod + k) * half + jp of a tile pairs with column word cp * kprod + k.
     wide = kb.knob(CONV.DSP_WIDE, default=CONV.dsp_wide_default(kb.cpu, flat))

@@ -54,10 +54,11 @@ PATH = knob("conv.path", ("simd", "scalar"), "simd",
 PIXELS = knob("conv.pixels", (1, 2, 3, 4), 2,
               "output pixels whose im2col columns are built together and share each weight "
               "load (SIMD schedules); default 4 for 1x1 convs and flat columns (conv.column) "
-              "on the DSP extension, 3 for column rows")
+              "on the DSP extension, 3 for column rows (4 on the Cortex-M33)")
 
 
-def dsp_pixels_default(taps: int, flat: bool = False, rows: bool = False) -> int:
+def dsp_pixels_default(taps: int, flat: bool = False, rows: bool = False,
+                       cpu: str = "") -> int:
     # The DSP schedule (cortex-m4f, aotc bench -Os), KWS's four 64 -> 64 pointwise convs:
     # 2 pixels 3.79 M instructions, 4 pixels 3.27 M (the 4 x 2 tile's 8 accumulators, its
     # two weight lanes, the activation pair and 3 pointers just fit); KWS's 10x4 first conv
@@ -75,8 +76,11 @@ def dsp_pixels_default(taps: int, flat: bool = False, rows: bool = False) -> int
     # 19,007,283 / 18,181,124 / 17,912,737. A row's words are loaded once for the pixels that
     # overlap on them (3 pixels' 3 taps: 5 loads instead of 9); 4 pixels' 8 accumulators
     # leave too few registers (gcc spills the weight pointer and accumulators).
+    # With the tiles inline (conv.outline) 4 pixels win on the Cortex-M33 only (its loads
+    # single-cycle, the spills cheaper; packed weights): 3 / 4 pixels cortex-m33 16,014,644 /
+    # 15,877,223, cortex-m4f 17,383,990 / 18,315,449, cortex-m7 10,526,720 / 12,325,730.
     if rows:
-        return 3
+        return 4 if cpu == "cortex-m33" else 3
     return 4 if taps == 1 or flat else 2
 
 
