@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -47,12 +47,14 @@ from aotc.memory.patch_choice import Memory, auto_candidates, patches
 from aotc.memory.planner import fits, plan
 from aotc.memory.pools import Pool, PoolsDoNotFit, plan_pools, resolve_pools
 from aotc.names import Namer, c_ident
+from aotc.ops.opdef import resolve
 from aotc.ops.quant.arith import REQUANT_MODES
 from aotc.passes import PASS_NAMES, Pass, default_pipeline, run_pipeline
 from aotc.passes.bodies import bound_loops
 from aotc.passes.layout import permuted_views, to_layout
 from aotc.passes.patches import stage_chain
 from aotc.progress import QUIET, Progress
+from aotc.schedules.flash import WIDE_KNOBS, Candidate, choose_wide, flash_limit
 from aotc.steps.inplace import conv_inplace_modes, inplace_temps
 from aotc.steps.reorder import reorder
 from aotc.steps.schedule import Schedule, Step, make_schedule
@@ -122,6 +124,9 @@ class _Context:
     backends: list[Any]
     pools: list[Pool]
     progress: Progress
+    # node name -> {knob: value}: defaults the driver chose for that step's kernel
+    # (_fit_flash: the layers whose int16-widened weights do not fit the part's flash).
+    knob_defaults: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def by_name(self) -> dict[str, Any]:
@@ -218,6 +223,14 @@ def _pools(options: CompileOptions) -> list[Pool]:
 
 def _build(graph: Graph, ctx: _Context, patch_report: dict[str, Any] | None = None
            ) -> Compilation:
+    """A passed graph's kernels and memory plan (_build_once), built again with packed int8
+    weights for the layers whose int16-widened ones do not fit the target's flash
+    (_fit_flash)."""
+    return _fit_flash(graph, _build_once(graph, ctx, patch_report), ctx, patch_report)
+
+
+def _build_once(graph: Graph, ctx: _Context, patch_report: dict[str, Any] | None = None
+                ) -> Compilation:
     """A passed graph's kernels and memory plan: the kernel schedule in the order of smallest
     liveness bound, each step lowered once, the arena planned; with --inplace-conv the chosen
     convs lowered again in place when that makes the arena smaller, and their small
@@ -236,6 +249,61 @@ def _build(graph: Graph, ctx: _Context, patch_report: dict[str, Any] | None = No
     _stack(comp, ctx)
     comp.weights = _collect_weights(sched, comp.lowered, options.name)
     return comp
+
+
+def _fit_flash(graph: Graph, comp: Compilation, ctx: _Context,
+               patch_report: dict[str, Any] | None) -> Compilation:
+    """The flash-aware default of the int16-widened weights (aotc/schedules/flash.py). When
+    the bundle's estimated flash (targets/budget.py) exceeds the target part's flash less the
+    application's margin, each candidate layer (a widened knob on by default, not set by a
+    schedule) is lowered once more packed, the layers to widen chosen by MACs per extra byte,
+    and the graph built again with the others packed; once more if the code's estimate moved
+    the total over (a smaller room). Nothing to do without a target part or a candidate."""
+    target = ctx.options.target
+    if not target or not any(ls.knobs.get(k) is True for ls in comp.lowered
+                             for k in WIDE_KNOBS):
+        return comp
+    from aotc.targets import boards, budget
+
+    part = boards.load_board(target).flash_bytes
+    if not part:  # no part (host): no limit
+        return comp
+    limit = flash_limit(part)
+    flash = budget.estimate(comp, target).flash
+    if flash <= limit:
+        return comp
+    ctx.progress.detail("flash: int16 weights")
+    g, schedules = comp.schedule.graph, ctx.options.schedules or {}
+    candidates, packed_knobs = [], {}
+    for ls in comp.lowered:
+        node = ls.step.node
+        knobs = [k for k in WIDE_KNOBS
+                 if ls.knobs.get(k) is True and k not in schedules.get(ls.workload, {})]
+        if not knobs:
+            continue
+        packed_knobs[node.name] = {**ctx.knob_defaults.get(node.name, {}),
+                                   **{k: False for k in knobs}}
+        packed = _lower_step(comp.schedule, ls.step, replace(
+            ctx, knob_defaults={node.name: packed_knobs[node.name]}))
+        opdef = resolve(node.op, g.opset, node.domain)
+        macs = int(getattr(opdef, "macs", lambda n, g: 0)(node, g))
+        candidates.append(Candidate(node.name, macs, _const_bytes(ls) - _const_bytes(packed)))
+    packed_flash = flash - sum(c.extra for c in candidates)
+    room_cut = 0
+    for _ in range(2):
+        wide = choose_wide(candidates, packed_flash, limit - room_cut)
+        defaults = {**ctx.knob_defaults, **{n: d for n, d in packed_knobs.items()
+                                            if n not in wide}}
+        fitted = _build_once(graph, replace(ctx, knob_defaults=defaults), patch_report)
+        over = budget.estimate(fitted, target).flash - limit
+        if over <= 0 or not wide:
+            break
+        room_cut += over
+    return fitted
+
+
+def _const_bytes(ls: LoweredStep) -> int:
+    return sum(int(a.nbytes) for a in ls.consts.values())
 
 
 def _stack(comp: Compilation, ctx: _Context) -> None:
@@ -310,7 +378,7 @@ def _lower_step(sched: Schedule, step: Step, ctx: _Context) -> LoweredStep:
     float16 (lower/half.py)."""
     options = ctx.options
     ls = lower_step(sched, step, options.unroll_max, ctx.features, options.schedules,
-                    _target_cpu(options.target))
+                    _target_cpu(options.target), ctx.knob_defaults.get(step.node.name))
     return keep_float16(ls, sched.graph) if options.keep_float16_weights else ls
 
 

@@ -338,6 +338,7 @@ def cmd_validate(args: argparse.Namespace, argv: Sequence[str]) -> int:
     from aotc.frontend.torch import is_torch_model, to_onnx
     from aotc.targets.serial_link import Link, Port
     from aotc.verification import on_board
+    from aotc.verification.run import tflite_reference_is_tflm
 
     if args.port and args.qemu:
         raise AotcError("--port and --qemu exclude each other (--qemu starts QEMU and talks to "
@@ -378,8 +379,7 @@ def cmd_validate(args: argparse.Namespace, argv: Sequence[str]) -> int:
                              qemu=args.qemu, clock_hz=board.qemu_clock_hz)
     reference = "onnxruntime"
     if is_tflite(model):  # as verification.run.tflite_outputs picks it
-        float_io = all(t["dtype"] == "float32" for t in meta["inputs"])
-        reference = "LiteRT" if float_io else "TFLM"
+        reference = "TFLM" if tflite_reference_is_tflm(model) else "LiteRT"
     print(on_board.format_result(result, reference))
     return 0 if result.passed else 1
 

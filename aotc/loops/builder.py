@@ -111,7 +111,7 @@ class KernelBuilder:
                  features: frozenset[str] = frozenset(),
                  dead_outputs: frozenset[int] = frozenset(),
                  schedule: Schedule | None = None, stack_temps: bool = False,
-                 cpu: str = "") -> None:
+                 cpu: str = "", defaults: Schedule | None = None) -> None:
         self.name = name
         self.comment = comment
         self.inputs = list(inputs)
@@ -137,6 +137,9 @@ class KernelBuilder:
         # the knobs the lowering asked for: name -> (choices, default), the kernel's space.
         self.schedule = dict(schedule or {})
         self.space: dict[str, tuple[list[Any], Any]] = {}
+        # Defaults the compiler chose for this kernel over the knobs' own ({knob: value}),
+        # e.g. the flash-aware int16 weights (aotc/schedules/flash.py); a schedule still wins.
+        self.defaults = dict(defaults or {})
 
     # ------------------------------------------------------------------ names and emission
     def fresh(self, base: str) -> str:
@@ -202,8 +205,11 @@ class KernelBuilder:
 
     def knob(self, k: Knob, default: Any = None, integer: bool = False) -> Any:
         """The value of schedule knob ``k`` for this kernel: the schedule's, else ``default``,
-        else the knob's default for this target (``integer``: integer arithmetic)."""
-        if default is None:
+        else the knob's default for this target (``integer``: integer arithmetic); a default the
+        compiler set for this kernel (``defaults``) replaces the other two."""
+        if k.name in self.defaults:
+            default = self.defaults[k.name]
+        elif default is None:
             default = k.default(Context(self.features, integer, self.cpu))
         self.space[k.name] = (list(k.choices), default)
         return self.schedule.get(k.name, default)

@@ -57,10 +57,11 @@ def _opdef(g: Graph, n: Node) -> OpDef:
 
 def lower_step(s: Schedule, step: Step, unroll_max: int = 8,
                features: frozenset[str] = frozenset(),
-               schedules: Mapping[str, Mapping[str, Any]] | None = None, cpu: str = ""
-               ) -> LoweredStep:
+               schedules: Mapping[str, Mapping[str, Any]] | None = None, cpu: str = "",
+               defaults: Mapping[str, Any] | None = None) -> LoweredStep:
     """``schedules``: workload key -> schedule ({knob: value}) for the kernels that have one
-    (e.g. from a tuning log); the others get their knobs' defaults."""
+    (e.g. from a tuning log); the others get their knobs' defaults, or ``defaults`` ({knob:
+    value}, this step's defaults chosen by the compiler) where it names the knob."""
     g = s.graph
     n = step.node
     key = workload_key(g, n)
@@ -108,7 +109,7 @@ def lower_step(s: Schedule, step: Step, unroll_max: int = 8,
         features=features,
         dead_outputs=frozenset(k for k, o in enumerate(n.outputs) if o in s.dead),
         schedule=(schedules or {}).get(key), stack_temps=bool(n.attrs.get("_stack_temp")),
-        cpu=cpu)
+        cpu=cpu, defaults=defaults)
     try:
         opdef.lower(node, kb)
     except AotcError:

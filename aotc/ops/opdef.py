@@ -225,7 +225,8 @@ def onnx_infer(node: Node, ins: Sequence[Value | None]) -> list[TensorType] | No
         attrs = {k: (numpy_helper.from_array(np.asarray(v)) if isinstance(v, np.ndarray) else v)
                  for k, v in node.attrs.items()
                  if not k.startswith("_") and v is not None and v is not REQUIRED
-                 and not (isinstance(v, (tuple, list)) and not v)}
+                 and not (isinstance(v, (tuple, list)) and not v)
+                 and k in schema.attributes}  # (Cast-13 has no "saturate": a later one's)
         proto = helper.make_node(node.op, list(node.inputs), list(node.outputs),
                                  domain=node.domain, **attrs)
         types = {}

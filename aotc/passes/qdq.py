@@ -27,7 +27,7 @@ QUANT_OPS = {"QLinearConv", "QLinearMatMul", "ConvInteger", "MatMulInteger", "QL
              "QLinearSub", "QRequantize", "QLeakyRelu", "QConvTranspose", "QLinearMul",
              "QLinearAveragePool", "QLinearGlobalAveragePool", "QLinearSoftmax", "QLinearSigmoid",
              "QLinearLeakyRelu", "QLinearConcat", "QLut", "QReduce", "QRelu", "QLogistic16",
-             "QTanh16", "QSoftmax16"}
+             "QTanh16", "QSoftmax16", "QSoftmaxToInt16"}
 TRANSPARENT = {"Reshape", "Transpose", "Flatten", "Squeeze", "Unsqueeze", "Identity",
                "MaxPool", "GlobalMaxPool", "Slice", "Gather", "Split", "DepthToSpace",
                "SpaceToDepth", "Pad", "ReduceMax", "ReduceMin"}
@@ -406,8 +406,8 @@ class _Rewriter:
             return new
         x = self.act_dq(p.inputs[0])
         xv = self.value(p.inputs[0])
-        if x is None or xv is None:
-            return None
+        if x is None or xv is None or not self.same_type(x, q):
+            return None  # (int8 -> int16 with beta 1: _softmax16)
         r = len(xv.type.shape)
         axis = int(p.attrs.get("axis", -1 if self.g.opset >= 13 else 1))
         if (axis + r if axis < 0 else axis) != r - 1:
@@ -416,7 +416,8 @@ class _Rewriter:
         return self.node(p, "QLinearSoftmax", ins, q, "com.microsoft", {"axis": -1})
 
     def _softmax16(self, p: Node, q: Node) -> Node | None:
-        """int16 SOFTMAX on the last axis: TFLM's (QSoftmax16), its beta the constant of a
+        """int16 SOFTMAX on the last axis: TFLM's (QSoftmax16), and, in tflite mode, TFLM's
+        SOFTMAX from int8 to int16 (QSoftmaxToInt16); the beta of either the constant of a
         Mul between the DequantizeLinear and the Softmax (the TFLite frontend's beta)."""
         src, beta = p.inputs[0], 1.0
         m = self.prod.get(src)
@@ -432,6 +433,13 @@ class _Rewriter:
         axis = int(p.attrs.get("axis", -1 if self.g.opset >= 13 else 1))
         if (axis + r if axis < 0 else axis) != r - 1:
             return None
+        x = self.act_dq(src)
+        yv = self.value(q.inputs[2])
+        if self.mode == "tflite" and x is not None and yv is not None \
+                and self.value(x.inputs[0]).type.dtype.name == "int8" \
+                and yv.type.dtype.name == "int16":  # type: ignore[union-attr]
+            ins = [x.inputs[0], x.inputs[1], self.zp_in(x), q.inputs[1], q.inputs[2]]
+            return self.node(p, "QSoftmaxToInt16", ins, q, "aotc", {"beta": beta})
         return self._int16_unary(p.with_(inputs=(src,)), q, "QSoftmax16", {"beta": beta})
 
     def r_Concat(self, p: Node, q: Node) -> Node | None:

@@ -21,7 +21,7 @@ Compilation = Any
 CALIBRATION: dict[str, dict[str, float]] = {
     "cortex-m4f": {"base": 9049.0, "per_token": 0.400, "ram_base": 312.0},
     "cortex-m7": {"base": 9263.0, "per_token": 0.400, "ram_base": 311.0},
-    "cortex-m33": {"base": 10645.0, "per_token": 0.395, "ram_base": 312.0},
+    "cortex-m33": {"base": 9440.0, "per_token": 0.399, "ram_base": 312.0},
     "cortex-m55": {"base": 11413.0, "per_token": 0.392, "ram_base": 312.0},
 }
 DEFAULT_BOARD = "cortex-m4f"

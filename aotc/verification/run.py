@@ -101,16 +101,16 @@ def onnxruntime_outputs(model: str | os.PathLike[str] | onnx.ModelProto,
 def tflite_outputs(path: str | os.PathLike[str], feeds: Mapping[str, np.ndarray],
                    names: Sequence[str], used: list[str] | None = None
                    ) -> dict[str, np.ndarray]:
-    """A .tflite model's outputs (``names``, in the model's order): a quantised model's from
-    TensorFlow Lite Micro, whose int8 arithmetic ``--requant tflite`` follows, a float one's
-    from the LiteRT interpreter (which also runs hybrid models). When the first refuses the
+    """A .tflite model's outputs (``names``, in the model's order): a quantised model's
+    (integer activations anywhere, float inputs and outputs or not) from TensorFlow Lite Micro,
+    whose integer arithmetic ``--requant tflite`` follows, a float one's from the LiteRT
+    interpreter (which also runs hybrid models). When the first refuses the
     model (TFLM: uint8, an op it lacks) or is not installed, the other; ``used`` receives
     which ran and why ("TFLM", "LiteRT (TFLM refused the model: ...)")."""
     data = Path(path).read_bytes()
     xs = list(feeds.values())
-    float_io = all(np.asarray(x).dtype == np.float32 for x in xs)
-    runners = [("LiteRT", _litert), ("TFLM", _tflm)]
-    if not float_io:
+    runners = [("TFLM", _tflm), ("LiteRT", _litert)]
+    if not _quantised(data):
         runners.reverse()
     why = ""
     for label, run in runners:
@@ -151,6 +151,24 @@ def _captured_stderr(lines: list[str]) -> Iterator[None]:
             os.close(saved)
             tmp.seek(0)
             lines.extend(tmp.read().decode("utf-8", "replace").splitlines())
+
+
+def tflite_reference_is_tflm(path: str | os.PathLike[str]) -> bool:
+    """Whether tflite_outputs asks TFLM first for the model at ``path``."""
+    return _quantised(Path(path).read_bytes())
+
+
+def _quantised(data: bytes) -> bool:
+    """Whether the model computes in integers somewhere: an activation (a tensor no buffer
+    holds) of type int8, uint8 or int16 with a scale. Such a model's arithmetic is TFLM's
+    (and ``--requant tflite``'s), float inputs and outputs or not (a QUANTIZE / DEQUANTIZE
+    at each end); LiteRT's reference kernels round some int16 steps differently."""
+    from aotc.frontend.tflite import check_flatbuffer, computes_in_integers
+
+    try:
+        return check_flatbuffer(data) is None and computes_in_integers(data)
+    except Exception:  # noqa: BLE001 - an unreadable file: the interpreters say why
+        return False
 
 
 def _tflm(data: bytes, xs: Sequence[np.ndarray], n: int) -> list[np.ndarray]:
@@ -269,6 +287,9 @@ def run_verification(model: Any, bundle: Any, inputs: Sequence[Mapping[str, np.n
     stateful = _StatefulReference(model, bundle) if "state" in runner.meta else None
     worst: dict[str, float] = {}
     used: list[str] = []
+    if stateful is not None:
+        used.append("TFLM, the vectors as consecutive frames" if stateful.tflite else
+                    "onnxruntime, the vectors as consecutive frames")
     for k, feeds in enumerate(inputs):
         with progress.stage(f"vector {k + 1}/{len(inputs)}"):
             got = runner.run(feeds)

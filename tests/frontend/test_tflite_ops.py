@@ -216,7 +216,8 @@ CASES: dict[str, Spec] = {
 SHAPE = (1, 6, 6, 4)
 # int8 cases refused although the builtin's int8 form converts: the error they must give.
 # (TFLM pads SPACE_TO_BATCH_ND with an uninitialised value, LiteRT with the zero point.)
-REFUSED_INT8 = {"SPACE_TO_BATCH_ND_padded": "TFLM pads with an uninitialised value"}
+REFUSED_INT8 = {"SPACE_TO_BATCH_ND_padded": "TFLM pads with an uninitialised value",
+                "CAST": "CAST of a quantised tensor is not supported"}
 # int8 cases LiteRT cannot run (no int8 kernel): TFLM only.
 TFLM_NOT_LITERT = {"ZEROS_LIKE"}
 # Builtins on bool / int32 tensors whatever the model's activations are.
@@ -490,3 +491,31 @@ def test_onnx_qdq_transpose_conv_int8(requant, tmp_path):
                                     providers=["CPUExecutionProvider"])
         ref = sess.run(None, {"x": xs.transpose(0, 3, 1, 2).copy()})[0].transpose(0, 2, 3, 1)
         assert np.abs(got.astype(np.int64) - ref).max() <= 1, "more than 1 LSB from onnxruntime"
+
+
+def test_int32_floor_div_and_mod_match_litert(tmp_path):
+    """int32 FLOOR_DIV and FLOOR_MOD (MoveNet's keypoint decoding; TFLM has float32 kernels
+    only, so the reference is LiteRT): floor semantics for every sign pair, a broadcast
+    divisor, exact."""
+    net = Net(False)
+    x, y = net.input((4, 9), np.int32), net.input((1, 9), np.int32)
+    outs = [net.op(code, [x, y], (4, 9), dtype=np.int32) for code in ("FLOOR_DIV", "FLOOR_MOD")]
+    model = net.build(outs)
+    rng = np.random.default_rng(5)
+    for _ in range(4):
+        xs = [rng.integers(-1000, 1000, (4, 9)).astype(np.int32),
+              np.where(rng.integers(0, 2, (1, 9)) == 1, 1, -1).astype(np.int32) *
+              rng.integers(1, 40, (1, 9)).astype(np.int32)]
+        got, ops = _run_aotc(model, xs, tmp_path)
+        for g, w in zip(got, interpret(model, xs)[0]):
+            np.testing.assert_array_equal(g, w)
+
+
+def test_uint8_image_cast_to_float_matches_litert(tmp_path):
+    """CAST of a plain (unquantised) uint8 image to float32, as MoveNet's first op."""
+    net = Net(False)
+    x = net.input((1, 4, 5, 3), np.uint8)
+    model = net.build([net.op("CAST", [x], (1, 4, 5, 3), dtype=np.float32)])
+    xs = [np.arange(60, dtype=np.int64).reshape(1, 4, 5, 3).astype(np.uint8) * 4]
+    got, _ = _run_aotc(model, xs, tmp_path)
+    np.testing.assert_array_equal(got[0], interpret(model, xs)[0][0])

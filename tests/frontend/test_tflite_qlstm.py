@@ -13,14 +13,13 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 from ai_edge_litert import schema_py_generated as S
 from stateful_tflite import tflm_frames
+from test_tflite_lstm import lstm_refusal
 from tflite_builder import Net, options
 
 import aotc
@@ -158,18 +157,6 @@ def test_qlstm_numpy_reference_matches_tflm(act: type, tmp_path: Path) -> None:
     assert np.array_equal(y.reshape(ref.shape), ref)
 
 
-def _error(model: bytes, tmp: Path) -> str:
-    path = tmp / "m.tflite"
-    path.write_bytes(model)
-    res = subprocess.run([sys.executable, "-m", "aotc", "compile", str(path), "-o",
-                          str(tmp / "o")], capture_output=True, text=True, timeout=300)
-    assert "Traceback" not in res.stderr and res.returncode == 2, res.stderr
-    lines = res.stderr.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("aotc: error: "), res.stderr
-    assert "UNIDIRECTIONAL_SEQUENCE_LSTM" in lines[0]
-    return lines[0]
-
-
 @pytest.mark.parametrize("kw, needle", [
     ({"peephole": True}, "peepholes in an int8 LSTM: not supported (TFLM's integer LSTM"),
     ({"projection": True}, "projection in an int8 LSTM"),
@@ -178,7 +165,7 @@ def _error(model: bytes, tmp: Path) -> str:
 ])
 def test_integer_lstm_variants_tflm_lacks_are_refused(kw, needle, tmp_path):
     model = qlstm_model(**kw)
-    assert needle in _error(model, tmp_path)
+    assert needle in lstm_refusal(model, tmp_path, listing=False)
     from tflite_micro.python.tflite_micro import runtime
 
     with pytest.raises(RuntimeError, match="failed to allocate"):  # TFLM refuses them too

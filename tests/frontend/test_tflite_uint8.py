@@ -134,11 +134,24 @@ def kws_like(net: Net) -> list[int]:
     return [net.op("SOFTMAX", [f], (1, 4), options("SoftmaxOptions", beta=1.0)), c]
 
 
+def resize(net: Net) -> list[int]:
+    """RESIZE_BILINEAR by 2 (ties: LiteRT's uint8 kernel rounds the non-negative sum half
+    up, which value - 128 would round toward -inf), half-pixel, and align_corners."""
+    x = net.input((1, 5, 7, 3))
+    outs = []
+    for size, kw in (((10, 14), {}), ((9, 12), {"halfPixelCenters": True}),
+                     ((8, 11), {"alignCorners": True})):
+        outs.append(net.op("RESIZE_BILINEAR", [x, net.ints(list(size))], (1, *size, 3),
+                           options("ResizeBilinearOptions", **kw)))
+    return outs
+
+
 SPECS = {"CONV_2D": (conv, [(1, 8, 8, 3)]), "DEPTHWISE_CONV_2D": (depthwise, [(1, 7, 7, 4)]),
          "FULLY_CONNECTED": (fully_connected, [(2, 20)]),
          "ADD": (add, [(1, 5, 5, 4), (1, 5, 5, 4)]),
          "pools_softmax": (pools_softmax, [(1, 6, 6, 5)]),
-         "kws_like": (kws_like, [(1, 10, 6, 1)])}
+         "kws_like": (kws_like, [(1, 10, 6, 1)]),
+         "RESIZE_BILINEAR": (resize, [(1, 5, 7, 3)])}
 
 
 def _vectors(shapes, seed: int) -> list[list[np.ndarray]]:
@@ -217,3 +230,22 @@ def test_uint8_io_around_an_int8_model_bit_exact_with_tflm(tmp_path):
     for (x,) in _vectors([(1, 8, 8, 3)], 1):
         got = runner.run({"image_u8": x})["out_u8"]
         np.testing.assert_array_equal(got, interpret_tflm(model, [x])[0])
+
+
+def test_uint8_arg_max_matches_litert(tmp_path):
+    """ARG_MAX / ARG_MIN of a uint8 tensor (DeepLab's last op): the order of value - 128 is the
+    order of the uint8 values; int32 and int64 outputs."""
+    def spec(net: Net) -> list[int]:
+        x = net.input((2, 6, 9))
+        return [net.op("ARG_MAX", [x, net.ints([2])], (2, 6), options(
+                    "ArgMaxOptions", outputType=S.TensorType.INT64), dtype=np.int64),
+                net.op("ARG_MIN", [x, net.ints([1])], (2, 9), options(
+                    "ArgMinOptions", outputType=S.TensorType.INT32), dtype=np.int32)]
+    model = to_uint8(float_and_int8(spec, [(2, 6, 9)])["int8"][0])
+    (tmp_path / "m.tflite").write_bytes(model)
+    runner = aotc.compile(tmp_path / "m.tflite", tmp_path / "out", name="m").load()
+    ins, outs = runner.meta["inputs"], runner.meta["outputs"]
+    for xs in _vectors([(2, 6, 9)], 1):
+        got = runner.run({ins[0]["name"]: xs[0]})
+        for t, w in zip(outs, interpret(model, xs)[0]):
+            np.testing.assert_array_equal(got[t["name"]], w)

@@ -11,7 +11,9 @@ outputs dequantised from int8 (counted in steps of the DEQUANTIZE's scale): exac
 (``KNOWN_LSB`` lists where main is not yet, with the measured distance). Other float outputs:
 rtol 1e-4, atol 1e-5 (``FLOAT_ATOL``: 1e-4 for the deep face detectors). The first vector
 also runs on the QEMU boards of AOTC_TEST_BOARDS against the host build, as every op test
-does; the person detector runs all 8 vectors on cortex-m4f in QEMU against TFLM.
+does; the person detector and TFLM's keyword benchmark model (ON_CORTEX_M4F) run all 8
+vectors on cortex-m4f in QEMU against TFLM. The keyword model's output is the same for every
+input (scrambled weights saturate it), so each of its layers is compared too.
 
 A fixture that does not compile on main is asserted to fail with one line
 ``aotc: error: ...`` on stderr (or the converter table's list: a heading and a line per
@@ -57,6 +59,9 @@ EXPECTED_TO_COMPILE = {
     "mobilenet_v1_025_128_uint8": True,          # uint8 (TF1 post-training): vs LiteRT
     "mnist_lstm_int8": True,                     # integer LSTM, states in the state buffer
     "dtln_noise_suppression_lstm_int8": True,    # two integer LSTMs, states between calls
+    "micro_speech_audio_preprocessor_int8": True,  # Signal ops (state), CAST int16
+    "kws_ds_cnn_16x8": True,                     # 16x8: int16 activations, int8 weights
+    "keyword_scrambled_svdf": True,              # SVDF states; SOFTMAX int8 -> int16 (zp -32768)
 }
 
 # Integer outputs where main is not bit-exact with the reference yet: the largest distance in
@@ -134,6 +139,24 @@ def vectors(model: bytes, details: list[dict[str, Any]], seed: int = 0
         vs = [np.full(shape, lo), np.full(shape, hi), np.full(shape, mid), board, *draw]
         per_input.append([v.astype(dt) for v in vs])
     return [list(k) for k in zip(*per_input)]
+
+
+def _details(model: bytes, which: str) -> list[dict[str, Any]]:
+    """The main subgraph's inputs or outputs as LiteRT's get_input_details() gives them
+    (index, dtype, shape, (scale, zero point)), read from the flatbuffer: LiteRT cannot load
+    a model with TFLM's custom Signal operators."""
+    m = S.ModelT.InitFromPackedBuf(model, 0)
+    sg = m.subgraphs[0]
+    types = {v: k for k, v in vars(S.TensorType).items() if not k.startswith("_")}
+    out = []
+    for i in getattr(sg, which):
+        t = sg.tensors[int(i)]
+        q = t.quantization
+        quant = (float(q.scale[0]), int(q.zeroPoint[0])) if q is not None and \
+            q.scale is not None and len(q.scale) else (0.0, 0)
+        out.append({"index": int(i), "dtype": np.dtype(types[t.type].lower()),
+                    "shape": [int(d) for d in t.shape], "quantization": quant})
+    return out
 
 
 # ---------------------------------------------------------------------------- references
@@ -232,8 +255,7 @@ if UNSUPPORTED:  # (none today: every fixture compiles; a new one that does not 
 def test_fixture_matches_reference(name, tmp_path):
     path = ZOO / META[name]["file"]
     model = path.read_bytes()
-    it = _litert(model)
-    in_details, out_details = it.get_input_details(), it.get_output_details()
+    in_details, out_details = _details(model, "inputs"), _details(model, "outputs")
     sets = vectors(model, in_details)
     ref_name, refs = reference(model, sets, len(out_details))
     steps = _dequantize_steps(model)
@@ -256,16 +278,22 @@ def test_fixture_matches_reference(name, tmp_path):
         "update KNOWN_LSB")
 
 
-def test_person_detector_on_cortex_m4f(tmp_path):
-    """The int8 MobileNet person detector on cortex-m4f in QEMU: all 8 vectors, against TFLM
-    (the host test above runs only the first vector on the boards, against the host build)."""
+# Run on cortex-m4f in QEMU on all 8 vectors against TFLM (the host test above runs only the
+# first vector on the boards, against the host build): the int8 MobileNet person detector,
+# TFLM's keyword benchmark model (its SVDF states carried from vector to vector, as in TFLM), and
+# the 16x8 KWS DS-CNN (int16 activations through every layer).
+ON_CORTEX_M4F = ["vww_mobilenet_v1_int8", "keyword_scrambled_svdf", "kws_ds_cnn_16x8"]
+
+
+@pytest.mark.parametrize("name", ON_CORTEX_M4F)
+def test_fixture_on_cortex_m4f(name, tmp_path):
+    """A fixture of ON_CORTEX_M4F on cortex-m4f in QEMU: all 8 vectors, against TFLM."""
     from opcheck import hook_boards
 
     from aotc.targets.runner import BoardRunner
 
     if "cortex-m4f" not in hook_boards():
         pytest.skip("cortex-m4f not in AOTC_TEST_BOARDS")
-    name = "vww_mobilenet_v1_int8"
     path = ZOO / META[name]["file"]
     model = path.read_bytes()
     it = _litert(model)
@@ -295,8 +323,44 @@ def test_tflite_ops_script_agrees_with_litert():
     for d, path in zip(json.loads(cp.stdout), files):
         e = META[path.stem]
         assert (d["bytes"], d["sha256"]) == (e["bytes"], e["sha256"]), path.name
-        if d["subgraphs"] != 1:
-            continue
+        if d["subgraphs"] != 1 or any(k.startswith("CUSTOM:Signal") for k in d["builtins"]):
+            continue  # (LiteRT cannot load TFLM's Signal operators)
         it = Interpreter(model_path=str(path))
         want = Counter(op["op_name"] for op in it._get_ops_details())
         assert d["builtins"] == dict(want), path.name
+
+
+def test_keyword_svdf_every_layer_matches_tflm(tmp_path):
+    """TFLM's keyword benchmark model saturates to the same output (two equal classes) for
+    every input, so its graph output alone would hide an SVDF or FULLY_CONNECTED difference:
+    here every operator's output is made a graph output too (the same file otherwise), and
+    each is compared bit-exact with TFLM over the 8 vectors, states carried between calls."""
+    import flatbuffers
+
+    name = "keyword_scrambled_svdf"
+    m = S.ModelT.InitFromPackedBuf((ZOO / META[name]["file"]).read_bytes(), 0)
+    sg = m.subgraphs[0]
+    outs = [int(t) for op in sg.operators for t in op.outputs]
+    assert len(outs) == len(sg.operators) == 15
+    sg.outputs = np.array(outs, np.int32)
+    fb = flatbuffers.Builder(1 << 16)
+    fb.Finish(m.Pack(fb), file_identifier=b"TFL3")
+    model = bytes(fb.Output())
+    path = tmp_path / "kws_all.tflite"
+    path.write_bytes(model)
+    it = _litert(model)
+    out_details = it.get_output_details()
+    sets = vectors(model, it.get_input_details())
+    ref_name, refs = reference(model, sets, len(out_details))
+    assert ref_name == "TFLM"
+    # not all saturated: the layers do see distinct values
+    assert len({r.tobytes() for want in refs for r in want[:-3]}) > 50
+    bundle = aotc.compile(path, tmp_path / "out", name="m")
+    runner = bundle.load()
+    out_names = [t["name"] for t in runner.meta["outputs"]]
+    in_name = runner.meta["inputs"][0]["name"]
+    assert len(out_names) == len(outs)
+    for v, (xs, want) in enumerate(zip(sets, refs)):
+        got = runner.run({in_name: xs[0]})
+        assert _compare(name, f"vector {v}", [got[o] for o in out_names], want, out_details,
+                        {}, ref_name) == 0

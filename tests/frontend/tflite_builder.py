@@ -20,7 +20,8 @@ from ai_edge_litert.interpreter import Interpreter, OpResolverType
 _TYPES = {np.dtype(np.float32): S.TensorType.FLOAT32, np.dtype(np.int8): S.TensorType.INT8,
           np.dtype(np.int32): S.TensorType.INT32, np.dtype(np.int64): S.TensorType.INT64,
           np.dtype(np.bool_): S.TensorType.BOOL, np.dtype(np.int16): S.TensorType.INT16,
-          np.dtype(np.uint32): S.TensorType.UINT32, np.dtype(np.uint64): S.TensorType.UINT64}
+          np.dtype(np.uint32): S.TensorType.UINT32, np.dtype(np.uint64): S.TensorType.UINT64,
+          np.dtype(np.uint8): S.TensorType.UINT8}
 # Output parameters TFLite requires for int8 outputs of these ops.
 FIXED_OUT = {"LOGISTIC": (1 / 256, -128), "SOFTMAX": (1 / 256, -128), "TANH": (1 / 128, 0),
              "LOG_SOFTMAX": (16 / 256, 127)}

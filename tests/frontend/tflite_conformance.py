@@ -40,7 +40,7 @@ from test_tflite_int16 import Net16
 from test_tflite_ops import CASES as BASE_CASES
 from test_tflite_ops import SHAPE, builtin_of
 from tflite_builder import Net, interpret, interpret_tflm, options
-from tflite_cases import FLOAT_TOL, TYPED
+from tflite_cases import FLOAT_TOL, TYPED, reduce
 
 ROOT = Path(__file__).resolve().parents[2]
 EXPECTED = ROOT / "aotc" / "data" / "tflite_conformance_expected.txt"
@@ -219,16 +219,6 @@ def like(code: str, shape: tuple[int, ...]) -> Spec:
 COMPARISONS = {"EQUAL", "NOT_EQUAL", "GREATER", "GREATER_EQUAL", "LESS", "LESS_EQUAL"}
 
 
-def reducer(code: str, axes: list[int], keep: bool) -> Spec:
-    def spec(net: Net, x: int, s: tuple[int, ...]) -> int:
-        r = len(s)
-        red = {a % r for a in axes}
-        out = tuple(1 if k in red else d for k, d in enumerate(s)) if keep else tuple(
-            d for k, d in enumerate(s) if k not in red)
-        return net.op(code, [x, net.ints(axes)], out, options("ReducerOptions", keepDims=keep))
-    return spec
-
-
 def softmax(beta: float) -> Spec:
     return lambda net, x, s: net.op("SOFTMAX", [x], s, options("SoftmaxOptions", beta=beta))
 
@@ -347,9 +337,9 @@ FAMILIES: list[Family] = [
     *[Family(code, {"same": elementwise(code, "same"), "bcast": elementwise(code, "bcast")})
       for code in ("GREATER", "EQUAL", "LESS_EQUAL")],
     *[Family(code, {
-        "hw_keep": reducer(code, [1, 2], True), "hw": reducer(code, [1, 2], False),
-        "neg1_keep": reducer(code, [-1], True), "neg1": reducer(code, [-1], False),
-        "neg3_neg2": reducer(code, [-3, -2], False), "all": reducer(code, [0, 1, 2, 3], True)},
+        "hw_keep": reduce(code, [1, 2], True), "hw": reduce(code, [1, 2], False),
+        "neg1_keep": reduce(code, [-1], True), "neg1": reduce(code, [-1], False),
+        "neg3_neg2": reduce(code, [-3, -2], False), "all": reduce(code, [0, 1, 2, 3], True)},
         zp_ends=code == "MEAN") for code in ("MEAN", "SUM", "REDUCE_MAX", "REDUCE_MIN")],
     Family("SOFTMAX", {"beta1": softmax(1.0), "beta_half": softmax(0.5),
                        "rank2": (softmax(1.0), (3, 10)), "one_pixel": (softmax(2.0), ONE)},
@@ -421,6 +411,17 @@ MORE_TYPED: dict[str, Callable[[Net], list[int]]] = {
         options("ConcatenationOptions", axis=-1), dtype=np.int32)],
     "CAST_bool_int32": lambda net: [net.op("CAST", [net.input((2, 5), np.bool_)], (2, 5),
                                            dtype=np.int32)],
+    # TFLM's cast.cc: static_cast between int8, int16, int32, uint32 and float32 (narrowing
+    # integer casts wrap; the micro_speech audio front end casts its int16 features).
+    **{f"CAST_{a}_{b}": (lambda a, b: lambda net: [net.op(
+        "CAST", [net.input((3, 7), np.dtype(a).type)], (3, 7), dtype=np.dtype(b).type)])(a, b)
+       for a, b in (("int16", "int32"), ("int16", "float32"), ("int8", "int32"),
+                    ("int8", "int16"), ("int16", "int8"))},
+    # int32 inputs are small (-6..6): scaled by 9001 first, so that the narrowing casts wrap.
+    **{f"CAST_int32_{b}": (lambda b: lambda net: [net.op("CAST", [net.op(
+        "MUL", [net.input((3, 7), np.int32), net.ints(np.array([9001], np.int32))], (3, 7),
+        options("MulOptions"), dtype=np.int32)], (3, 7), dtype=np.dtype(b).type)])(b)
+       for b in ("int16", "int8", "uint32")},
     "ARG_MAX_int32": lambda net: [net.op(
         "ARG_MAX", [net.input((3, 5), np.int32), net.ints([-1])], (3,),
         options("ArgMaxOptions", outputType=S.TensorType.INT32), dtype=np.int32)],
@@ -449,6 +450,85 @@ CONVERT: dict[str, Callable[[Net], list[int]]] = {
     "DEQUANTIZE_int8_float": _convert("DEQUANTIZE", np.int8, np.float32, (0.05, 127), None),
     "DEQUANTIZE_int16_float": _convert("DEQUANTIZE", np.int16, np.float32, (3e-4, 0), None),
 }
+
+
+# TFLM's int16 tensors with a zero point other than 0 (its 16x8 activations have 0): SOFTMAX
+# from int8 writes scale 1/65536 and zero point -32768 (TFLM's Prepare accepts 1/65535 too,
+# within 0.1 %), QUANTIZE requantises an int16 tensor with both zero points as given and
+# DEQUANTIZE subtracts its zero point (TFLM's keyword benchmark model: SOFTMAX int8 -> int16,
+# then QUANTIZE int16 -> int32). Inputs (_asym16_inputs): every int8 code (shuffled, each once
+# or twice) or int16 codes spanning the range, both ends and the zero point included.
+def _softmax_to_int16(shape: tuple[int, ...], sx: float, zx: int, beta: float = 1.0,
+                      sy: float = 1 / 65536) -> Callable[[Net], list[int]]:
+    def spec(net: Net) -> list[int]:
+        x = net._tensor(shape, np.int8, "x", None, sx, zx)
+        net.inputs.append(x)
+        y = net._tensor(shape, np.int16, "y", None, sy, -32768)
+        net.op_into("SOFTMAX", [x], [y], options("SoftmaxOptions", beta=beta))
+        return [y]
+    return spec
+
+
+def _requantize16(dst: Any, sq: tuple[float, int], dq: tuple[float | None, int | None],
+                  code: str = "QUANTIZE") -> Callable[[Net], list[int]]:
+    def spec(net: Net) -> list[int]:
+        x = net._tensor((16, 64), np.int16, "x", None, *sq)
+        net.inputs.append(x)
+        y = net._tensor((16, 64), dst, "y", None, *dq)
+        net.op_into(code, [x], [y])
+        return [y]
+    return spec
+
+
+ASYM16: dict[str, Callable[[Net], list[int]]] = {
+    "SOFTMAX_int8_to_int16_kws": _softmax_to_int16((128, 2), 0.06996273, 2, sy=1.5259022e-05),
+    "SOFTMAX_int8_to_int16_rows32": _softmax_to_int16((8, 32), 0.5, -128),
+    "SOFTMAX_int8_to_int16_row256": _softmax_to_int16((1, 256), 0.01, 0),
+    "SOFTMAX_int8_to_int16_rank4": _softmax_to_int16((2, 4, 4, 16), 1 / 16, 127),
+    "SOFTMAX_int8_to_int16_beta_half": _softmax_to_int16((16, 16), 0.1, -3, beta=0.5),
+    "SOFTMAX_int8_to_int16_wide": _softmax_to_int16((4, 64), 2.0, 5),
+    "QUANTIZE_int16_zp-32768_to_int32_kws": _requantize16(np.int32, (1.5259022e-05, -32768),
+                                                          (3.051851e-05, 0)),
+    "QUANTIZE_int16_zp-32768_to_int32_same": _requantize16(np.int32, (1 / 65536, -32768),
+                                                           (1 / 65536, 0)),
+    "QUANTIZE_int16_zp1000_to_int32_up": _requantize16(np.int32, (2e-3, 1000), (1e-5, -5)),
+    "QUANTIZE_int16_to_int32": _requantize16(np.int32, (1e-3, 0), (2.5e-4, 0)),
+    "QUANTIZE_int16_zp-32768_to_int8": _requantize16(np.int8, (1 / 65536, -32768),
+                                                     (1 / 256, -128)),
+    "QUANTIZE_int16_zp-300_to_int16": _requantize16(np.int16, (1e-3, -300), (3e-3, 12)),
+    "DEQUANTIZE_int16_zp-32768_float": _requantize16(np.float32, (1 / 65536, -32768),
+                                                     (None, None), "DEQUANTIZE"),
+    "DEQUANTIZE_int16_zp777_float": _requantize16(np.float32, (3e-4, 777), (None, None),
+                                                  "DEQUANTIZE"),
+}
+
+
+def _asym16_inputs(net: Net) -> list[np.ndarray]:
+    rng = np.random.default_rng(5)
+    xs = []
+    for t in net.inputs:
+        ts = net.tensors[t]
+        shape = tuple(int(d) for d in ts.shape)
+        n = int(np.prod(shape))
+        if ts.type == S.TensorType.INT8:
+            codes = np.arange(-128, 128)
+            v = np.concatenate([rng.permutation(codes) for _ in range(-(-n // 256))])[:n]
+            xs.append(v.astype(np.int8).reshape(shape))
+        else:
+            zp = int(ts.quantization.zeroPoint[0])
+            v = np.round(np.linspace(-32768, 32767, n)).astype(np.int64)
+            v[1] = zp
+            xs.append(rng.permutation(v).astype(np.int16).reshape(shape))
+    return xs
+
+
+def _asym16_builder(spec: Callable[[Net], list[int]]
+                    ) -> Callable[[], tuple[bytes, list[np.ndarray]]]:
+    def build() -> tuple[bytes, list[np.ndarray]]:
+        net = Net(False)
+        model = net.build(spec(net))
+        return model, _asym16_inputs(net)
+    return build
 
 
 def _typed_type(name: str) -> str:
@@ -487,6 +567,10 @@ def cases() -> list[Case]:
         b = builtin_of(name)
         t = _typed_type(name)
         out.append(Case(f"{b}/{name[len(b) + 1:] or 'base'}/{t}", b, t, _typed_builder(tspec)))
+    for name, tspec in ASYM16.items():
+        b = builtin_of(name)
+        t = _typed_type(name)
+        out.append(Case(f"{b}/{name[len(b) + 1:]}/{t}", b, t, _asym16_builder(tspec)))
     ids = [c.id for c in out]
     assert len(ids) == len(set(ids)), "duplicate case ids"
     return sorted(out, key=lambda c: c.id)

@@ -54,7 +54,7 @@ INT_CASES = [
     # (pairs) 2.
     *[(("conv.pixels", v), None, "cortex-m4f", {}) for v in (1, 2, 3)],
     (("conv.pixels", 2), "even", "cortex-m4f", {}),  # column rows: 3 pixels by default
-    (("conv.pixels", 3), "even", "cortex-m33", {}),  # 4 on the Cortex-M33
+    (("conv.pixels", 3), "even", "cortex-m33", {"conv.dsp_wide": False}),  # packed: 4
     (("conv.pixels", 4), "even", "cortex-m4f", {"conv.column": "pairs"}),
     *[(("conv.simd_tile", 4), None, t, {}) for t in ("cortex-m4f", "cortex-m55")],
     *[(("conv.tile", v), None, None, {}) for v in (2, 8)],
@@ -91,13 +91,22 @@ INT_CASES = [
       for t in ("cortex-m4f", "cortex-m55")],
     # K = 24, six quads: 16 k a step by default (one step, two quads after it).
     *[(("gemm.dsp_k", v), "matmul_quads", "cortex-m4f", {}) for v in (2, 4, 8)],
-    # Weights pre-extended to int16: the default on the Cortex-M4 and M7.
-    *[(("gemm.dsp_wide", False), "matmul_quads", t, {}) for t in ("cortex-m4f", "cortex-m7")],
+    # Weights pre-extended to int16: the default on the Cortex-M4, M7 and M33 where they fit.
+    *[(("gemm.dsp_wide", False), "matmul_quads", t, {})
+      for t in ("cortex-m4f", "cortex-m7", "cortex-m33")],
     *[(("conv.dsp_wide", False), k, "cortex-m4f", {}) for k in ("pointwise", "even")],
     (("conv.dsp_wide", False), "long", "cortex-m7", {}),
     (("conv.dsp_wide", True), "wide", "cortex-m7", {}),  # flat columns: off on the M7
-    (("conv.dsp_wide", True), "long", "cortex-m33", {}),
-    (("gemm.dsp_wide", True), "matmul_quads", "cortex-m33", {}),
+    (("conv.dsp_wide", False), "long", "cortex-m33", {}),
+    # The bias in the inline tiles' accumulators (default) or added by the requantisation; the
+    # requantisation of a pixel group side by side (default on the M7) or output by output.
+    (("conv.dsp_bias_tile", False), "pointwise", "cortex-m4f", {}),
+    (("conv.dsp_bias_tile", False), None, "cortex-m7", {}),
+    # outlined (pairs): off by default; column rows inline: on.
+    (("conv.dsp_bias_tile", True), "long", "cortex-m4f", {"conv.column": "pairs"}),
+    (("conv.dsp_bias_tile", False), "long", "cortex-m4f", {}),
+    (("conv.dsp_requant", "interleaved"), "pointwise", "cortex-m4f", {}),
+    (("conv.dsp_requant", "serial"), "even", "cortex-m7", {}),
     *[(("gemm.tile", v), "matmul", None, {}) for v in (4, 16)],
     *[(("gemm.mve_order", v), "matmul", "cortex-m55", {}) for v in ("ordered", "compiler")],
     (("gemm.unroll", False), "matmul", None, {}),

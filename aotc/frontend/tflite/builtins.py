@@ -20,12 +20,12 @@ from aotc.frontend.tflite.helpers import (
     _nchw_axis,
     _need_const,
     _operand,
-    _opts,
     _outs,
     _pads,
     _same_q,
     strided_slice_params,
 )
+from aotc.frontend.tflite.options import _opts
 from aotc.frontend.tflite.recurrent import unidirectional_sequence_lstm
 from aotc.frontend.tflite.variables import CONVERTERS as VARIABLE_CONVERTERS
 
@@ -188,8 +188,10 @@ def _unary(onnx_op: str, **attrs: Any) -> Callable[[Builder, Any], None]:
 def softmax(b: Builder, op: Any) -> None:
     o = _opts(op, "SoftmaxOptions")
     (x, *_), (y,) = _ins(op), _outs(op)
-    # int16: TFLM's kernel (aotc.ops.quant.act16.QSoftmax16) takes rows on the last axis.
-    layout = b.layout_of(x) if b.rank(x) == 4 and b.dtype(x) != np.int16 else "nhwc"
+    # int16 in or out: TFLM's kernels (aotc.ops.quant.act16.QSoftmax16,
+    # aotc.ops.quant.tables.QSoftmaxToInt16) take rows on the last axis.
+    layout = b.layout_of(x) if b.rank(x) == 4 and np.int16 not in (b.dtype(x), b.dtype(y)) \
+        else "nhwc"
     xf = b.fin(x, layout)
     beta = float(o.Beta()) if o is not None else 1.0
     if beta != 1.0:
@@ -415,7 +417,8 @@ ONNX_OPS: dict[str, tuple[str, ...]] = {
     "RELU": ("Relu", "aotc.QRelu"),
     "RELU6": ("Clip", "aotc.QRelu"),
     "RESHAPE": ("Reshape",),
-    "SOFTMAX": ("Softmax", "com.microsoft.QLinearSoftmax", "aotc.QSoftmax16"),
+    "SOFTMAX": ("Softmax", "com.microsoft.QLinearSoftmax", "aotc.QSoftmax16",
+                "aotc.QSoftmaxToInt16"),
     "SPLIT": ("Split",),
     "SQUEEZE": ("Reshape",),
     "STRIDED_SLICE": ("Slice",),
@@ -464,11 +467,13 @@ TYPES: dict[str, tuple[str, ...]] = {
     "DEQUANTIZE": ("int8", "uint8", "float16"),
     **{k: ("float32",) for k in ("EXP", "LOG", "SQRT", "SQUARE", "SIN", "COS", "FLOOR", "CEIL",
                                  "ROUND", "RELU_N1_TO_1", "RELU_0_TO_1", "SIGN", "GELU",
-                                 "FLOOR_DIV", "FLOOR_MOD", "POW", "REDUCE_PROD",
+                                 "POW", "REDUCE_PROD",
                                  "L2_NORMALIZATION", "LOG_SOFTMAX", "ADD_N",
                                  "PRELU", "SQUARED_DIFFERENCE",
                                  "CUMSUM")},
-    "RESIZE_BILINEAR": ("float32", "int8"),
+    # int32 FLOOR_DIV / FLOOR_MOD: LiteRT's kernels (TFLM has float32 only), e.g. MoveNet's.
+    **{k: ("float32", "int32") for k in ("FLOOR_DIV", "FLOOR_MOD")},
+    "RESIZE_BILINEAR": ("float32", "int8", "uint8"),
     "ABS": ("float32", "int8"),
     "ELU": ("float32", "int8"),
     "RSQRT": ("float32", "int8"),
@@ -483,7 +488,7 @@ TYPES: dict[str, tuple[str, ...]] = {
     **{k: ("float32", "int8", "int32") for k in ("SELECT_V2",)},
     **{k: ("float32", "int8", "int32") for k in ("REDUCE_MAX", "REDUCE_MIN")},
     "SUM": ("float32", "int8"),  # int8: TFLM's integer sum (aotc.ops.quant.reduce)
-    **{k: ("float32", "int8") for k in ("ARG_MAX", "ARG_MIN")},
+    **{k: ("float32", "int8", "uint8") for k in ("ARG_MAX", "ARG_MIN")},
     **{k: _VALUES for k in ("PACK", "UNPACK", "EXPAND_DIMS", "ZEROS_LIKE", "FILL",
                             "BROADCAST_TO", "TILE", "SLICE", "SPLIT_V", "REVERSE_V2",
                             "GATHER", "GATHER_ND", "EMBEDDING_LOOKUP", "SHAPE")},
@@ -494,7 +499,8 @@ TYPES: dict[str, tuple[str, ...]] = {
     "DENSIFY": ("float32", "int8", "float16"),
     "L2_POOL_2D": ("float32",),
     "DYNAMIC_UPDATE_SLICE": _VALUES,
-    "CAST": ("float32", "int32", "int64", "bool"),
+    # CAST: TFLM's cast.cc takes int8, int16, int32, uint32, float32 and bool (and aotc int64).
+    "CAST": ("float32", "uint8", "int8", "int16", "int32", "uint32", "int64", "bool"),
     # Recurrent and state (recurrent.py, variables.py): the LSTM in float32, and TFLM's
     # integer LSTM, int8 and int16 (16x8) (tests/frontend/test_tflite_qlstm.py); a variable's
     # value in any type the state buffer holds.

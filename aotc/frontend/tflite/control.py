@@ -23,7 +23,8 @@ from onnx import TensorProto, helper
 
 from aotc.errors import AotcError
 from aotc.frontend.tflite.builder import Builder
-from aotc.frontend.tflite.helpers import _ins, _opts, _outs
+from aotc.frontend.tflite.helpers import _ins, _outs
+from aotc.frontend.tflite.options import _opts
 
 
 def _outputs(names: list[str]) -> list[Any]:

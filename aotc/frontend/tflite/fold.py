@@ -13,7 +13,8 @@ from typing import Any
 import numpy as np
 
 from aotc.frontend.tflite.builder import Builder
-from aotc.frontend.tflite.helpers import _ins, _opts, _outs, _same_q, strided_slice_params
+from aotc.frontend.tflite.helpers import _ins, _outs, _same_q, strided_slice_params
+from aotc.frontend.tflite.options import _opts
 
 Fold = Callable[[Builder, Any, list[np.ndarray]], list[np.ndarray]]
 

@@ -1,4 +1,4 @@
-"""Helpers the TFLite builtin converters share: an operator's inputs, outputs and options,
+"""Helpers the TFLite builtin converters share: an operator's inputs and outputs,
 constant operands, quantisation comparisons and the layout an elementwise op runs in."""
 
 from __future__ import annotations
@@ -9,26 +9,10 @@ import numpy as np
 
 from aotc.errors import AotcError
 from aotc.frontend.tflite.builder import TO_NCHW, Builder
+from aotc.frontend.tflite.options import _opts
 
 INT64_MAX = np.iinfo(np.int64).max
 INT64_MIN = np.iinfo(np.int64).min
-
-
-def _opts(op: Any, cls: str) -> Any:
-    import tflite
-
-    t = op.BuiltinOptions()
-    if t is None:
-        return None
-    tag = op.BuiltinOptionsType()
-    if tag != getattr(tflite.BuiltinOptions, cls):
-        from aotc.frontend.tflite.validate import _option_classes
-
-        raise AotcError(f"builtin options of type {_option_classes().get(tag, tag)}; the "
-                        f"operator takes {cls}")
-    o = getattr(tflite, cls)()
-    o.Init(t.Bytes, t.Pos)
-    return o
 
 
 def _ins(op: Any) -> list[int]:

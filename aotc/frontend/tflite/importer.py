@@ -78,6 +78,31 @@ def is_tflite(path: str | os.PathLike[str]) -> bool:
         return False
 
 
+def computes_in_integers(data: bytes) -> bool:
+    """Whether a .tflite model computes in integers: some activation (a tensor of the main
+    subgraph without constant data) is int8, uint8 or int16 and has a quantisation scale,
+    whatever the types of the model's inputs and outputs (a float model's QUANTIZE ...
+    DEQUANTIZE). Such a model's reference is TFLM, whose arithmetic aotc follows. The file
+    must have passed check_flatbuffer (or the accessors may raise)."""
+    import tflite
+
+    model = tflite.Model.GetRootAsModel(data, 0)
+    if not model.SubgraphsLength():
+        return False
+    sub = model.Subgraphs(0)
+    for i in range(sub.TensorsLength()):
+        t = sub.Tensors(i)
+        if t.Type() not in (3, 7, 9):  # uint8, int16, int8
+            continue
+        buf = model.Buffers(t.Buffer()) if t.Buffer() < model.BuffersLength() else None
+        if buf is not None and (buf.DataLength() or buf.Size()):
+            continue  # a constant
+        q = t.Quantization()
+        if q is not None and q.ScaleLength():
+            return True
+    return False
+
+
 def load_tflite(path: str | os.PathLike[str]) -> onnx.ModelProto:
     p = Path(path)
     if not p.is_file():

@@ -24,11 +24,11 @@ from aotc.frontend.tflite.helpers import (
     _layout_for,
     _need_const,
     _operand,
-    _opts,
     _outs,
     _pads,
     _same_q,
 )
+from aotc.frontend.tflite.options import _opts
 
 Emit = Callable[[Builder, list[str]], str]
 
@@ -188,16 +188,39 @@ def _floor_div(b: Builder, a: list[str]) -> str:
     return b.add("Floor", [b.add("Div", a[:2], "div")[0]], "floor")[0]
 
 
-def _floor_mod(b: Builder, a: list[str]) -> str:
+def _sign_fix(b: Builder, x: str, y: str, zero: np.generic) -> tuple[str, str]:
+    """fmod(x, y) and where it is non-zero with a sign other than y's (where floor division
+    differs from truncation)."""
+    m = b.add("Mod", [x, y], "fmod", fmod=1)[0]
+    z = b.init(zero, "zero")
+    nonzero = b.add("Not", [b.add("Equal", [m, z], "is_zero")[0]], "nonzero")[0]
+    differ = b.add("Xor", [b.add("Less", [m, z], "m_neg")[0],
+                           b.add("Less", [y, z], "y_neg")[0]], "differ")[0]
+    return m, b.add("And", [nonzero, differ], "fix")[0]
+
+
+def _floor_div_int(b: Builder, a: list[str]) -> str:
+    """LiteRT's int32 FLOOR_DIV: the truncating quotient, minus 1 where the remainder is
+    non-zero with the other sign than the divisor (x / 0 is 0: aotc's integer Div)."""
+    x, y = a[:2]
+    _, fix = _sign_fix(b, x, y, np.int32(0))
+    q = b.add("Div", [x, y], "div")[0]
+    return b.add("Sub", [q, b.add("Cast", [fix], "fix_int", to=6)[0]], "floor_div")[0]
+
+
+def _floor_mod(b: Builder, a: list[str], zero: np.generic | None = None) -> str:
     """TFLite's FLOOR_MOD: fmod, then + y where the remainder's sign differs from y's."""
     x, y = a[:2]
-    m = b.add("Mod", [x, y], "fmod", fmod=1)[0]
-    zero = b.init(np.float32(0), "zero")
-    nonzero = b.add("Not", [b.add("Equal", [m, zero], "is_zero")[0]], "nonzero")[0]
-    differ = b.add("Xor", [b.add("Less", [m, zero], "m_neg")[0],
-                           b.add("Less", [y, zero], "y_neg")[0]], "differ")[0]
-    fix = b.add("And", [nonzero, differ], "fix")[0]
+    m, fix = _sign_fix(b, x, y, np.float32(0) if zero is None else zero)
     return b.add("Where", [fix, b.add("Add", [m, y], "shift")[0], m], "floor_mod")[0]
+
+
+def _by_type(floats: Callable[[Builder, Any], None], ints: Callable[[Builder, Any], None]
+             ) -> Callable[[Builder, Any], None]:
+    """``ints`` for an int32 output (LiteRT's kernels; TFLM has float32 only), else ``floats``."""
+    def convert(b: Builder, op: Any) -> None:
+        (ints if b.dtype(_outs(op)[0]) == np.int32 else floats)(b, op)
+    return convert
 
 
 def _select(b: Builder, a: list[str]) -> str:
@@ -413,8 +436,9 @@ CONVERTERS: dict[str, Callable[[Builder, Any], None]] = {
     "MAXIMUM": elementwise(op2("Max"), raw_int8=True),
     "MINIMUM": elementwise(op2("Min"), raw_int8=True),
     "SQUARED_DIFFERENCE": elementwise(_squared_difference),
-    "FLOOR_DIV": elementwise(_floor_div),
-    "FLOOR_MOD": elementwise(_floor_mod),
+    "FLOOR_DIV": _by_type(elementwise(_floor_div), elementwise(_floor_div_int)),
+    "FLOOR_MOD": _by_type(elementwise(_floor_mod), elementwise(
+        lambda b, a: _floor_mod(b, a, np.int32(0)))),
     "POW": elementwise(op2("Pow")),
     "EQUAL": elementwise(op2("Equal"), logic=True),
     "NOT_EQUAL": elementwise(lambda b, a: b.add("Not", [b.add("Equal", a[:2], "eq")[0]],

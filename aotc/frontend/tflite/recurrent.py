@@ -39,6 +39,7 @@ from onnx import helper
 
 from aotc.errors import AotcError
 from aotc.frontend.tflite.builder import Builder
+from aotc.frontend.tflite.options import _opts
 
 # TFLite's operand order (tensorflow/lite/kernels/lstm_shared.h).
 INPUT = 0
@@ -58,20 +59,6 @@ _ACTIVATIONS = {4: "Tanh"}
 _ACT_NAMES = {0: "NONE", 1: "RELU", 2: "RELU_N1_TO_1", 3: "RELU6", 5: "SIGN_BIT"}
 
 
-def _options(op: Any) -> Any:
-    import tflite
-
-    t = op.BuiltinOptions()
-    if t is None:
-        raise AotcError("the operator has no UnidirectionalSequenceLSTMOptions")
-    if op.BuiltinOptionsType() != tflite.BuiltinOptions.UnidirectionalSequenceLSTMOptions:
-        raise AotcError(f"builtin options of type {op.BuiltinOptionsType()}; the operator "
-                        f"takes UnidirectionalSequenceLSTMOptions")
-    o = tflite.UnidirectionalSequenceLSTMOptions()
-    o.Init(t.Bytes, t.Pos)
-    return o
-
-
 def unidirectional_sequence_lstm(b: Builder, op: Any) -> None:
     ins = [int(op.Inputs(i)) for i in range(op.InputsLength())]
     (y,) = [int(op.Outputs(i)) for i in range(op.OutputsLength())]
@@ -83,7 +70,9 @@ def unidirectional_sequence_lstm(b: Builder, op: Any) -> None:
         return k < len(ins) and ins[k] >= 0
 
     x = ins[INPUT]
-    o = _options(op)
+    o = _opts(op, "UnidirectionalSequenceLSTMOptions")
+    if o is None:
+        raise AotcError("the operator has no UnidirectionalSequenceLSTMOptions")
     if b.dtype(x) in (np.int8, np.int16):
         _integer(b, op, ins, y, o)
         return

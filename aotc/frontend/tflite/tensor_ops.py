@@ -17,8 +17,9 @@ import numpy as np
 
 from aotc.errors import AotcError
 from aotc.frontend.tflite.builder import Builder
-from aotc.frontend.tflite.helpers import _ins, _need_const, _opts, _outs, _same_q
+from aotc.frontend.tflite.helpers import _ins, _need_const, _outs, _same_q
 from aotc.frontend.tflite.math_ops import plain
+from aotc.frontend.tflite.options import _opts
 
 
 def _check_q(b: Builder, x: int, ys: list[int]) -> None:
@@ -249,7 +250,7 @@ def embedding_lookup(b: Builder, op: Any) -> None:
 def cast(b: Builder, op: Any) -> None:
     (x, *_), (y,) = _ins(op), _outs(op)
     to = {np.float32: 1, np.int8: 3, np.int16: 5, np.int32: 6, np.int64: 7, np.bool_: 9,
-          np.uint8: 2}
+          np.uint8: 2, np.uint32: 12}
     dt = b.dtype(y).type
     if dt not in to:
         raise AotcError(f"cast to {b.dtype(y).name} is not supported")
@@ -348,6 +349,9 @@ def _resize(mode: str, options: str) -> Callable[[Builder, Any], None]:
             _check_q(b, x, [y])
             _emit(b, y, "Resize", [b.get(x, "nchw"), "", "", sizes], "nchw", **attrs)
             return
+        if b.uint8(x):  # LiteRT's uint8 kernel: float weights
+            _resize_bilinear_uint8(b, x, y, size, align, half)
+            return
         if b.quant(x) is not None and b.dtype(x) == np.int8:
             _resize_bilinear_int8(b, x, y, size, align, half)
             return
@@ -381,6 +385,58 @@ def _bilinear_taps(n_in: int, n_out: int, align: bool, half: bool
         wlo.append((1 << 10) - (sv - (1 << 10) * i0))
         whi.append(sv - (1 << 10) * i0)
     return lo, hi, wlo, whi
+
+
+def _float_taps(n_in: int, n_out: int, align: bool, half: bool
+                ) -> tuple[list[int], list[int], np.ndarray, np.ndarray]:
+    """TFLite's float ResizeBilinear along one axis (reference_ops::ResizeBilinear's
+    ComputeInterpolationValues, in float32 as it computes them): lower and upper index, and
+    the weights 1 - (v - lower) and v - lower per output index."""
+    f = np.float32
+    scale = f(n_in) / f(n_out)
+    if align and n_out > 1:
+        scale = f(n_in - 1) / f(n_out - 1)
+    lo, hi, wlo, whi = [], [], [], []
+    for v in range(n_out):
+        sv = (f(v) + f(0.5)) * scale - f(0.5) if half else f(v) * scale
+        i0 = max(int(np.floor(sv)), 0)
+        lo.append(i0)
+        hi.append(min(int(np.ceil(sv)), n_in - 1))
+        d = f(sv - f(i0))
+        wlo.append(f(1) - d)
+        whi.append(d)
+    return lo, hi, np.array(wlo, np.float32), np.array(whi, np.float32)
+
+
+def _resize_bilinear_uint8(b: Builder, x: int, y: int, size: list[int], align: bool,
+                           half: bool) -> None:
+    """LiteRT's uint8 RESIZE_BILINEAR (reference_ops::ResizeBilinear<uint8_t>; TFLM has no
+    uint8 kernel): in float32, v00 * wy0 * wx0 + v10 * wy1 * wx0 + v01 * wy0 * wx1 + v11 *
+    wy1 * wx1 + 0.5, summed in that order and truncated, on the uint8 values (the graph holds
+    them as value - 128); the output keeps the input's parameters."""
+    _check_q(b, x, [y])
+    _, h, w, _ = b.shape(x)
+    v = b.add("Cast", [b.get(x)], "as_float", to=1)[0]
+    v = b.add("Add", [v, b.init(np.float32(128), "offset")], "as_uint8")[0]
+    ylo, yhi, wy0, wy1 = _float_taps(h, size[0], align, half)
+    xlo, xhi, wx0, wx1 = _float_taps(w, size[1], align, half)
+
+    def rows(idx: list[int], wt: np.ndarray) -> str:
+        g = b.add("Gather", [v, b.init(np.array(idx, np.int64), "rows")], "row", axis=1)[0]
+        return b.add("Mul", [g, b.init(wt.reshape(1, -1, 1, 1), "wy")], "row_w")[0]
+
+    def cols(r: str, idx: list[int], wt: np.ndarray) -> str:
+        g = b.add("Gather", [r, b.init(np.array(idx, np.int64), "cols")], "col", axis=2)[0]
+        return b.add("Mul", [g, b.init(wt.reshape(1, 1, -1, 1), "wx")], "col_w")[0]
+
+    top, bottom = rows(ylo, wy0), rows(yhi, wy1)
+    acc = cols(top, xlo, wx0)
+    for r, idx, wt in ((bottom, xlo, wx0), (top, xhi, wx1), (bottom, xhi, wx1)):
+        acc = b.add("Add", [acc, cols(r, idx, wt)], "sum")[0]
+    acc = b.add("Add", [acc, b.init(np.float32(0.5), "half")], "rounded")[0]
+    out = b.add("Cast", [acc], "truncated", to=6)[0]  # non-negative: truncation
+    out = b.add("Sub", [out, b.init(np.int32(128), "offset")], "as_int8")[0]
+    _emit(b, y, "Cast", [out], to=3)
 
 
 def _resize_bilinear_int8(b: Builder, x: int, y: int, size: list[int], align: bool,

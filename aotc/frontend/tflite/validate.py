@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 
 from aotc.errors import AotcError
+from aotc.frontend.tflite.options import _option_classes, options_table
 from aotc.frontend.tflite.validate_bias import _const, check_bias
 from aotc.frontend.tflite.validate_tables import (
     ACTIVATIONS,
@@ -68,26 +69,6 @@ def expected_options(name: str) -> str | None:
         if cls.endswith("Options") and cls[:-7].upper() == key:
             return cls
     return None
-
-
-def _option_classes() -> dict[int, str]:
-    import tflite
-
-    return {v: k for k, v in vars(tflite.BuiltinOptions).items()
-            if not k.startswith("_") and isinstance(v, int)}
-
-
-def options_table(op: Any) -> tuple[str, Any] | None:
-    """(class name, table) of an operator's builtin options, as its union tag says."""
-    import tflite
-
-    t = op.BuiltinOptions()
-    name = _option_classes().get(op.BuiltinOptionsType())
-    if t is None or name is None or not hasattr(tflite, name):
-        return None
-    o = getattr(tflite, name)()
-    o.Init(t.Bytes, t.Pos)
-    return name, o
 
 
 def _raw_builtin_code(oc: Any) -> int:
@@ -239,6 +220,7 @@ def check_tensors(model: Any, sub: Any, used: list[str]) -> None:
                     continue
                 raise _err(i, used[i], f"{side} {k} is tensor {t}, beyond the {n_t} tensors")
     graph_inputs = {int(sub.Inputs(k)) for k in range(sub.InputsLength())}
+    asym16 = _asymmetric_int16(sub, used)
     for j in range(n_t):
         t = sub.Tensors(j)
         name = (t.Name() or b"").decode("utf-8", "replace")
@@ -262,17 +244,43 @@ def check_tensors(model: Any, sub: Any, used: list[str]) -> None:
                 and not np.isfinite(buf.DataAsNumpy().view(np.float32)).all():
             raise AotcError(f"{where}: a float constant holding NaN or infinity (TFLite's "
                             f"kernels compare and clamp them differently from aotc's)")
-        _check_quant(t, where, shape, const=bool(size), graph_input=j in graph_inputs)
+        _check_quant(t, where, shape, const=bool(size), graph_input=j in graph_inputs,
+                     zero_point_as_given=j in asym16)
+
+
+def _asymmetric_int16(sub: Any, used: list[str]) -> set[int]:
+    """The int16 tensors TFLM reads and writes with their zero point as given, so that one
+    other than 0 is TFLM's arithmetic and not a 16x8 activation: every operator touching the
+    tensor is a QUANTIZE (TFLM's Requantize / AffineQuantize take both zero points) or a
+    DEQUANTIZE reading it (x - zero point, times the scale), or the SOFTMAX from int8 writing
+    it (zero point -32768: _check_softmax_output)."""
+    ok: dict[int, bool] = {}
+    for i in range(sub.OperatorsLength()):
+        op = sub.Operators(i)
+        ins = [int(op.Inputs(k)) for k in range(op.InputsLength())]
+        outs = [int(op.Outputs(k)) for k in range(op.OutputsLength())]
+        softmax8 = used[i] == "SOFTMAX" and bool(ins) and ins[0] >= 0 \
+            and sub.Tensors(ins[0]).Type() == 9
+        for side, ts in (("in", ins), ("out", outs)):
+            for t in ts:
+                if t < 0 or sub.Tensors(t).Type() != 7:
+                    continue
+                fine = used[i] == "QUANTIZE" or (used[i] == "DEQUANTIZE" and side == "in") \
+                    or (softmax8 and side == "out")
+                ok[t] = ok.get(t, True) and fine
+    return {t for t, fine in ok.items() if fine}
 
 
 def _check_quant(t: Any, where: str, shape: list[int], const: bool = True,
-                 graph_input: bool = False) -> None:
+                 graph_input: bool = False, zero_point_as_given: bool = False) -> None:
     q = t.Quantization()
     if q is None or q.ScaleLength() == 0:
         return
-    if not const and t.Type() == 7 and q.ZeroPointLength() == 1 and q.ZeroPoint(0) != 0:
+    if not const and not zero_point_as_given and t.Type() == 7 and q.ZeroPointLength() == 1 \
+            and q.ZeroPoint(0) != 0:
         raise AotcError(f"{where}: an int16 activation with zero point {q.ZeroPoint(0)} (TFLite's "
-                        f"16x8 activations are symmetric; TFLM assumes 0)")
+                        f"16x8 activations are symmetric; TFLM assumes 0; only QUANTIZE and "
+                        f"SOFTMAX from int8 take one)")
     if graph_input and q.ScaleLength() > 1:  # an operator's output: Builder.fout names it
         raise AotcError(f"{where}: per-channel quantisation of a graph input "
                         f"({q.ScaleLength()} scales; TFLM's kernels read one)")
@@ -286,12 +294,20 @@ def _check_quant(t: Any, where: str, shape: list[int], const: bool = True,
     # per-channel axis and count: Builder.quant (a 1-D bias is read along its only axis)
 
 
-def _check_softmax_output(sub: Any, i: int, name: str, y: int) -> None:
-    """An int8 SOFTMAX writes scale 1/256 and zero point -128, an int16 one 1/32768 and 0
-    (TFLM and LiteRT refuse others)."""
+def _check_softmax_output(sub: Any, i: int, name: str, x: int, y: int) -> None:
+    """SOFTMAX writes its input's type, or int16 from int8 (TFLM's Prepare refuses the other
+    pairs); an int8 one scale 1/256 and zero point -128, an int16 one 1/32768 and 0, and one
+    from int8 to int16 1/65536 and -32768 (TFLM and LiteRT refuse others)."""
     t = sub.Tensors(y)
+    tx = sub.Tensors(x).Type()
+    if t.Type() != tx and (tx, t.Type()) != (9, 7):
+        raise _err(i, name, f"{TYPE_NAMES.get(tx, tx)} input, {TYPE_NAMES.get(t.Type())} "
+                            f"output (TFLM's SOFTMAX writes its input's type, or int16 from "
+                            f"int8)")
     q = t.Quantization()
     want = {9: (1 / 256, -128), 7: (1 / 32768, 0)}.get(t.Type())
+    if t.Type() == 7 and tx == 9:
+        want = (1 / 65536, -32768)
     if want is None or q is None or q.ScaleLength() != 1 or q.ZeroPointLength() != 1:
         return
     if abs(q.Scale(0) - want[0]) > 1e-3 * want[0] or q.ZeroPoint(0) != want[1]:
@@ -425,7 +441,7 @@ def check_operands(sub: Any, used: list[str], model: Any,
                     if y >= 0:
                         _check_same_params(sub, i, name, [ins[k]], y)
         if name == "SOFTMAX" and ins and outs and min(ins[0], outs[0]) >= 0:
-            _check_softmax_output(sub, i, name, outs[0])
+            _check_softmax_output(sub, i, name, ins[0], outs[0])
         if name == "CONCATENATION" and outs and outs[0] >= 0:
             _check_same_params(sub, i, name, [t for t in ins if t >= 0], outs[0])
         if name in SAME_TYPE:

@@ -1,7 +1,7 @@
 """The int32 (int64) bias of a quantised CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED or
 TRANSPOSE_CONV (validate.py calls ``check_bias``): its scale is input scale x weight scale (TFLM
 assumes it and never reads the bias's own), and its values with the products of their channel
-fit TFLM's int32 accumulator."""
+fit TFLM's int32 accumulator; and its type is the one TFLM's kernel reads (BIAS_TYPES)."""
 
 from __future__ import annotations
 
@@ -27,6 +27,26 @@ def _check_weight(i: int, name: str, w: Any, x: Any) -> None:
         raise _err(i, name, f"per-channel weight scales along dimension "
                             f"{q.QuantizedDimension()}; {name} takes them along dimension "
                             f"{WEIGHT_AXIS[name]} (its output channels)")
+
+
+# The bias types TFLM's kernels read, by builtin and data type (conv.cc, depthwise_conv.cc,
+# fully_connected.cc, transpose_conv.cc): an int8 input's bias is read as int32; a 16x8 one's
+# as int32 or int64 by CONV_2D and FULLY_CONNECTED, but as int64 by DEPTHWISE_CONV_2D and
+# TRANSPOSE_CONV (which also widens an int16 bias). A bias of another type is read past its
+# buffer's end (an int32 bias read as int64) or misread: TFLM's answer is then undefined.
+BIAS_TYPES = {("CONV_2D", 7): (2, 4), ("FULLY_CONNECTED", 7): (2, 4),
+              ("DEPTHWISE_CONV_2D", 7): (4,), ("TRANSPOSE_CONV", 7): (4, 7)}
+
+
+def _check_bias_type(i: int, name: str, b: Any, x: Any) -> None:
+    if x.Type() not in (9, 3, 7):
+        return
+    ok = BIAS_TYPES.get((name, x.Type()), (2,))
+    if b.Type() not in ok:
+        want = " or ".join(TYPE_NAMES[t] for t in ok)
+        raise _err(i, name, f"a bias of type {TYPE_NAMES.get(b.Type(), b.Type())} for an input "
+                            f"of type {TYPE_NAMES[x.Type()]}: TFLM reads it as {want}, past or "
+                            f"short of its data (quantise the bias as {want})")
 
 
 def _const(model: Any, t: Any, dt: Any) -> np.ndarray | None:
@@ -80,6 +100,7 @@ def check_bias(sub: Any, used: list[str], model: Any = None) -> None:
         if min(tb, tw, tx) < 0:
             continue
         b, w, x = (sub.Tensors(tb), sub.Tensors(tw), sub.Tensors(tx))
+        _check_bias_type(i, used[i], b, x)
         if model is not None and used[i] != "TRANSPOSE_CONV":
             _check_accumulator(i, used[i], model, b, w, x)
         qs = [t.Quantization() for t in (b, w, x)]

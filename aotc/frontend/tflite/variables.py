@@ -24,6 +24,7 @@ from onnx import helper
 
 from aotc.errors import AotcError
 from aotc.frontend.state import METADATA_KEY
+from aotc.frontend.tflite.options import _opts
 
 # The Builder (builder.py, whose finish() calls finish_state) is typed Any here.
 Builder = Any
@@ -39,22 +40,8 @@ class Variable:
     init: bytes
 
 
-def _options(op: Any, cls: str) -> Any:
-    import tflite
-
-    t = op.BuiltinOptions()
-    if t is None:
-        return None
-    if op.BuiltinOptionsType() != getattr(tflite.BuiltinOptions, cls):
-        raise AotcError(f"builtin options of type {op.BuiltinOptionsType()}; the operator "
-                        f"takes {cls}")
-    o = getattr(tflite, cls)()
-    o.Init(t.Bytes, t.Pos)
-    return o
-
-
 def _key(op: Any, t: int) -> str:
-    o = _options(op, "VarHandleOptions")
+    o = _opts(op, "VarHandleOptions")
     container = (o.Container() or b"").decode("utf-8", "replace") if o else ""
     shared = (o.SharedName() or b"").decode("utf-8", "replace") if o else ""
     return f"{container}/{shared}" if shared or container else f"tensor_{t}"
@@ -127,7 +114,7 @@ def assign_variable(b: Builder, op: Any) -> None:
 
 def call_once(b: Builder, op: Any) -> None:
     """The initialisation subgraph, evaluated now: each variable's initial bytes."""
-    o = _options(op, "CallOnceOptions")
+    o = _opts(op, "CallOnceOptions")
     index = int(o.InitSubgraphIndex()) if o else -1
     if not 0 < index < b.model.SubgraphsLength():
         raise AotcError(f"CALL_ONCE names subgraph {index}, which the model does not have")
@@ -193,7 +180,7 @@ def svdf(b: Builder, op: Any) -> None:
     int8 kernel applies no fused activation, nor does aotc's."""
     from aotc.ops.quant.arith import quantize_multiplier
 
-    o = _options(op, "SVDFOptions")
+    o = _opts(op, "SVDFOptions")
     rank = int(o.Rank()) if o else 1
     act = int(o.FusedActivationFunction()) if o else 0
     ins = [int(op.Inputs(i)) for i in range(op.InputsLength())]

@@ -4,7 +4,7 @@ element before the store."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -394,28 +394,35 @@ class ConvTranspose(OpDef):
             # overflow makes the result depend on it (inf - inf).
             acc = kb.local(Const(0.0, f32), "acc", f32)
             gi = m // mg
-            self._window(kb, 0, X, W, n, m - gi * mg, gi * cg, cg, o, [], [], pb, s, d, acc)
+            mw, ic0 = m - gi * mg, gi * cg
+
+            def tap(ii: list[Expr], kk: list[Expr]) -> None:
+                part = kb.local(Const(0.0, f32), "part", f32)
+                with kb.loop(cg, "c") as c:
+                    kb.assign(part, part + X[[n, ic0 + c, *ii]] * W[[ic0 + c, mw, *kk]])
+                kb.assign(acc, acc + part)
+
+            transpose_taps(kb, X, W, o, pb, s, d, tap)
             kb.store_output([n, m, *o], acc + B[m] if B is not None else acc)
 
-    def _window(self, kb: Any, dim: int, X: Any, W: Any, n: Expr, mw: Expr, ic0: Expr,
-                cg: int, o: list[Expr], ii: list[Expr], kk: list[Expr], pb: list[int],
-                s: list[int], d: list[int], acc: Any) -> None:
-        nd = len(X.shape) - 2
-        if dim == nd:
-            part = kb.local(Const(0.0, X.dtype), "part", X.dtype)
-            with kb.loop(cg, "c") as c:
-                kb.assign(part, part + X[[n, ic0 + c, *ii]] * W[[ic0 + c, mw, *kk]])
-            kb.assign(acc, acc + part)
-            return
-        with kb.loop(W.shape[2 + dim], f"k{dim}", unroll=True) as k:
-            num = kb.local(o[dim] + pb[dim] - k * d[dim], f"t{dim}")
-            conds = [cmp("ge", num, 0)]
-            if s[dim] > 1:
-                conds.append(cmp("eq", num % s[dim], 0))
-            iv = num // s[dim] if s[dim] > 1 else num
-            conds.append(cmp("lt", iv, X.shape[2 + dim]))
-            with kb.if_(land(*conds)):
-                self._window(kb, dim + 1, X, W, n, mw, ic0, cg, o, ii + [iv], kk + [k], pb, s,
-                             d, acc)
 
-
+def transpose_taps(kb: Any, X: Any, W: Any, o: list[Expr], pb: list[int], s: list[int],
+                   d: list[int], tap: Callable[[list[Expr], list[Expr]], None],
+                   ii: tuple[Expr, ...] = (), kk: tuple[Expr, ...] = ()) -> None:
+    """The taps of ConvTranspose output position ``o`` in gather form (the float and the
+    quantised lowering share it): per spatial dimension, unrolled over the kernel, the input
+    index i with i * s + k * d - pb == o when it exists; ``tap(ii, kk)`` writes the sum over
+    input channels of one tap (input indices ``ii``, kernel indices ``kk``)."""
+    dim = len(ii)
+    if dim == len(X.shape) - 2:
+        tap(list(ii), list(kk))
+        return
+    with kb.loop(W.shape[2 + dim], f"k{dim}", unroll=True) as k:
+        num = kb.local(o[dim] + pb[dim] - k * d[dim], f"t{dim}")
+        conds = [cmp("ge", num, 0)]
+        if s[dim] > 1:
+            conds.append(cmp("eq", num % s[dim], 0))
+        iv = num // s[dim] if s[dim] > 1 else num
+        conds.append(cmp("lt", iv, X.shape[2 + dim]))
+        with kb.if_(land(*conds)):
+            transpose_taps(kb, X, W, o, pb, s, d, tap, (*ii, iv), (*kk, k))

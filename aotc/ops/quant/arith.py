@@ -182,16 +182,18 @@ def clz32(x: int) -> int:
     return 32 - x.bit_length()
 
 
-def softmax_int8_row(row: np.ndarray, exp: np.ndarray) -> np.ndarray:
-    """One row of TFLM's int8 softmax (output scale 1/256, zero point -128), from the table."""
+def softmax_int8_row(row: np.ndarray, exp: np.ndarray, out_bits: int = 8) -> np.ndarray:
+    """One row of TFLM's softmax from int8 (reference_ops::Softmax), from the table: int8
+    out (``out_bits`` 8: scale 1/256, zero point -128) or int16 out (16: 1/65536, -32768)."""
     d = int(row.max()) - row.astype(np.int64)
     total = sum(rdbpot(int(exp[k]), 12) for k in d)  # Rescale<12>: Q12.19
     headroom = clz32(total)
     nbou = 12 - headroom
     shifted = _wrap32(((total << headroom) & 0xFFFFFFFF) - (1 << 31))
     scale = one_over_one_plus_x(shifted)
-    out = [rdbpot(srdhm(scale, int(exp[k])), nbou + 31 - 8) - 128 for k in d]
-    return np.clip(out, -128, 127).astype(np.int8)
+    lo, hi = -(1 << (out_bits - 1)), (1 << (out_bits - 1)) - 1
+    out = [rdbpot(srdhm(scale, int(exp[k])), nbou + 31 - out_bits) + lo for k in d]
+    return np.clip(out, lo, hi).astype(np.int8 if out_bits == 8 else np.int16)
 
 
 # ----------------------------------------------------------------------------- helpers

@@ -19,9 +19,9 @@ import numpy as np
 from aotc import dtypes
 from aotc.errors import AotcError
 from aotc.ir.graph import Node, TensorType, Value
-from aotc.loops.loop_ir import Cast, Const, Expr, cmp, land
+from aotc.loops.loop_ir import Cast, Const, Expr
 from aotc.ops import register
-from aotc.ops.nn.conv import ConvTranspose
+from aotc.ops.nn.conv import ConvTranspose, transpose_taps
 from aotc.ops.quant import arith as qmath
 from aotc.ops.quant.conv_matmul import (
     I32,
@@ -125,34 +125,19 @@ class QConvTranspose(QuantOp):
         acc_t = I64 if wide else I32
         rq = Requant(node.attrs["_real"], node.attrs["_yz"], lo, hi, mode_of(node), out, wide)
         nd = len(X.shape) - 2
+        xz = int(node.attrs.get("_xz", 0))
         _, pb, s, d = ConvTranspose()._geometry(node, X.shape, W.shape)
         with kb.loops(Y.shape, ["n", "m"] + [f"o{k}" for k in range(nd)]) as (n, m, *o):
             init = Cast(B[[m]], acc_t) if B is not None else Const(0, acc_t)
             acc = kb.local(init, "acc", acc_t)
-            self._window(kb, 0, X, W, n, m, o, [], [], pb, s, d, acc,
-                         int(node.attrs.get("_xz", 0)))
+
+            def tap(ii: list[Expr], kk: list[Expr]) -> None:  # each tap adds (x - xz) * w
+                with kb.loop(X.shape[1], "c") as c:
+                    xv = Cast(X[[n, c, *ii]], I32)
+                    if xz:
+                        xv = xv - Const(xz, I32)
+                    kb.assign(acc, acc + xv * Cast(W[[c, m, *kk]], I32))
+
+            transpose_taps(kb, X, W, o, pb, s, d, tap)
             kb.store_output([n, m, *o], rq(kb, acc, m))
 
-    def _window(self, kb: Any, dim: int, X: Any, W: Any, n: Expr, m: Expr, o: list[Expr],
-                ii: list[Expr], kk: list[Expr], pb: list[int], s: list[int], d: list[int],
-                acc: Any, xz: int = 0) -> None:
-        """The taps of output ``o``: input i with i * s + k * d - pb == o, per spatial dim;
-        each tap adds (x - xz) * w."""
-        nd = len(X.shape) - 2
-        if dim == nd:
-            with kb.loop(X.shape[1], "c") as c:
-                xv = Cast(X[[n, c, *ii]], I32)
-                if xz:
-                    xv = xv - Const(xz, I32)
-                kb.assign(acc, acc + xv * Cast(W[[c, m, *kk]], I32))
-            return
-        with kb.loop(W.shape[2 + dim], f"k{dim}", unroll=True) as k:
-            num = kb.local(o[dim] + pb[dim] - k * d[dim], f"t{dim}")
-            conds = [cmp("ge", num, 0)]
-            if s[dim] > 1:
-                conds.append(cmp("eq", num % s[dim], 0))
-            iv = num // s[dim] if s[dim] > 1 else num
-            conds.append(cmp("lt", iv, X.shape[2 + dim]))
-            with kb.if_(land(*conds)):
-                self._window(kb, dim + 1, X, W, n, m, o, ii + [iv], kk + [k], pb, s, d, acc,
-                             xz)

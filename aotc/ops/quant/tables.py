@@ -94,29 +94,8 @@ class QLinearSoftmax(QuantOp):
             with kb.loop(depth, "i") as i:
                 kb.assign(mx, bmax(mx, Cast(X.flat(base + i), I32)))
             if self.fixed_point(node, p, X.dtype.np):
-                exp = qmath.softmax_table(p["sx"])
-                # Past diff_min the table is zero: keep it up to its first zero and clamp.
-                zeros = np.flatnonzero(exp == 0)
-                size = int(zeros[0]) + 1 if zeros.size else 256
-                texp = kb.const("exp", exp[:size], I32)
-
-                def e_at(i: Expr) -> Expr:
-                    d = mx - Cast(X.flat(base + i), I32)
-                    return texp[[bmin(d, Const(size - 1, I32)) if size < 256 else d]]
-
-                total = kb.local(Const(0, I32), "sum", I32)
-                with kb.loop(depth, "i") as i:  # Rescale<12>: the Q12.19 sum of exps
-                    kb.assign(total, total + call("q_rdbpot", e_at(i), Const(12, I32),
-                                                  dtype=I32))
-                scale = kb.local(call("q_softmax_scale", total, Const(0, I32), dtype=I32),
-                                 "scale", I32)
-                bits = kb.local(call("q_softmax_scale", total, Const(1, I32), dtype=I32)
-                                + Const(31 - 8, I32), "bits", I32)
-                with kb.loop(depth, "i") as i:
-                    e = e_at(i)
-                    v = call("q_rdbpot", call("q_srdhm", scale, e, dtype=I32), bits, dtype=I32)
-                    kb.store_output([], Cast(_clamp_i32(v - Const(128, I32), lo, hi), Y.dtype),
-                                    flat=base + i)
+                lower_tflm_softmax_row(kb, X, Y, base, depth, mx,
+                                       qmath.softmax_table(p["sx"]), lo, hi)
             else:
                 sx = Const(p["sx"], F32)
                 total_f = kb.local(Const(0.0, F32), "sum", F32)
@@ -127,6 +106,108 @@ class QLinearSoftmax(QuantOp):
                     d = Cast(Cast(X.flat(base + i), I32) - mx, F32) * sx
                     kb.store_output([], _quantize_f32(call("exp", d) / total_f, p["sy"], p["zy"],
                                                       lo, hi, Y.dtype), flat=base + i)
+
+
+def lower_tflm_softmax_row(kb: Any, X: Any, Y: Any, base: Expr, depth: int, mx: Any,
+                           exp: np.ndarray, lo: int, hi: int) -> None:
+    """One row of TFLM's fixed-point softmax from int8 (reference_ops::Softmax), its output
+    Y int8 or int16 (``lo``, ``hi``: Y's range, the offset its minimum): exp of each
+    difference from the row maximum ``mx`` from the table ``exp`` (softmax_table), the Q12.19
+    sum, its reciprocal, and each exp times it divided by 2^(num_bits_over_unit + 31 - bits
+    of Y)."""
+    # Past diff_min the table is zero: keep it up to its first zero and clamp.
+    zeros = np.flatnonzero(exp == 0)
+    size = int(zeros[0]) + 1 if zeros.size else 256
+    texp = kb.const("exp", exp[:size], I32)
+
+    def e_at(i: Expr) -> Expr:
+        d = mx - Cast(X.flat(base + i), I32)
+        return texp[[bmin(d, Const(size - 1, I32)) if size < 256 else d]]
+
+    total = kb.local(Const(0, I32), "sum", I32)
+    with kb.loop(depth, "i") as i:  # Rescale<12>: the Q12.19 sum of exps
+        kb.assign(total, total + call("q_rdbpot", e_at(i), Const(12, I32), dtype=I32))
+    scale = kb.local(call("q_softmax_scale", total, Const(0, I32), dtype=I32), "scale", I32)
+    out_bits = 8 * Y.dtype.np.itemsize
+    bits = kb.local(call("q_softmax_scale", total, Const(1, I32), dtype=I32)
+                    + Const(31 - out_bits, I32), "bits", I32)
+    with kb.loop(depth, "i") as i:
+        e = e_at(i)
+        v = call("q_rdbpot", call("q_srdhm", scale, e, dtype=I32), bits, dtype=I32)
+        kb.store_output([], Cast(_clamp_i32(v - Const(-lo, I32), lo, hi), Y.dtype),
+                        flat=base + i)
+
+
+@register
+class QSoftmaxToInt16(QuantOp):
+    """TFLM's SOFTMAX from int8 to int16 over the last axis (reference_ops::Softmax<int8_t,
+    int16_t>): the int8 kernel's fixed point (exp of the 256 possible differences from the
+    row maximum tabulated at compile time, beta folded into the table), the result divided by
+    2^(num_bits_over_unit + 15) and offset by -32768. TFLM's Prepare requires the output
+    zero point -32768 and scale 1/65536 (within 0.1 %) and an input scale x beta above
+    2^-26; the output scale is not read. tflite mode only (the QDQ pass makes it then)."""
+
+    name = "QSoftmaxToInt16"
+    domain = "aotc"
+    since = 1
+    dtypes = ("int8",)
+
+    def reference(self, X: np.ndarray, X_scale: np.ndarray, X_zero_point: np.ndarray,
+                  Y_scale: np.ndarray, Y_zero_point: np.ndarray, *,
+                  beta: float = 1.0) -> np.ndarray:
+        raise NotImplementedError  # compute(): the parameters come from the node
+
+    def check(self, node: Node, ins: Sequence[Value | None]) -> None:
+        x = ins[0]
+        yz = ins[4] if len(ins) > 4 else None
+        if x is None or x.type.dtype.name != "int8":
+            raise AotcError("X must be int8", node.name, node.op)
+        if yz is None or yz.type.dtype.name != "int16":
+            raise AotcError("y_zero_point must be an int16 constant", node.name, node.op)
+
+    @staticmethod
+    def params(node: Node, p: dict[str, Any]) -> float:
+        """The input scale x beta the table is built for (TFLM's Prepare checks)."""
+        if p["zy"] != -32768 or abs(np.float32(p["sy"]) - np.float32(1 / 65536)) > \
+                np.float32(0.001 / 65536):
+            raise AotcError(f"SOFTMAX from int8 to int16 needs the output scale 1/65536 and "
+                            f"zero point -32768 (TFLM's kernel), got {p['sy']:g} and "
+                            f"{p['zy']}", node.name, node.op)
+        beta = float(np.float32(node.attrs.get("beta", 1.0)))
+        if beta * float(p["sx"]) * (1 << 26) <= 1.0:
+            raise AotcError(f"input scale {p['sx']:g} x beta {beta:g} is too small for TFLM's "
+                            f"int8 softmax (it aborts)", node.name, node.op)
+        return beta
+
+    def infer(self, node: Node, ins: Sequence[Value | None]) -> list[TensorType]:
+        assert ins[0] is not None
+        return [TensorType(ins[0].type.shape, dtypes.BY_NAME["int16"])]
+
+    def prepare(self, node: Node, ins: Sequence[Value | None]) -> Node:
+        p = unary_params(ins)
+        self.params(node, p)
+        return node.with_(inputs=node.inputs[:1], attrs={**node.attrs, "_p": p})
+
+    def compute(self, args: list[np.ndarray | None], attrs: dict[str, Any], node: Node) -> Any:
+        x = args[0]
+        assert x is not None
+        p = unary_params(args)
+        exp = qmath.softmax_table(p["sx"], self.params(node, p))
+        rows = x.reshape(-1, x.shape[-1])
+        return np.stack([qmath.softmax_int8_row(r, exp, out_bits=16) for r in rows]).reshape(
+            x.shape)
+
+    def lower(self, node: Node, kb: Any) -> None:
+        X, Y = kb.inputs[0], kb.outputs[0]
+        p = node.attrs["_p"]
+        exp = qmath.softmax_table(p["sx"], self.params(node, p))
+        depth = X.shape[-1]
+        with kb.loop(X.numel // depth, "r") as r:
+            base = r * depth
+            mx = kb.local(Cast(X.flat(base), I32), "mx", I32)
+            with kb.loop(depth, "i") as i:
+                kb.assign(mx, bmax(mx, Cast(X.flat(base + i), I32)))
+            lower_tflm_softmax_row(kb, X, Y, base, depth, mx, exp, -32768, 32767)
 
 
 # ------------------------------------------------------------------------------ tables

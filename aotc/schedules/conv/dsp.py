@@ -23,6 +23,7 @@ from aotc.schedules.conv import knobs as CONV
 from aotc.schedules.conv.depthwise_int import prove_bound
 from aotc.schedules.conv.pixels import (
     flat_tap,
+    init_accumulators,
     over_pixel_groups,
     pixel_coords,
     pixel_tiles,
@@ -57,11 +58,11 @@ def lower_conv_dsp(conv: Any, node: Node, kb: Any, X: Any, B: Any, arith: Any,
     rows = kind == "rows" and nd == 2  # else pairs
     length = cg * kprod
     q_len = -(-length // 2) if flat else -(-cg // 2) * kprod  # words per column
+    wide = kb.knob(CONV.DSP_WIDE, default=CONV.dsp_wide_default(kb.cpu, flat))
     px, tw, full, rest = pixel_tiles(kb, npix, mg,
-                                     CONV.dsp_pixels_default(kprod, flat, rows, kb.cpu))
+                                     CONV.dsp_pixels_default(kprod, flat, rows, wide))
     # Per group, tile after tile: pack_words of the tile's [cg, K, width] weights, so word
     # (cp * kprod + k) * half + jp of a tile pairs with column word cp * kprod + k.
-    wide = kb.knob(CONV.DSP_WIDE, default=CONV.dsp_wide_default(kb.cpu, flat))
     parts = []
     for gi in range(group):
         wg = w[gi * mg:(gi + 1) * mg].reshape(mg, cg, kprod)
@@ -94,6 +95,9 @@ def lower_conv_dsp(conv: Any, node: Node, kb: Any, X: Any, B: Any, arith: Any,
     # (no call per tile: better up to 32-word columns).
     outline = kb.knob(CONV.OUTLINE, default=CONV.dsp_outline_default(q_len, rows))
     steps = kb.knob(CONV.DSP_UNROLL, default=CONV.dsp_unroll_default(q_len, rows))
+    # The bias in the tiles' first accumulators; the pixels' requantisation side by side.
+    biased = kb.knob(CONV.DSP_BIAS_TILE, default=CONV.dsp_bias_tile_default(outline))
+    interleave = kb.knob(CONV.DSP_REQUANT) == "interleaved"
 
     def column(n: Expr, gi: Expr, pix: Expr, slot: int) -> list[Expr]:
         """Fill column ``slot`` for output pixel ``pix`` (flat); returns its coordinates."""
@@ -195,7 +199,8 @@ def lower_conv_dsp(conv: Any, node: Node, kb: Any, X: Any, B: Any, arith: Any,
         """Channels ml .. ml + width of group gi for the pixels' columns: sums to ``sums``
         (rows: the pixels ox0, ox0 + 1, ... of the row the column rows hold)."""
         half = -(-width // 2)
-        accs = zero_accumulators(kb, pixels, width)
+        accs = (init_accumulators(kb, pixels, width, lambda j: arith.init(B, gi * mg + ml + j))
+                if biased else zero_accumulators(kb, pixels, width))
 
         def macs(q: Expr, xps: list[Expr]) -> None:
             if wide:
@@ -264,7 +269,8 @@ def lower_conv_dsp(conv: Any, node: Node, kb: Any, X: Any, B: Any, arith: Any,
         if rest:
             with kb.outline(opaque=True) if outline else kb.block():
                 tile(gi, Const(full * tw), gbase + full * tile_words, rest, count)
-        requantise_group(kb, sums, coords, n, gi, mg, arith, B, pix0=pix0)
+        requantise_group(kb, sums, coords, n, gi, mg, arith, B, pix0=pix0, biased=biased,
+                         interleave=interleave)
 
     def row_pixels(n: Expr, gi: Expr, oy: Expr, ox0: Expr, count: int) -> None:
         gbase = gi * per_group
@@ -277,7 +283,7 @@ def lower_conv_dsp(conv: Any, node: Node, kb: Any, X: Any, B: Any, arith: Any,
                 tile(gi, Const(full * tw), gbase + full * tile_words, rest, count, ox0)
         ox = kb.local(ox0, "ox")
         requantise_group(kb, sums, [[oy, ox + p] for p in range(count)], n, gi, mg, arith, B,
-                         pix0=oy * out_sp[1] + ox)
+                         pix0=oy * out_sp[1] + ox, biased=biased, interleave=interleave)
 
     if not rows:
         over_pixel_groups(kb, Y.shape[0], group, npix, px, pixels)

@@ -54,11 +54,12 @@ PATH = knob("conv.path", ("simd", "scalar"), "simd",
 PIXELS = knob("conv.pixels", (1, 2, 3, 4), 2,
               "output pixels whose im2col columns are built together and share each weight "
               "load (SIMD schedules); default 4 for 1x1 convs and flat columns (conv.column) "
-              "on the DSP extension, 3 for column rows (4 on the Cortex-M33)")
+              "on the DSP extension, 3 for column rows (4 with packed weights, "
+              "conv.dsp_wide off)")
 
 
 def dsp_pixels_default(taps: int, flat: bool = False, rows: bool = False,
-                       cpu: str = "") -> int:
+                       wide: bool = True) -> int:
     # The DSP schedule (cortex-m4f, aotc bench -Os), KWS's four 64 -> 64 pointwise convs:
     # 2 pixels 3.79 M instructions, 4 pixels 3.27 M (the 4 x 2 tile's 8 accumulators, its
     # two weight lanes, the activation pair and 3 pointers just fit); KWS's 10x4 first conv
@@ -76,11 +77,13 @@ def dsp_pixels_default(taps: int, flat: bool = False, rows: bool = False,
     # 19,007,283 / 18,181,124 / 17,912,737. A row's words are loaded once for the pixels that
     # overlap on them (3 pixels' 3 taps: 5 loads instead of 9); 4 pixels' 8 accumulators
     # leave too few registers (gcc spills the weight pointer and accumulators).
-    # With the tiles inline (conv.outline) 4 pixels win on the Cortex-M33 only (its loads
-    # single-cycle, the spills cheaper; packed weights): 3 / 4 pixels cortex-m33 16,014,644 /
-    # 15,877,223, cortex-m4f 17,383,990 / 18,315,449, cortex-m7 10,526,720 / 12,325,730.
+    # With the tiles inline (conv.outline) 4 pixels win with packed weights only (conv.dsp_wide
+    # off; measured on the Cortex-M33 before its flash-aware wide default): 3 / 4 pixels
+    # cortex-m33 16,014,644 / 15,877,223; with int16 weights cortex-m4f 17,383,990 /
+    # 18,315,449, cortex-m7 10,526,720 / 12,325,730, cortex-m33 (wide since) 14,658,308 /
+    # 15,673,305.
     if rows:
-        return 4 if cpu == "cortex-m33" else 3
+        return 3 if wide else 4
     return 4 if taps == 1 or flat else 2
 
 
@@ -213,9 +216,10 @@ def _dsp_wide(ctx: Context) -> bool:
     # interleaved, gcc -Os reads a pair by one LDRD, which the M4 does not pipeline with the
     # loads around it (m4f KWS 5,023,059, VWW 16,723,551: worse than off). cortex-m33 gains
     # too (KWS 4,483,051 -> 4,151,672, ResNet-8 20,587,089 -> 19,370,097, streaming wakeword
-    # 1,221,741 -> 1,189,682) but its part has 512 KB of flash (VWW would take 499 KB): off
-    # there.
-    return ctx.cpu in ("cortex-m4", "cortex-m7")
+    # 1,221,741 -> 1,189,682). On every core, which layers keep packed int8 weights on a part
+    # whose flash they do not fit: aotc/schedules/flash.py (the compiler's choice by MACs per
+    # extra byte; VWW would take 499 KB of the M33 part's 512 KB).
+    return ctx.cpu in ("cortex-m4", "cortex-m7", "cortex-m33")
 
 
 def dsp_wide_default(cpu: str, flat: bool) -> bool:
@@ -228,8 +232,45 @@ def dsp_wide_default(cpu: str, flat: bool) -> bool:
 DSP_WIDE = knob("conv.dsp_wide", (False, True), _dsp_wide,
                 "the DSP schedule's weights pre-extended to int16 at compile time (two words "
                 "per packed word, no SXTB16 on them): twice the weights' flash; default on "
-                "the Cortex-M4 and M7 (board.toml cpu; on the M7 not for flat columns), off "
-                "elsewhere; see gemm.dsp_wide")
+                "the Cortex-M4, M7 and M33 (board.toml cpu; on the M7 not for flat columns) "
+                "for the layers of most MACs per extra byte that fit 75% of the part's flash "
+                "(docs/tuning.md), off elsewhere; see gemm.dsp_wide")
+
+
+DSP_BIAS_TILE = knob("conv.dsp_bias_tile", (True, False), True,
+                     "the DSP schedule's tile accumulators start from the bias (one load a "
+                     "channel, shared by the pixels) instead of the requantisation adding it "
+                     "to each sum (the same int32 sums); default on for inline tiles "
+                     "(conv.outline off), off for outlined ones")
+
+
+def dsp_bias_tile_default(outlined: bool) -> bool:
+    # Measured (bench/boards.py --int8, estimated cycles per inference): the requantisation
+    # loop keeps one pointer (the bias table) and an add per output fewer, the tiles load a
+    # bias word per channel once per pixel group. KWS off -> on: cortex-m4f 4,863,465 ->
+    # 4,796,383, cortex-m7 3,181,290 -> 3,190,173 (with conv.dsp_requant interleaved:
+    # 3,167,435 -> 3,120,344), cortex-m33 4,151,672 -> 4,123,020. Outlined tiles (the
+    # function's extra argument and register) lose: ResNet-8 on m4f 22,848,539 -> 23,054,004
+    # with all tiles, 22,819,409 with the inline ones only; m7 (interleaved) VWW 10,079,354
+    # -> 10,091,668 but streaming wakeword 848,584 -> 844,098 with the inline ones only
+    # (10,265,204 / 873,801 with all).
+    return not outlined
+
+
+def _dsp_requant(ctx: Context) -> str:
+    # Measured on KWS (bench/boards.py --int8, estimated cycles per inference, with
+    # conv.dsp_bias_tile), serial -> interleaved: cortex-m7 3,190,173 -> 3,120,344 (1.20 ->
+    # 1.17 per MAC: the second issue slot takes the other pixels' chains), cortex-m4f
+    # 4,796,383 -> 4,802,844, cortex-m33 4,123,020 -> 4,116,095 (single issue: no gain).
+    return "interleaved" if ctx.cpu == "cortex-m7" else "serial"
+
+
+DSP_REQUANT = knob("conv.dsp_requant", ("serial", "interleaved"), _dsp_requant,
+                   "the DSP schedule's requantisation of a pixel group: each output's chain "
+                   "(SMMULR, add, shift, SSAT, store) after the last, or the group's sums of a "
+                   "channel loaded first, then requantised side by side into locals, then "
+                   "stored (dual issue: the second slot takes the other chains); default "
+                   "interleaved on the Cortex-M7 (board.toml cpu), serial elsewhere")
 
 
 def _float_depthwise(ctx: Context) -> str:

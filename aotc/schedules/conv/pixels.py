@@ -48,6 +48,20 @@ def zero_accumulators(kb: Any, pixels: int, width: int) -> list[Any]:
     return accs
 
 
+def init_accumulators(kb: Any, pixels: int, width: int, init: Callable[[int], Expr]
+                      ) -> list[Any]:
+    """As zero_accumulators, each channel j's accumulators from ``init(j)`` (its bias: one
+    load a channel, shared by the pixels)."""
+    values = [kb.local(init(j), "b") for j in range(width)]
+    accs = []
+    for _ in range(pixels):
+        acc = kb.local_array(width, "acc", dtypes.int32)
+        for j, v in enumerate(values):
+            kb.store(acc, [Const(j)], v)
+        accs.append(acc)
+    return accs
+
+
 def pixel_tiles(kb: Any, npix: int, mg: int,
                 pixels: int | None = None) -> tuple[int, int, int, int]:
     """(pixels per group, channels per tile, full tiles, channels left) from the knobs
@@ -60,20 +74,30 @@ def pixel_tiles(kb: Any, npix: int, mg: int,
 
 def requantise_group(kb: Any, sums: Any, coords: Sequence[list[Expr]], n: Expr, gi: Expr,
                      mg: int, arith: Any, B: Any, first: int = 0,
-                     pix0: Expr | None = None) -> None:
+                     pix0: Expr | None = None, biased: bool = False,
+                     interleave: bool = False) -> None:
     """The bias, then requantisation, of a group's sums (its channels from ``first`` on),
     after them and in a loop of their own: the tiles keep just their accumulators and
     pointers in registers (the int32 sum wraps alike in any order). The pixels of the group
     share each channel's constants. With ``pix0`` (the group's first pixel, flat) the stores
-    address the output by flat index, the group's pixels one output pointer apart."""
+    address the output by flat index, the group's pixels one output pointer apart.
+    ``biased``: the sums already hold the bias (init_accumulators). ``interleave``: a
+    channel's sums of all the group's pixels loaded first, then each requantised into a
+    local, then stored: the pixels' serial chains (SMMULR, add, shift, SSAT) side by side in
+    the C, which gcc -Os keeps (conv.dsp_requant)."""
     Y = kb.outputs[0]
     npix = int(np.prod(Y.shape[2:], dtype=np.int64))
     with kb.loop(mg, "j", start=first) as j:
         m = gi * mg + j
-        for p, o in enumerate(coords):
-            acc = sums[[p * mg + j]] + arith.init(B, m)
+        accs: list[Expr] = [sums[[p * mg + j]] if biased else sums[[p * mg + j]]
+                            + arith.init(B, m) for p in range(len(coords))]
+        if interleave:
+            accs = [kb.local(a, "a") for a in accs]
+            accs = [kb.local(arith.finish(kb, a, m, B), "v") for a in accs]
+        for p, (o, a) in enumerate(zip(coords, accs)):
             flat = None if pix0 is None else (n * Y.shape[1] + m) * npix + pix0 + p
-            kb.store_output([n, m, *o], arith.finish(kb, acc, m, B), flat=flat)
+            kb.store_output([n, m, *o], a if interleave else arith.finish(kb, a, m, B),
+                            flat=flat)
 
 
 def store_sums(kb: Any, sums: Any, accs: Sequence[Any], mg: int, ml: Expr, width: int) -> None:

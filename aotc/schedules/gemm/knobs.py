@@ -61,15 +61,18 @@ def _dsp_wide(ctx: Context) -> bool:
     # columns a tile) -> on (8, each tile's even lanes before its odd ones): cortex-m4f
     # 535,203 -> 461,925 (2.03 -> 1.75 per MAC), cortex-m7 333,022 -> 299,275 (1.26 ->
     # 1.13). Lanes interleaved (gcc -Os reads a pair by one LDRD), 4 columns: m4f 506,743,
-    # m7 376,210. cortex-m33: AD's weights (265 KB -> 530 KB) no longer fit its part's
-    # 512 KB of flash: off there. Flash: twice the quads' weights.
-    return ctx.cpu in ("cortex-m4", "cortex-m7")
+    # m7 376,210. Flash: twice the quads' weights. cortex-m33: AD's weights (265 KB -> 530
+    # KB) do not fit its part's 512 KB of flash; which layers stay packed on a small part:
+    # aotc/schedules/flash.py (by MACs per extra byte, within 75% of the part's flash).
+    return ctx.cpu in ("cortex-m4", "cortex-m7", "cortex-m33")
 
 
 DSP_WIDE = knob("gemm.dsp_wide", (False, True), _dsp_wide,
                 "gemm.dsp_k's quads with the weights pre-extended to int16 at compile time "
                 "(two words per column and 4 k, no SXTB16 on them): twice the weights' flash; "
-                "default on the Cortex-M4 and M7 (board.toml cpu), off elsewhere")
+                "default on the Cortex-M4, M7 and M33 (board.toml cpu) for the layers of most "
+                "MACs per extra byte that fit 75% of the part's flash (docs/tuning.md), off "
+                "elsewhere")
 
 
 def dsp_quads_tile_default(columns: int, wide: bool = False) -> int:
