@@ -144,19 +144,20 @@ AOTC_INLINE int32_t aotc_q_requant_r(int32_t x, int32_t m, int64_t round, int32_
 }
 /* aotc_q_requant_r + zp for |x| < 2^30 (a bound the lowering proves), with x doubled: 2z =
  * 2p + 2^31 + 2^(31+right) - [x < 0] 2^32, and floor(2z / 2^32) = floor((2p + 2^31) / 2^32)
- * + 2^(right-1) - [x < 0], the first term the rounded high word of 2x * m (one SMMULR on
- * cores with the DSP extension). c = 2^(right-1) + (zp << right) from compile time (the
- * output zero point added before the shift: a multiple of 2^right), |c| < 2^30. */
+ * + 2^(right-1) - [x < 0], the first term the rounded high word of 2x * m. c = 2^(right-1) +
+ * (zp << right) from compile time (the output zero point added before the shift: a multiple
+ * of 2^right), |c| < 2^30; c * 2^32 added to the product before the rounding adds c to the
+ * high word exactly: one SMMLAR on cores with the DSP extension (an SMMULR and an add). */
 AOTC_INLINE int32_t aotc_q_requant_h(int32_t x, int32_t m, int32_t c, int32_t right)
 {
     int32_t t;
     int32_t x2 = (int32_t)((uint32_t)x << 1);
 #if defined(__ARM_FEATURE_DSP) && __ARM_FEATURE_DSP
-    __asm__("smmulr %0, %1, %2" : "=r"(t) : "r"(x2), "r"(m));
+    __asm__("smmlar %0, %1, %2, %3" : "=r"(t) : "r"(x2), "r"(m), "r"(c));
 #else
-    t = (int32_t)(((int64_t)x2 * (int64_t)m + 0x80000000LL) >> 32);
+    t = (int32_t)(((int64_t)x2 * (int64_t)m + (int64_t)c * 4294967296LL + 0x80000000LL) >> 32);
 #endif
-    return (t + (x >> 31) + c) >> right;
+    return (t + (x >> 31)) >> right;
 }
 /* The same with the shift as one signed number and any m (SRDHM's saturating case kept). */
 AOTC_INLINE int32_t aotc_q_mbqm(int32_t x, int32_t m, int32_t shift)

@@ -28,7 +28,9 @@ TFLM_BUILTINS = (
     "SQUEEZE STRIDED_SLICE SUB SUM SVDF TANH TRANSPOSE TRANSPOSE_CONV "
     "UNIDIRECTIONAL_SEQUENCE_LSTM UNPACK VAR_HANDLE WHILE ZEROS_LIKE").split()
 TFLM_CUSTOM = ("ethos-u (refused: an NPU command stream)", "TFLM_DECODE (refused)",
-               "TFLite_Detection_PostProcess (refused)")
+               "TFLite_Detection_PostProcess (converted: float32 as TFLM, uint8 as LiteRT "
+               "dequantises it; fast non-max suppression with max_classes_per_detection 1, "
+               "and the regular one; aotc.DetectionPostProcess)")
 # The Signal library's custom operators TFLM registers (custom_code "Signal<Op>").
 TFLM_SIGNAL = ("Delay Energy FftAutoScale FilterBank FilterBankLog FilterBankSpectralSubtraction "
                "FilterBankSquareRoot Framer Irfft OverlapAdd PCAN Rfft Stacker Window").split()

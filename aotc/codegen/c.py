@@ -72,6 +72,11 @@ INT_BINARY = {"min": "AOTC_MIN({a}, {b})", "max": "AOTC_MAX({a}, {b})"}
 
 UNARY = {"neg": "(-{a})", "lnot": "(!{a})", "bnot": "(~{a})"}
 
+# float32 operands computed in double, as TFLite's SSD box decoding casts them
+# (aotc/ops/image/detection.py): helpers model.c.j2 defines in the bundles whose kernels call
+# them. f64_box_center(v, s, a, c) = (float)(v / s * a + c), f64_box_half(v, s, a) =
+# (float)(0.5 * exp(v / s) * a), each operand cast to double first.
+F64_CALLS = {"f64_box_center": "aotc_f64_box_center", "f64_box_half": "aotc_f64_box_half"}
 # Math functions by family; the float32 spelling is the C99 <math.h> float variant.
 FLOAT_CALLS = {
     "exp": "expf", "log": "logf", "sqrt": "sqrtf", "tanh": "tanhf", "abs": "fabsf",
@@ -81,6 +86,7 @@ FLOAT_CALLS = {
     "rint": "nearbyintf", "log1p": "log1pf", "expm1": "expm1f",
     "bits": "aotc_f32_bits",  # BitCast (runtime_c/aotc_runtime.h)
     "isnan": "isnan", "isinf": "isinf",  # C99 <math.h> classification macros
+    **F64_CALLS,
 }
 # A float16 weight's bits as float32 (--keep-float16-weights, aotc/lower/half.py): a helper
 # model.c.j2 defines in the bundles whose kernels call it.

@@ -11,7 +11,14 @@ import numpy as np
 from aotc import dtypes
 from aotc.byoc.backend import Library
 from aotc.codegen.bundle import TensorDecl, format_array, provenance
-from aotc.codegen.c import HALF_CALLS, MVE_CALLS, CPrinter, acle_calls, vldm_sizes
+from aotc.codegen.c import (
+    F64_CALLS,
+    HALF_CALLS,
+    MVE_CALLS,
+    CPrinter,
+    acle_calls,
+    vldm_sizes,
+)
 from aotc.loops.loop_ir import Kernel
 from aotc.lower.lowering import LoweredStep
 from aotc.names import Namer, c_comment
@@ -197,6 +204,9 @@ def render_context(c: Compilation) -> dict[str, Any]:
         # --keep-float16-weights (aotc/lower/half.py): model.c defines aotc_f16_f32
         "half": any(acle_calls(ls.kernel, HALF_CALLS) for ls in c.lowered
                     if ls.source is None),
+        # SSD box decoding in double (aotc/ops/image/detection.py): model.c defines its helpers
+        "f64": any(acle_calls(ls.kernel, F64_CALLS) for ls in c.lowered
+                   if ls.source is None),
         "locals": local_decls, "pools": pools, **_state_context(c),
     }
 

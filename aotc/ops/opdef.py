@@ -300,7 +300,7 @@ FAMILIES: dict[str, tuple[str, ...]] = {
            "loss"),
     "tensor": ("shape", "movement", "index", "generate", "slice_view"),
     "math": ("elementwise", "logic", "reduce", "linalg", "topk_cumsum_trilu"),
-    "image": ("resize", "sample", "roi_align_deform"),
+    "image": ("resize", "sample", "roi_align_deform", "detection"),
     "sequence": ("recurrent", "qrecurrent", "attention", "linear_attention", "signal", "svdf",
                  "audio_frontend", "audio_stream", "audio_fft"),
     "quant": ("conv_matmul", "matmul", "qlinear", "tables", "quantize_linear", "rescale",

@@ -103,6 +103,13 @@ def add(net: Net) -> list[int]:
     return [net.op("ADD", [x, y], (1, 5, 5, 4), options("AddOptions"))]
 
 
+def resize_nearest(net: Net) -> list[int]:
+    """SSD feature pyramids (Coral's traffic model) upsample uint8 maps: a movement."""
+    x = net.input((1, 3, 4, 5))
+    return [net.op("RESIZE_NEAREST_NEIGHBOR", [x, net.ints([6, 8])], (1, 6, 8, 5),
+                   options("ResizeNearestNeighborOptions"))]
+
+
 def pools_softmax(net: Net) -> list[int]:
     x = net.input((1, 6, 6, 5))
     a = net.op("AVERAGE_POOL_2D", [x], (1, 3, 3, 5), options(
@@ -149,6 +156,7 @@ def resize(net: Net) -> list[int]:
 SPECS = {"CONV_2D": (conv, [(1, 8, 8, 3)]), "DEPTHWISE_CONV_2D": (depthwise, [(1, 7, 7, 4)]),
          "FULLY_CONNECTED": (fully_connected, [(2, 20)]),
          "ADD": (add, [(1, 5, 5, 4), (1, 5, 5, 4)]),
+         "RESIZE_NEAREST_NEIGHBOR": (resize_nearest, [(1, 3, 4, 5)]),
          "pools_softmax": (pools_softmax, [(1, 6, 6, 5)]),
          "kws_like": (kws_like, [(1, 10, 6, 1)]),
          "RESIZE_BILINEAR": (resize, [(1, 5, 7, 3)])}

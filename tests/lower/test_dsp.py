@@ -27,7 +27,7 @@ def _model(node: onnx.NodeProto, inits: dict, x_shape: tuple, xdt: type, opset: 
 
 
 def qconv(cin=4, m=6, kernel=(3, 3), pads=(1, 1, 1, 1), group=1, hw=(7, 7), xz=3, xdt=np.int8,
-          strides=(1, 1), seed=0, bias=None):
+          strides=(1, 1), seed=0, bias=None, ws=None):
     rng = np.random.default_rng(seed)
     lo, hi = np.iinfo(xdt).min, np.iinfo(xdt).max
     inits = {"xs": np.float32(0.05), "xz": xdt(xz),
@@ -37,6 +37,8 @@ def qconv(cin=4, m=6, kernel=(3, 3), pads=(1, 1, 1, 1), group=1, hw=(7, 7), xz=3
              "b": rng.integers(-500, 500, m).astype(np.int32)}
     if bias is not None:
         inits["b"] = np.asarray(bias, np.int32)
+    if ws is not None:
+        inits["ws"] = np.asarray(ws, np.float32)
     node = helper.make_node("QLinearConv", ["x", "xs", "xz", "w", "ws", "wz", "ys", "yz", "b"],
                             ["y"], pads=list(pads), kernel_shape=list(kernel), group=group,
                             strides=list(strides))
@@ -79,6 +81,11 @@ CASES = {
     "conv_rows_narrow": (qconv, dict(cin=2, m=4, hw=(4, 3), kernel=(2, 3),
                                      pads=(0, 2, 3, 2))),
     "conv_rows_valid": (qconv, dict(cin=6, m=4, hw=(6, 9), pads=(0, 0, 0, 0), xz=-7)),
+    # Flat columns (odd channel counts) with most pixels inside the input (over FAST_INSIDE):
+    # the unguarded path for those, the zero fill and guarded taps at the edges.
+    "conv_cin3_stride2_mostly_inside": (qconv, dict(cin=3, m=8, hw=(20, 20), strides=(2, 2),
+                                                    pads=(0, 0, 1, 1))),
+    "conv_cin3_padded_mostly_inside": (qconv, dict(cin=3, m=6, hw=(16, 16), xz=-128)),
     "matmul": (qmatmul, {}),
     "matmul_odd": (qmatmul, dict(K=9, N=5)),
     "matmul_k1": (qmatmul, dict(K=1, N=4)),
@@ -137,6 +144,12 @@ DEPTHWISE = {
     "dw_asymmetric_pads_uint8": dict(cin=2, m=2, group=2, xdt=np.uint8, xz=130, hw=(5, 4),
                                      kernel=(3, 2), pads=(0, 1, 2, 0)),
     "dw_c1": dict(cin=1, m=1, hw=(4, 5)),
+    # 6 output rows of stride 1: 3 rows a step (conv.depthwise_rows' default there)
+    "dw3x3_rows3": dict(cin=4, m=4, group=4, hw=(6, 5)),
+    # rows longer than 8 copied into the plane COPY_STEP (16) a step and the rest after
+    # them: 37 = 2 x 16 + 5; 12, no step
+    "dw_long_rows": dict(cin=2, m=2, group=2, hw=(4, 37), strides=(1, 2)),
+    "dw_rows_of_12": dict(cin=3, m=3, group=3, hw=(3, 12)),
     "dw_kx1_unpadded": dict(cin=5, m=5, group=5, kernel=(3, 1), pads=(0, 0, 0, 0), hw=(6, 2)),
 }
 
@@ -161,18 +174,27 @@ def test_depthwise_uses_smlad_on_tap_pairs_unless_the_schedule_says_bytes(tmp_pa
     assert "smlad" not in (tmp_path / "b" / "m.c").read_text()
 
 
+# Channel 1's multiplier ws * xs / ys against a bias of 1.2e9: 50.5 / 1.2e9 puts its outputs
+# on both sides of 50.5 (a rounding boundary) over its accumulators' range, 4e-6 saturates it.
+BIG_BIAS = {"varying": 50.5 / 1.2e9 * 0.1 / 0.05, "constant": 4e-6}
+
+
 @pytest.mark.parametrize("group", [1, 4])
-@pytest.mark.parametrize("big", [False, True])
+@pytest.mark.parametrize("big", [None, "varying", "constant"])
 def test_doubled_requantisation_only_below_2_30(group, big, tmp_path):
     """The DSP schedules requantise with aotc_q_requant_h (the accumulator doubled) only where
-    every |accumulator| is provably below 2^30; a bias of 1.2e9 keeps aotc_q_requant_r. Both
-    give the generic build's bytes (host, and cortex-m4f in QEMU)."""
+    every |accumulator| is provably below 2^30; a bias of 1.2e9 keeps aotc_q_requant_r,
+    unless that channel's output is the same at both ends of its accumulators' range (then
+    constant: its multiplier 0, Requant._h_params). All give the generic build's bytes
+    (host, and cortex-m4f in QEMU)."""
     bias = [-3, 1_200_000_000, 40, -7] if big else None
-    model, x = qconv(cin=4, m=4, group=group, bias=bias, pads=(0, 1, 1, 0))
+    ws = [0.01, BIG_BIAS[big], 0.005, 0.02] if big else None
+    model, x = qconv(cin=4, m=4, group=group, bias=bias, ws=ws, pads=(0, 1, 1, 0))
+    doubled = big != "varying"
     check_target_build(model, x, tmp_path, "cortex-m4f",
-                       present=("aotc_q_requant_r(" if big else "aotc_q_requant_h(",))
+                       present=("aotc_q_requant_h(" if doubled else "aotc_q_requant_r(",))
     c = (tmp_path / "target" / "m.c").read_text()
-    assert ("aotc_q_requant_h(" in c) != big
+    assert ("aotc_q_requant_h(" in c) == doubled
 
 
 def test_host_target_never_uses_the_dsp_schedule(tmp_path):

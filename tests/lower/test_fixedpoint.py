@@ -186,9 +186,9 @@ def _doubled_cases() -> list[tuple[int, int, int, int]]:
 
 
 def test_doubled_requant_equals_mbqm(lib):
-    """aotc_q_requant_h (SMMULR of the doubled accumulator, the zero point in the added
+    """aotc_q_requant_h (SMMLAR of the doubled accumulator, the zero point in the added
     constant) is TFLite's MultiplyByQuantizedMultiplier plus the zero point, where the
-    accumulator is below 2^30 in magnitude (the host twin here; the board test runs SMMULR)."""
+    accumulator is below 2^30 in magnitude (the host twin here; the board test runs SMMLAR)."""
     cases = _doubled_cases()
     assert len(cases) > 1000
     for x, m, s, zp in cases:
@@ -243,7 +243,7 @@ def _requant_bundle(d: Path, cases: list[tuple[int, int, int]]) -> None:
 @pytest.mark.parametrize("board", ["cortex-m4f", "cortex-m0plus"])
 def test_requant_on_boards_equals_mbqm(board, tmp_path):
     """The same edge values on the cores (SMLAL on Armv7E-M, a 64-bit multiply helper on
-    Armv6-M; aotc_q_requant_h's SMMULR on Armv7E-M, its C twin on Armv6-M): bit for bit
+    Armv6-M; aotc_q_requant_h's SMMLAR on Armv7E-M, its C twin on Armv6-M): bit for bit
     TFLite's MultiplyByQuantizedMultiplier."""
     grid = [(x, m, s) for x in REQ_X for m in REQ_M
             for s in (-31, -30, -17, -8, -2, -1, 0, 1, 2, 15, 29, 30)]

@@ -82,7 +82,8 @@ INT_CASES = [
     (("conv.dsp_unroll", 1), "pointwise", "cortex-m4f", {}),
     # Depthwise output rows two a step by default: 4 rows of 8, 5 rows of 11 (a rest of
     # one), one a step instead; the sums in scratch first, two rows a step with a rest.
-    *[(("conv.depthwise_rows", 1), k, "cortex-m4f", {}) for k in ("depthwise", "depthwise_wide")],
+    *[(("conv.depthwise_rows", r), k, "cortex-m4f", {}) for r in (1, 3, 4)
+      for k in ("depthwise", "depthwise_wide")],
     (("conv.split_requant", True), "depthwise_wide", "cortex-m4f", {}),
     (("conv.unroll", False), None, None, {}),
     *[(("conv.tile", v), None, "cortex-m4f", {"conv.path": "scalar"}) for v in (2, 8)],

@@ -44,6 +44,9 @@ class Builder:
         self.model, self.sub, self.data, self.fname = model, sub, data, fname
         # The int4 tensors a converter reads as an int8-activation filter (allow_int4).
         self.int4_filters: set[int] = set()
+        # Shapes a converter knows where the model leaves them unset (TFLite_Detection_
+        # PostProcess's outputs): tensor -> shape, read by shape().
+        self.shapes: dict[int, tuple[int, ...]] = {}
         self.nodes: list[onnx.NodeProto] = []
         self.inits: list[onnx.TensorProto] = []
         # importer.py: converts subgraph ``index`` of the model with its inputs bound to ONNX
@@ -103,6 +106,9 @@ class Builder:
         return raw.decode("utf-8", "replace") if raw else f"tensor_{t}"
 
     def shape(self, t: int) -> tuple[int, ...]:
+        known = getattr(self, "shapes", {})  # (CALL_ONCE's reader is built without __init__)
+        if t in known:
+            return known[t]
         ts = self.tensor(t)
         return tuple(int(d) for d in ts.ShapeAsNumpy()) if ts.ShapeLength() else ()
 

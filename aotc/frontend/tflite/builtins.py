@@ -433,7 +433,7 @@ ONNX_OPS: dict[str, tuple[str, ...]] = {
 
 
 # The other families (their modules import the helpers above).
-from aotc.frontend.tflite import control, math_ops, signal, tensor_ops  # noqa: E402
+from aotc.frontend.tflite import control, detection, math_ops, signal, tensor_ops  # noqa: E402
 from aotc.frontend.tflite.math_ops import elementwise as _elementwise  # noqa: E402
 from aotc.frontend.tflite.math_ops import op2 as _op2  # noqa: E402
 
@@ -447,6 +447,8 @@ ONNX_OPS.update(tensor_ops.ONNX_OPS)
 ONNX_OPS.update(control.ONNX_OPS)
 CONVERTERS.update(signal.CONVERTERS)  # TFLM's Signal library custom operators
 ONNX_OPS.update(signal.ONNX_OPS)
+CONVERTERS.update(detection.CONVERTERS)  # TFLite's SSD post-processing custom operator
+ONNX_OPS.update(detection.ONNX_OPS)
 CONVERTERS = dict(sorted(CONVERTERS.items()))
 ONNX_OPS = dict(sorted(ONNX_OPS.items()))
 
@@ -494,7 +496,9 @@ TYPES: dict[str, tuple[str, ...]] = {
                             "GATHER", "GATHER_ND", "EMBEDDING_LOOKUP", "SHAPE")},
     **{k: ("float32", "int8") for k in ("PADV2", "MIRROR_PAD", "DEPTH_TO_SPACE",
                                         "SPACE_TO_DEPTH", "SPACE_TO_BATCH_ND",
-                                        "BATCH_TO_SPACE_ND", "RESIZE_NEAREST_NEIGHBOR")},
+                                        "BATCH_TO_SPACE_ND")},
+    # uint8: a movement of the stored values (the graph's int8, shifted by 128), exact
+    "RESIZE_NEAREST_NEIGHBOR": ("float32", "int8", "uint8"),
     "BROADCAST_ARGS": ("int32", "int64"),
     "DENSIFY": ("float32", "int8", "float16"),
     "L2_POOL_2D": ("float32",),
@@ -513,6 +517,7 @@ TYPES: dict[str, tuple[str, ...]] = {
     # Control flow (control.py): the type of the first value carried (WHILE) or given (IF).
     **{k: ("float32", "int8", "int32") for k in ("IF", "WHILE")},
     **signal.TYPES,
+    **detection.TYPES,
 }
 # int16x8 (int16 activations, int8 weights, int64 bias): the builtins whose 16x8 form is
 # bit-exact with TFLM (tests/frontend/test_tflite_int16.py, test_tflm_integration.py). The

@@ -58,9 +58,6 @@ WHY_NOT = {
     "CUSTOM:TFLM_DECODE": "TFLM's compressed-tensor DECODE is not supported",
     "DECODE": "TFLM's compressed-tensor DECODE is not supported",
     "DELEGATE": "a delegate's subgraph cannot be compiled",
-    "CUSTOM:TFLite_Detection_PostProcess": "TFLM's SSD detection post-processing custom "
-                                           "operator is not supported; compile the model "
-                                           "without it (its inputs as the outputs)",
 }
 CONTROL_FLOW = {"CALL"}  # (IF, WHILE: control.py; CALL_ONCE: variables.py)
 RESOURCES = {"VAR_HANDLE", "READ_VARIABLE", "ASSIGN_VARIABLE"}

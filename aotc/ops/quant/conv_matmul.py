@@ -83,6 +83,8 @@ class Requant:
         # The largest |accumulator| of the kernel, where a DSP lowering proved one
         # (dsp.py, depthwise_int.py): below 2^30 it may be doubled (aotc_q_requant_h).
         self.acc_bound: int | None = None
+        # Each channel's accumulator range (lowest, highest), where the lowering proved it.
+        self.acc_ranges: tuple[np.ndarray, np.ndarray] | None = None
 
     def _per(self, kb: Any, name: str, values: np.ndarray, dt: DType, ch: Expr | None) -> Expr:
         """One value per channel: a constant when all channels share it, else a table in
@@ -104,6 +106,44 @@ class Requant:
         shift = np.array([s for _, s in qm], np.int64)
         return mult, np.where(mult == 0, np.minimum(shift, -1), shift)
 
+    def _h_params(self, mult: np.ndarray, shift: np.ndarray
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """(multiplier, right shift, added constant) per channel for aotc_q_requant_h, or None
+        where it does not apply. Where the lowering proved each channel's accumulator range
+        (acc_ranges), a channel whose output (requantised, plus the zero point, clamped) is
+        the same number K at both ends of its range (MultiplyByQuantizedMultiplier is
+        monotonic for m >= 0 and a right shift, and so is the clamp) is K for every
+        accumulator: it gets m = 0, right 1 and the constant 1 + (K << 1), which give K for
+        any sum ((1 + 2K - [x < 0]) >> 1), left as it is by the clamp. Such channels
+        (weights near 0 against a large bias, right shifts of 23-31 in VWW's pointwise
+        convs; or saturated) would otherwise keep the whole conv off it: their accumulators
+        reach 2^30 and their constants 2^(right - 1) + (zp << right) pass 2^30.
+        The other channels need right >= 1, |acc| < 2^30 and |constant| < 2^30."""
+        right = -shift
+        ranges = self.acc_ranges
+        if ranges is None:
+            if not (shift < 0).all() or not self._doubled(right):
+                return None
+            return mult, right, (1 << (right - 1)) + (self.zp << right)
+        lo, hi = (np.broadcast_to(np.asarray(r, np.int64), mult.shape) for r in ranges)
+        m_out, r_out, c_out = mult.copy(), right.copy(), np.zeros_like(mult)
+        for c, (m, sh, a, b) in enumerate(zip(mult.tolist(), shift.tolist(), lo.tolist(),
+                                              hi.tolist())):
+            k = self._clamped(a, m, sh) if sh < 0 else None
+            if k is not None and k == self._clamped(b, m, sh):
+                m_out[c], r_out[c], c_out[c] = 0, 1, 1 + (k << 1)
+            elif sh >= 0 or max(abs(a), abs(b)) >= 1 << 30:
+                return None
+            else:
+                c_out[c] = (1 << (-sh - 1)) + (self.zp << -sh)
+        if int(np.abs(c_out).max(initial=0)) >= 1 << 30:
+            return None
+        return m_out, r_out, c_out
+
+    def _clamped(self, acc: int, m: int, shift: int) -> int:
+        """The output of one accumulator: requantised, plus the zero point, clamped."""
+        return min(max(qmath.mbqm(acc, m, shift) + self.zp, self.lo), self.hi)
+
     def _doubled(self, right: np.ndarray) -> bool:
         """Whether aotc_q_requant_h applies: a proven |acc| < 2^30 and |c| < 2^30."""
         add = (1 << (right - 1)) + (self.zp << right)
@@ -123,18 +163,22 @@ class Requant:
                 v = Cast(Bin("shr", acc * Cast(rm, I64) + rnd, tsh, I64), I32)
                 mul = None
             else:
-                mul = self._per(kb, "qmul", mult.astype(np.int32), I32, ch)
+                hp = None
+                if "dsp" in kb.features and not (mult == qmath.INT32_MIN).any():
+                    hp = self._h_params(mult, shift)
+                mul = self._per(kb, "qmul", (mult if hp is None else hp[0]).astype(np.int32),
+                                I32, ch)
             if mul is None:
                 pass
             elif (mult == qmath.INT32_MIN).any():  # SRDHM's saturating case: keep it
                 # Shifts fit int8: a quarter of the flash of int32 (TFLM keeps int32 in RAM).
                 sh = self._per(kb, "qshift", shift.astype(np.int8), dtypes.int8, ch)
                 v = call("q_mbqm", acc, mul, sh, dtype=I32)
-            elif (shift < 0).all() and "dsp" in kb.features and self._doubled(-shift):
-                # |acc| < 2^30 on a DSP core: SMMULR of the doubled accumulator, the output
-                # zero point in the added constant (runtime_c/aotc_runtime.h).
-                right = -shift
-                add = (1 << (right - 1)) + (self.zp << right)
+            elif hp is not None:
+                # |acc| < 2^30 on a DSP core: SMMLAR of the doubled accumulator, the output
+                # zero point in the added constant (runtime_c/aotc_runtime.h); channels of a
+                # constant result by m = 0 (_h_params).
+                _, right, add = hp
                 c = self._per(kb, "qadd", add.astype(np.int32), I32, ch)
                 rsh = self._per(kb, "qright", right.astype(np.int8), dtypes.int8, ch)
                 v = call("q_requant_h", acc, mul, c, rsh, dtype=I32)

@@ -21,7 +21,18 @@ import numpy as np
 from aotc import dtypes
 from aotc.ir.graph import Node
 from aotc.loops import mve
-from aotc.loops.loop_ir import Cast, Const, Expr, call, flat
+from aotc.loops.loop_ir import (
+    Cast,
+    Const,
+    Expr,
+    Load,
+    Var,
+    call,
+    children,
+    flat,
+    map_expr,
+    referenced_names,
+)
 from aotc.schedules.conv import knobs as CONV
 from aotc.schedules.conv.mve import requantise_plane, vector_requant
 from aotc.schedules.conv.pixels import flat_tap, strides
@@ -29,6 +40,12 @@ from aotc.schedules.conv.pixels import flat_tap, strides
 I8 = dtypes.int8
 I16 = dtypes.BY_NAME["int16"]
 I32 = dtypes.int32
+# Elements per step of a long row's copy into the int16 plane. Measured on cortex-m4f
+# (bench/boards.py --int8 --verbose, estimated cycles), VWW's nine depthwise convs, 1 -> 4:
+# 16,432,819 -> 16,050,572 per inference (k3, stride 2 over 48x48 planes: 600,763 -> 500,143);
+# later 4 -> 8 -> 16: m4f 14,634,188 -> 14,486,940 -> 14,438,875, m7 9,290,590 ->
+# 9,256,472 -> 9,221,756, m33 12,756,216 -> 12,720,425 -> 12,691,690 (flash +384 B).
+COPY_STEP = 16
 
 
 def depthwise_ok(node: Node, kb: Any, arith: Any, pads: tuple[list[int], list[int]]) -> bool:
@@ -98,53 +115,88 @@ def lower_depthwise(node: Node, kb: Any, X: Any, B: Any, arith: Any,
             if pairs and kb.knob(CONV.SPLIT_REQUANT) else None)
     # Outputs per step along axis v, the one before a (none for a row kernel on a row).
     v = a - 1
-    rows = kb.knob(CONV.DEPTHWISE_ROWS) if pairs and v >= 0 and out_sp[v] >= 2 else 1
+    rows = (min(out_sp[v], kb.knob(CONV.DEPTHWISE_ROWS,
+                                   default=CONV.depthwise_rows_default(s[v], out_sp[v])))
+            if pairs and v >= 0 and out_sp[v] >= 2 else 1)
+
+    def channel_constants(m: Expr) -> tuple[Any, Expr]:
+        """The channel's requantisation constants and folded bias as locals before its pixel
+        loop, and the finish that reads them: gcc -Os otherwise reloads each from its table
+        at every output (a byte store may alias them) and spills the weight words instead."""
+        assert folded is not None
+        probe = arith.finish(kb, Var("acc_probe", I32), m, B)
+        loads: dict[Load, None] = {}
+        stack: list[object] = [probe]
+        while stack:
+            x = stack.pop()
+            if isinstance(x, Load) and "acc_probe" not in referenced_names((x.index,)):
+                loads[x] = None  # a per-channel constant (not a table read at the sum)
+            stack.extend(children(x))
+        held = {ld: kb.local(ld, "q", ld.dtype) for ld in loads}
+        bias = kb.local(folded[[m]], "bias", I32)
+
+        def finish(kb_: Any, acc: Expr, m_: Expr, B_: Any) -> Expr:
+            return map_expr(arith.finish(kb_, acc, m_, B_),
+                            lambda e: held.get(e, e) if isinstance(e, Load) else e)
+        return finish, bias
 
     def channel_pairs(n: Expr, m: Expr) -> None:
         """A kernel row's taps two per SMLAD; the channel's weight words stay in registers."""
         assert folded is not None
         wv = [kb.local(wpair.flat((m * nrows + r) * half + h), "w", I32)
               for r in range(nrows) for h in range(half)]
+        finish, bias = arith.finish, folded[[m]]
+        if sums is None:
+            finish, bias = channel_constants(m)
 
-        def tap_sum(o: list[Expr], shift: int = 0, biased: bool = True) -> Expr:
-            """The sum for output ``o`` (its plane index ``shift`` further on), from the
-            folded bias or (not ``biased``) from 0: the first pair an SMUAD. Every tap reads
-            the output's plane index plus a constant, so gcc -Os keeps one pointer."""
+        def tap_sums(o: list[Expr], shifts: list[int], biased: bool = True) -> list[Expr]:
+            """The sums for output ``o`` and those whose plane index is each of ``shifts``
+            further on, from the folded bias or (not ``biased``) from 0: the first pair an
+            SMUAD. Every tap reads the output's plane index plus a constant, so gcc -Os keeps
+            one pointer; a weight word's SMLADs for the outputs are adjacent (spilled, it is
+            reloaded once for all of them)."""
             base = flat([ov * ss for ov, ss in zip(o, s)], pstr)
-            acc = kb.local(folded[[m]], "acc", I32) if biased else None
+            accs: list[Any] = [kb.local(bias, "acc", I32) if biased else None for _ in shifts]
             for r, t in enumerate(np.ndindex(*k_sp[:a])):
                 tap = (*t, *([0] * (nd - a)))
-                off = shift + sum(kv * dd * ps for kv, dd, ps in zip(tap, d, pstr))
+                off = sum(kv * dd * ps for kv, dd, ps in zip(tap, d, pstr))
                 for h in range(half):
-                    xv = call("ld_pair16", xpad.flat(base + (off + 2 * h)), dtype=I32)
-                    if acc is None:
-                        acc = kb.local(call("smuad", xv, wv[r * half + h], dtype=I32), "acc",
-                                       I32)
-                    else:
-                        kb.assign(acc, call("smlad", xv, wv[r * half + h], acc, dtype=I32))
-            assert acc is not None
-            return acc
+                    for q, shift in enumerate(shifts):
+                        xv = call("ld_pair16", xpad.flat(base + (shift + off + 2 * h)),
+                                  dtype=I32)
+                        if accs[q] is None:
+                            accs[q] = kb.local(call("smuad", xv, wv[r * half + h], dtype=I32),
+                                               "acc", I32)
+                        else:
+                            kb.assign(accs[q], call("smlad", xv, wv[r * half + h], accs[q],
+                                                    dtype=I32))
+            return accs
 
-        if sums is None and rows == 2:
-            # Two outputs a step along axis v (the one before the rows' axis a): they read
-            # the input rows between them once (gcc -Os merges the identical loads).
+        def tap_sum(o: list[Expr], shift: int = 0, biased: bool = True) -> Expr:
+            return tap_sums(o, [shift], biased)[0]
+
+        if sums is None and rows >= 2:
+            # ``rows`` outputs a step along axis v (the one before the rows' axis a): they
+            # read the input rows between them once (gcc -Os merges the identical loads);
+            # the last out_sp[v] % rows as one step of their own.
             names = [f"o{k}" for k in range(nd)]
+
+            def step(pre: list[Expr], first: Expr, count: int) -> None:
+                with kb.loops(out_sp[v + 1:], names[v + 1:]) as post:
+                    o = [*pre, first, *post]
+                    accs = tap_sums(o, [q * s[v] * pstr[v] for q in range(count)])
+                    for q, acc in enumerate(accs):
+                        kb.store_output([n, m, *pre, first + q, *post], finish(kb, acc, m, B))
+
             with kb.loops(out_sp[:v], names[:v]) as pre:
-                with kb.loop(out_sp[v] // 2, names[v]) as ov:
-                    with kb.loops(out_sp[v + 1:], names[v + 1:]) as post:
-                        o = [*pre, ov * 2, *post]
-                        accs = [tap_sum(o, q * s[v] * pstr[v]) for q in range(2)]
-                        for q, acc in enumerate(accs):
-                            kb.store_output([n, m, *pre, ov * 2 + q, *post],
-                                            arith.finish(kb, acc, m, B))
-                if out_sp[v] % 2:
-                    with kb.loops(out_sp[v + 1:], names[v + 1:]) as post:
-                        o = [*pre, Const(out_sp[v] - 1), *post]
-                        kb.store_output([n, m, *o], arith.finish(kb, tap_sum(o), m, B))
+                with kb.loop(out_sp[v] // rows, names[v]) as ov:
+                    step(pre, ov * rows, rows)
+                if out_sp[v] % rows:
+                    step(pre, Const(out_sp[v] - out_sp[v] % rows), out_sp[v] % rows)
             return
         if sums is None:
             with kb.loops(out_sp, [f"o{k}" for k in range(nd)]) as o:
-                kb.store_output([n, m, *o], arith.finish(kb, tap_sum(o), m, B))
+                kb.store_output([n, m, *o], finish(kb, tap_sum(o), m, B))
             return
         # A block of sums from 0, then the bias and requantisation in a loop of their own:
         # the sum loop keeps the weight words in registers, the requantisation its
@@ -152,7 +204,7 @@ def lower_depthwise(node: Node, kb: Any, X: Any, B: Any, arith: Any,
         bstr = [int(np.prod(out_sp[k + 1:], dtype=np.int64)) for k in range(sa, nd)]
         names = [f"o{k}" for k in range(nd)]
         with kb.loops(out_sp[:sa], names[:sa]) as pre:
-            if rows == 2 and v >= sa:
+            if rows >= 2 and v >= sa:  # two rows a step
                 with kb.loops(out_sp[sa:v], names[sa:v]) as mid:
                     with kb.loop(out_sp[v] // 2, names[v]) as ov:
                         with kb.loops(out_sp[v + 1:], names[v + 1:]) as post:
@@ -296,12 +348,26 @@ def lower_depthwise(node: Node, kb: Any, X: Any, B: Any, arith: Any,
             kb.store(xpad, [npl], Const(0, I16))
         with kb.loop(Y.shape[1], "m") as m:
             # The channel into the plane; on tap pairs a short row's copy unrolled (unroll_max).
+            def copy(ii: list[Expr]) -> None:
+                xv = X[[n, m, *ii]]
+                kb.store(xpad, [flat([i + b for i, b in zip(ii, pb)], pstr)],
+                         Cast(xv, I16) if pairs else xv)
+
+            # Rows longer than 8: COPY_STEP elements a step (the loop's increment, compare
+            # and taken branch shared by them), the rest after the loop.
+            step = COPY_STEP if pairs else 1
+            width = in_sp[-1]
             with kb.loops(in_sp[:-1], [f"i{k}" for k in range(nd - 1)]) as ii0:
-                with kb.loop(in_sp[-1], f"i{nd - 1}", unroll=pairs) as il:
-                    ii = [*ii0, il]
-                    xv = X[[n, m, *ii]]
-                    kb.store(xpad, [flat([i + b for i, b in zip(ii, pb)], pstr)],
-                             Cast(xv, I16) if pairs else xv)
+                if step > 1 and width > 8:
+                    if width >= step:
+                        with kb.loop(width // step, f"i{nd - 1}") as il:
+                            for q in range(step):
+                                copy([*ii0, il * step + q])
+                    for q in range(width - width % step, width):
+                        copy([*ii0, Const(q)])
+                else:
+                    with kb.loop(width, f"i{nd - 1}", unroll=pairs) as il:
+                        copy([*ii0, il])
             with kb.outline():
                 (channel_mve if helium else channel_pairs if pairs else channel)(n, m)
 
@@ -323,6 +389,8 @@ def prove_bound(kb: Any, arith: Any, B: Any, w: np.ndarray, x_dtype: Any, x_zp: 
     bound = np.abs(np.broadcast_to(np.asarray(init, np.int64).reshape(-1), wsum.shape)) \
         + wsum * xmax
     rq.acc_bound = int(bound.max(initial=0))
+    start = np.broadcast_to(np.asarray(init, np.int64).reshape(-1), wsum.shape)
+    rq.acc_ranges = (start - wsum * xmax, start + wsum * xmax)
 
 
 def _init_values(kb: Any, arith: Any, B: Any, m: int) -> np.ndarray | None:

@@ -122,9 +122,24 @@ SPLIT_REQUANT = knob("conv.split_requant", (True, False), False,
                      "as it is made (depthwise on the DSP extension)")
 # Measured on cortex-m4f (aotc bench -Os), 3x3 depthwise convs, 1 -> 2 rows: KWS's four
 # 1.34 M -> 1.16 M instructions, VWW's nine -9% to -17% each (14.23 M -> 13.75 M per inference).
-DEPTHWISE_ROWS = knob("conv.depthwise_rows", (1, 2), 2,
+DEPTHWISE_ROWS = knob("conv.depthwise_rows", (1, 2, 3, 4), 2,
                       "depthwise convs on tap pairs: output rows computed together (they share "
-                      "the input rows they both read)")
+                      "the input rows they both read); default 3 for stride 1 along the rows' "
+                      "axis and a multiple of 3 rows, 2 otherwise")
+
+
+def depthwise_rows_default(stride: int, rows: int) -> int:
+    # Estimated cycles (bench/boards.py --int8 --verbose), the outputs' taps interleaved, 2 ->
+    # 3 -> 4 rows a step, cortex-m4f: VWW 14,811,324 -> 14,641,241 -> 14,852,584, KWS
+    # 4,589,930 -> 4,583,336 -> 4,642,082; VWW's stride-1 k1 608,576 -> 550,032 -> 621,712,
+    # its 6x6 k13 778,720 -> 732,000 -> 755,040, but its stride-2 k3 467,791 -> 478,719 ->
+    # 483,535 (3 rows of stride 2 share no more input rows than 2). 3 for stride 1 along
+    # the rows only, on cortex-m7 and m33 too: VWW 9,326,150 -> 9,290,590 and 12,983,111 ->
+    # 12,756,216; KWS's 25 rows (8 steps and one row) gain nothing (m4f, m33) or lose (m7
+    # 3,032,992 -> 3,044,536): 3 where it divides the rows.
+    return 3 if stride == 1 and rows % 3 == 0 else 2
+
+
 COLUMN = knob("conv.column", ("pairs", "flat", "rows"), "pairs",
               "the DSP schedule's im2col column: words of two input channels at one tap "
               "(pairs), or (channel, tap) flattened, any two neighbours a word (flat: no idle "
