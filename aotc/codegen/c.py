@@ -106,12 +106,14 @@ INT_CALLS = {"abs": "AOTC_ABS", "float_from_bits": "aotc_bits_f32",  # BitCast
 # __SXTB16_RORn): an inline-asm helper in model.c.j2.
 # ld_pair16 loads two adjacent int16 (its argument a Load printed as its address) as one
 # word of two lanes: a plain, possibly unaligned, 32-bit load (memcpy) on these cores;
-# ld_word8 the same for four adjacent int8 (the matmuls' quads, loops/dsp.py).
+# ld_word8 the same for four adjacent int8 (the matmuls' quads, loops/dsp.py). pkhbt / pkhtb
+# (the low / high lanes of two words in one, loops/dsp.py halves) are inline-asm helpers too
+# (arm_acle.h has no PKHBT, PKHTB; gcc does not combine the C masks and shifts into them).
 ACLE_CALLS = {"sxtb16": "__sxtb16", "smlad": "__smlad", "smuad": "__smuad",
               "sadd16": "__sadd16",
               "ssat": "__ssat", "usat": "__usat",  # saturate to a constant bit width
               "sxtb16_ror8": "aotc_sxtb16_ror8", "ld_pair16": "aotc_ld_pair16",
-              "ld_word8": "aotc_ld_word8"}
+              "ld_word8": "aotc_ld_word8", "pkhbt": "aotc_pkhbt", "pkhtb": "aotc_pkhtb"}
 
 # Helium (MVE) intrinsics (<arm_mve.h>, __ARM_FEATURE_MVE), under their non-polymorphic names
 # (the polymorphic ones are C11 _Generic macros): loops/mve.py's int8 dot products, emitted

@@ -100,6 +100,12 @@ def x_pair(x0: Expr, x1: Expr | None, x_zp: int) -> Expr:
     return pair
 
 
+def halves(lo: Expr, hi: Expr, which: int) -> Expr:
+    """The word of int16 lanes (lo's, hi's) of two words of two lanes each: their low lanes
+    (which 0: PKHBT) or their high lanes (which 1: PKHTB)."""
+    return call("pkhtb" if which else "pkhbt", lo, hi, dtype=I32)
+
+
 def widen(words: np.ndarray) -> np.ndarray:
     """Packed int32 words (pack_words, pack_quads) -> int32 (..., 2): each word's SXTB16 and
     SXTB16 ROR 8 done at compile time, the two int16 lanes of each low lane first (twice the

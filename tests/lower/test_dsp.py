@@ -71,6 +71,16 @@ CASES = {
                                                strides=(2, 2), pads=(1, 0, 2, 1))),
     "conv_uint8_odd_pixels": (qconv, dict(xdt=np.uint8, xz=7, cin=3, m=3, hw=(3, 5),
                                           kernel=(2, 3), pads=(0, 1, 1, 1))),
+    # conv.column=rows (even channel counts, 2-D kernels): the row words built once per
+    # output row; strides, uneven pads (a pad wider than the kernel's reach on one side),
+    # groups, no padding, and rows of output pixels not a multiple of 4 (a rest group).
+    "conv_rows_stride2_uneven": (qconv, dict(cin=4, m=6, hw=(7, 6), strides=(2, 2),
+                                             pads=(1, 0, 2, 1))),
+    "conv_rows_groups": (qconv, dict(cin=8, m=6, group=2, hw=(5, 6), strides=(1, 2),
+                                     pads=(0, 1, 1, 0))),
+    "conv_rows_narrow": (qconv, dict(cin=2, m=4, hw=(4, 3), kernel=(2, 3),
+                                     pads=(0, 2, 3, 2))),
+    "conv_rows_valid": (qconv, dict(cin=6, m=4, hw=(6, 9), pads=(0, 0, 0, 0), xz=-7)),
     # Flat columns (odd channel counts) with most pixels inside the input (over FAST_INSIDE):
     # the unguarded path for those, the zero fill and guarded taps at the edges.
     "conv_cin3_stride2_mostly_inside": (qconv, dict(cin=3, m=8, hw=(20, 20), strides=(2, 2),

@@ -52,8 +52,10 @@ INT_CASES = [
     *[(("conv.pixels", v), None, "cortex-m55", {}) for v in (1, 4)],
     # cortex-m4f: 5 input channels, a flat column, 4 pixels by default; 3x3 on 4 channels
     # (pairs) 2.
-    *[(("conv.pixels", v), None, "cortex-m4f", {}) for v in (1, 2)],
-    (("conv.pixels", 4), "even", "cortex-m4f", {}),
+    *[(("conv.pixels", v), None, "cortex-m4f", {}) for v in (1, 2, 3)],
+    (("conv.pixels", 2), "even", "cortex-m4f", {}),  # column rows: 3 pixels by default
+    (("conv.pixels", 3), "even", "cortex-m33", {"conv.dsp_wide": False}),  # packed: 4
+    (("conv.pixels", 4), "even", "cortex-m4f", {"conv.column": "pairs"}),
     *[(("conv.simd_tile", 4), None, t, {}) for t in ("cortex-m4f", "cortex-m55")],
     *[(("conv.tile", v), None, None, {}) for v in (2, 8)],
     *[(("conv.requant", "scalar"), k, "cortex-m55", {}) for k in (None, "depthwise")],
@@ -65,7 +67,14 @@ INT_CASES = [
     (("conv.split_requant", True), "depthwise", "cortex-m4f", {}),
     (("conv.column", "pairs"), None, "cortex-m4f", {}),  # 5 input channels: flat by default
     (("conv.column", "flat"), "even", "cortex-m4f", {}),
-    (("conv.outline", False), "long", "cortex-m4f", {}),  # 36-word columns: outlined by default
+    # 3x3 on 4 channels: rows by default; pairs instead; rows on 5 channels (the last
+    # unpaired) and on the M33 (packed weights); two column rows a step of a 12-row column.
+    (("conv.column", "pairs"), "even", "cortex-m4f", {}),
+    *[(("conv.column", "rows"), None, t, {}) for t in ("cortex-m4f", "cortex-m33")],
+    (("conv.dsp_unroll", 8), "long", "cortex-m4f", {}),
+    # 36-word columns: outlined by default (pairs); column rows inline at any length.
+    (("conv.outline", False), "long", "cortex-m4f", {"conv.column": "pairs"}),
+    (("conv.outline", True), "long", "cortex-m4f", {}),
     *[(("conv.outline", True), k, "cortex-m4f", {}) for k in (None, "pointwise")],  # 23, 2
     # 23-word flat columns (no loop by default): 1 and 8 words a step (a rest of 7); a
     # 2-word pointwise column a step at a time.
@@ -94,7 +103,9 @@ INT_CASES = [
     # requantisation of a pixel group side by side (default on the M7) or output by output.
     (("conv.dsp_bias_tile", False), "pointwise", "cortex-m4f", {}),
     (("conv.dsp_bias_tile", False), None, "cortex-m7", {}),
-    (("conv.dsp_bias_tile", True), "long", "cortex-m4f", {}),  # outlined: off by default
+    # outlined (pairs): off by default; column rows inline: on.
+    (("conv.dsp_bias_tile", True), "long", "cortex-m4f", {"conv.column": "pairs"}),
+    (("conv.dsp_bias_tile", False), "long", "cortex-m4f", {}),
     (("conv.dsp_requant", "interleaved"), "pointwise", "cortex-m4f", {}),
     (("conv.dsp_requant", "serial"), "even", "cortex-m7", {}),
     *[(("gemm.tile", v), "matmul", None, {}) for v in (4, 16)],

@@ -93,6 +93,21 @@ def test_int8_bit_exact_on_board(stem, board, mlperf_dir, tmp_path):
                                   vec["output_tflm"][:2])
 
 
+@pytest.mark.parametrize("board", ["cortex-m4f", "cortex-m7", "cortex-m33"])
+def test_int8_target_build_bit_exact_on_board(board, mlperf_dir, tmp_path):
+    """ResNet-8 compiled --target BOARD (the DSP schedules: conv.column=rows for its 3x3
+    convs, int16-widened weights on the M4 and M7, packed on the M33) matches TFLM on the
+    board in QEMU."""
+    stem = "pretrainedResnet_int8_qdq"
+    bundle = aotc.compile(mlperf_dir / f"{stem}.onnx", tmp_path / "b", name="m", target=board)
+    vec = np.load(mlperf_dir / "vectors" / f"{stem}.npz")
+    fw = bundle.load(board)
+    in_name, out_name = fw.meta["inputs"][0]["name"], fw.meta["outputs"][0]["name"]
+    got = np.stack([fw.run({in_name: x})[out_name] for x in vec["input"][:2]])
+    np.testing.assert_array_equal(got.reshape(vec["output_tflm"][:2].shape),
+                                  vec["output_tflm"][:2])
+
+
 def test_resnet8_residual_adds_fuse_and_run_in_place(mlperf_dir):
     """Each residual QLinearAdd is its conv's epilogue, and the fused kernel writes over the
     dying skip input (read at the output's own index): the arena is two 16 KB maps, not three

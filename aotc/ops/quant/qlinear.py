@@ -201,6 +201,10 @@ class QLinearAdd(_Binary):
 
             def scaled(x: Expr, z: int, m: int, s: int) -> Expr:
                 v = Cast(x, I32) - Const(z, I32) if z else Cast(x, I32)
+                if (m, s) == (1 << 30, 0) and p.get("ls", 20) == 20:
+                    # The input of the larger scale (multiplier 0.5): mbqm(x, 2^30, 0) is
+                    # x / 2 exactly for even x, and v * 2^20 of an 8-bit v does not wrap.
+                    return v * Const(1 << 19, I32)
                 return call("q_mbqm", v * ls, Const(m, I32), Const(s, I32), dtype=I32)
 
             if self.SIGN < 0:

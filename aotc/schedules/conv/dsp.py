@@ -60,13 +60,16 @@ def lower_conv_dsp(conv: Any, node: Node, kb: Any, X: Any, B: Any, arith: Any,
     # The column: words of two int16 lanes, either (channel pairs x taps), each word a pair
     # of input channels at one tap, or "flat": (channel, tap) flattened, one int16 each, a
     # word any two neighbours (no idle lane with an odd channel count, e.g. one channel).
-    flat = kb.knob(CONV.COLUMN, default=CONV.column_default(cg)) == "flat"
+    kind = kb.knob(CONV.COLUMN, default=CONV.column_default(cg, kprod, nd))
+    flat = kind == "flat"
+    rows = kind == "rows" and nd == 2  # else pairs
     length = cg * kprod
     q_len = -(-length // 2) if flat else -(-cg // 2) * kprod  # words per column
-    px, tw, full, rest = pixel_tiles(kb, npix, mg, CONV.dsp_pixels_default(kprod, flat))
+    wide = kb.knob(CONV.DSP_WIDE, default=CONV.dsp_wide_default(kb.cpu, flat))
+    px, tw, full, rest = pixel_tiles(kb, npix, mg,
+                                     CONV.dsp_pixels_default(kprod, flat, rows, wide))
     # Per group, tile after tile: pack_words of the tile's [cg, K, width] weights, so word
     # (cp * kprod + k) * half + jp of a tile pairs with column word cp * kprod + k.
-    wide = kb.knob(CONV.DSP_WIDE, default=CONV.dsp_wide_default(kb.cpu, flat))
     parts = []
     for gi in range(group):
         wg = w[gi * mg:(gi + 1) * mg].reshape(mg, cg, kprod)
@@ -83,16 +86,22 @@ def lower_conv_dsp(conv: Any, node: Node, kb: Any, X: Any, B: Any, arith: Any,
     words = kb.const("wq", np.concatenate(parts), I32)
     per_group = sum(p.size for p in parts) // group // (2 if wide else 1)
     tile_words = q_len * (tw // 2)
-    col = (kb.scratch_buffer("col", I16, (px * 2 * q_len,)) if flat
-           else kb.scratch_buffer("col", I32, (px * q_len,)))
+    kh, kw = (k_sp[0], k_sp[1]) if rows else (1, 1)
+    cgp = -(-cg // 2)  # channel pairs
+    # rows: the padded input row words the output row's pixels read, per (pair, ky)
+    wp = (out_sp[-1] - 1) * s[-1] + (kw - 1) * d[-1] + 1 if rows else 0
+    if flat:
+        col = kb.scratch_buffer("col", I16, (px * 2 * q_len,))
+    else:
+        col = kb.scratch_buffer("col", I32, (cgp * kh * wp,) if rows else (px * q_len,))
     sums = kb.scratch_buffer("sum", I32, (px * mg,))  # the int32 sums of a group of pixels
     kstrides = strides(k_sp)
     prove_bound(kb, arith, B, w, X.dtype, arith.x_zp)
     padded = any(pb) or any(pe)
     # Each tile a function of its own (its accumulators alone in the registers), or inline
     # (no call per tile: better up to 32-word columns).
-    outline = kb.knob(CONV.OUTLINE, default=CONV.dsp_outline_default(q_len))
-    steps = kb.knob(CONV.DSP_UNROLL, default=CONV.dsp_unroll_default(q_len))
+    outline = kb.knob(CONV.OUTLINE, default=CONV.dsp_outline_default(q_len, rows))
+    steps = kb.knob(CONV.DSP_UNROLL, default=CONV.dsp_unroll_default(q_len, rows))
     # The bias in the tiles' first accumulators; the pixels' requantisation side by side.
     biased = kb.knob(CONV.DSP_BIAS_TILE, default=CONV.dsp_bias_tile_default(outline))
     interleave = kb.knob(CONV.DSP_REQUANT) == "interleaved"
@@ -176,21 +185,108 @@ def lower_conv_dsp(conv: Any, node: Node, kb: Any, X: Any, B: Any, arith: Any,
             guarded()
         return o
 
-    def tile(gi: Expr, ml: Expr, base: Expr, width: int, pixels: int) -> None:
-        """Channels ml .. ml + width of group gi for the pixels' columns: sums to ``sums``."""
+    def build_rows(n: Expr, gi: Expr, oy: Expr) -> None:
+        """rows: col[(cp * kh + ky) * wp + x] = the pair word of input row oy * s + ky * d -
+        pad at padded column x (x - pad the input's), 0 in the padding."""
+        lo = min(pb[1], wp)
+        nx = max(0, min(in_sp[1], wp - lo))  # input columns in the row window
+        with kb.loop(kh, "ky", unroll=True) as ky:
+            iy = kb.local(oy * s[0] + ky * d[0] - pb[0], "iy")
+            conds = ([cmp("ge", iy, 0)] if pb[0] > 0 else []) + (
+                [cmp("lt", iy, in_sp[0])] if pe[0] > 0 or pb[0] < 0 else [])
+
+            def fill(cp: Expr, paired: bool) -> None:
+                ic = gi * cg + 2 * cp if group > 1 else 2 * cp
+                at = (cp * kh + ky) * wp
+                for z in list(range(lo)) + list(range(lo + nx, wp)):
+                    kb.store(col, [at + z], Const(0, I32))
+                # int8: four columns of both channels a step, one word load each (ld_word8):
+                # SXTB16 and SXTB16 ROR 8 give each channel's (x0, x2) and (x1, x3), packed
+                # into the four pair words by halves (PKHBT, PKHTB).
+                quads = nx // 4 if paired and X.dtype == dtypes.int8 else 0
+                if quads:
+                    with kb.loop(quads, "ix") as i4:
+                        a = dsp.x_quad(kb.local(dsp.ld_word8(X[[n, ic, iy, i4 * 4]]), "xa", I32),
+                                       arith.x_zp)
+                        b = dsp.x_quad(kb.local(dsp.ld_word8(X[[n, ic + 1, iy, i4 * 4]]), "xb",
+                                                I32), arith.x_zp)
+                        lanes = [(kb.local(a[h], "xe", I32), kb.local(b[h], "xe", I32))
+                                 for h in range(2)]
+                        for k in range(4):
+                            lo_ch, hi_ch = lanes[k % 2]
+                            kb.store(col, [at + lo + i4 * 4 + k], dsp.halves(lo_ch, hi_ch, k // 2))
+                with kb.loop(nx, "ix", start=4 * quads) as ix:
+                    x1 = X[[n, ic + 1, iy, ix]] if paired else None
+                    kb.store(col, [at + lo + ix], dsp.x_pair(X[[n, ic, iy, ix]], x1, arith.x_zp))
+
+            def pairs() -> None:
+                if cg // 2:
+                    with kb.loop(cg // 2, "cp") as cp:
+                        fill(cp, True)
+                if cg % 2:
+                    fill(Const(cg // 2), False)
+
+            if not conds:
+                pairs()
+                return
+            with kb.if_(land(*conds)):
+                pairs()
+            with kb.if_(lor(*[cmp("lt", iy, 0), cmp("ge", iy, in_sp[0])])):
+                with kb.loop(cgp, "cp") as cp:
+                    with kb.loop(wp, "z") as z:
+                        kb.store(col, [(cp * kh + ky) * wp + z], Const(0, I32))
+
+    def tile(gi: Expr, ml: Expr, base: Expr, width: int, pixels: int,
+             ox0: Expr | None = None) -> None:
+        """Channels ml .. ml + width of group gi for the pixels' columns: sums to ``sums``
+        (rows: the pixels ox0, ox0 + 1, ... of the row the column rows hold)."""
         half = -(-width // 2)
         accs = (init_accumulators(kb, pixels, width, lambda j: arith.init(B, gi * mg + ml + j))
                 if biased else zero_accumulators(kb, pixels, width))
 
-        def step(q: Expr) -> None:
-            xps = [kb.local(call("ld_pair16", col.flat(2 * (p * q_len + q)), dtype=I32)
-                            if flat else col.flat(p * q_len + q), "xp", I32)
-                   for p in range(pixels)]
+        def macs(q: Expr, xps: list[Expr]) -> None:
             if wide:
                 dsp.mac_tile(kb, accs, words, base * 2 + q * half, width, xps, True,
                              q_len * half)
             else:
                 dsp.mac_tile(kb, accs, words, base + q * half, width, xps)
+
+        if rows:
+            assert ox0 is not None
+            nrow = cgp * kh
+            # Column rows (kw words each) per iteration: the most that divide the rows and fit
+            # in ``steps`` words (no rest after the loop; at least one).
+            ur = max(u for u in range(1, max(1, steps // kw) + 1) if nrow % u == 0)
+
+            def step_row(r: Expr) -> None:
+                # Pixel p's word kx is at p * s + kx * d of the row: neighbours share loads.
+                loaded: dict[int, Expr] = {}
+                for kx in range(kw):
+                    xps = []
+                    for p in range(pixels):
+                        off = p * s[1] + kx * d[1]
+                        if off not in loaded:
+                            loaded[off] = kb.local(col.flat(r * wp + ox0 * s[1] + off), "xp", I32)
+                        xps.append(loaded[off])
+                    macs(r * kw + kx, xps)
+
+            if nrow // ur > 1 or ur == 1:
+                with kb.loop(nrow // ur, "r") as rs:
+                    for u in range(ur):
+                        step_row(rs * ur + u)
+            else:
+                for u in range(nrow - nrow % ur):
+                    step_row(Const(u))
+            for u in range(nrow - nrow % ur, nrow):
+                step_row(Const(u))
+            store_sums(kb, sums, accs, mg, ml, width)
+            return
+
+        def step(q: Expr) -> None:
+            xps = [kb.local(call("ld_pair16", col.flat(2 * (p * q_len + q)), dtype=I32)
+                            if flat else col.flat(p * q_len + q), "xp", I32)
+                   for p in range(pixels)]
+            macs(q, xps)
 
         # ``steps`` words of the column per iteration (one loop counter, compare and branch),
         # the rest after the loop, in order: the same sums.
@@ -218,4 +314,31 @@ def lower_conv_dsp(conv: Any, node: Node, kb: Any, X: Any, B: Any, arith: Any,
         requantise_group(kb, sums, coords, n, gi, mg, arith, B, pix0=pix0, biased=biased,
                          interleave=interleave)
 
-    over_pixel_groups(kb, Y.shape[0], group, npix, px, pixels)
+    def row_pixels(n: Expr, gi: Expr, oy: Expr, ox0: Expr, count: int) -> None:
+        gbase = gi * per_group
+        if full:
+            with kb.loop(full, "mt") as mt:
+                with kb.outline(opaque=True) if outline else kb.block():
+                    tile(gi, mt * tw, gbase + mt * tile_words, tw, count, ox0)
+        if rest:
+            with kb.outline(opaque=True) if outline else kb.block():
+                tile(gi, Const(full * tw), gbase + full * tile_words, rest, count, ox0)
+        ox = kb.local(ox0, "ox")
+        requantise_group(kb, sums, [[oy, ox + p] for p in range(count)], n, gi, mg, arith, B,
+                         pix0=oy * out_sp[1] + ox, biased=biased, interleave=interleave)
+
+    if not rows:
+        over_pixel_groups(kb, Y.shape[0], group, npix, px, pixels)
+        return
+    wo = out_sp[1]
+    with kb.loop(Y.shape[0], "n") as n:
+        with kb.loop(group, "g") as gi:
+            with kb.loop(out_sp[0], "oy") as oy:
+                build_rows(n, gi, oy)
+                if wo // px:
+                    with kb.loop(wo // px, "ox") as ox:
+                        with kb.block():
+                            row_pixels(n, gi, oy, ox * px, px)
+                if wo % px:
+                    with kb.block():
+                        row_pixels(n, gi, oy, Const(wo - wo % px), wo % px)

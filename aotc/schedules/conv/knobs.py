@@ -51,13 +51,15 @@ PATH = knob("conv.path", ("simd", "scalar"), "simd",
             "generic scalar one")
 # 2 x 2 int32 accumulators is CMSIS-NN's tile: the two activation pairs, the weight word's
 # lanes and the pointers fit the core registers (measured on KWS, 2 x 4 and 4 x 2 spill).
-PIXELS = knob("conv.pixels", (1, 2, 4), 2,
+PIXELS = knob("conv.pixels", (1, 2, 3, 4), 2,
               "output pixels whose im2col columns are built together and share each weight "
               "load (SIMD schedules); default 4 for 1x1 convs and flat columns (conv.column) "
-              "on the DSP extension")
+              "on the DSP extension, 3 for column rows (4 with packed weights, "
+              "conv.dsp_wide off)")
 
 
-def dsp_pixels_default(taps: int, flat: bool = False) -> int:
+def dsp_pixels_default(taps: int, flat: bool = False, rows: bool = False,
+                       wide: bool = True) -> int:
     # The DSP schedule (cortex-m4f, aotc bench -Os), KWS's four 64 -> 64 pointwise convs:
     # 2 pixels 3.79 M instructions, 4 pixels 3.27 M (the 4 x 2 tile's 8 accumulators, its
     # two weight lanes, the activation pair and 3 pointers just fit); KWS's 10x4 first conv
@@ -69,6 +71,19 @@ def dsp_pixels_default(taps: int, flat: bool = False) -> int:
     # -> 768,113; cortex-m33 576,691 -> 547,796, 1,531,251 -> 1,528,193, 1,123,324 ->
     # 1,094,914 (the column's words shared by twice the pixels' MACs). 2 pixels x 4
     # channels a tile: m4f 633,145 / 1,695,843, m7 420,068 / 1,097,152 (KWS / VWW).
+    # Column rows (conv.column=rows), ResNet-8's 3x3 convs, estimated cycles per inference
+    # with 2 / 4 / 3 pixels a group (16 column words a step): cortex-m4f 21,122,084 /
+    # 19,930,871 / 18,965,422, cortex-m7 13,100,000 / 13,404,720 / 11,971,934, cortex-m33
+    # 19,007,283 / 18,181,124 / 17,912,737. A row's words are loaded once for the pixels that
+    # overlap on them (3 pixels' 3 taps: 5 loads instead of 9); 4 pixels' 8 accumulators
+    # leave too few registers (gcc spills the weight pointer and accumulators).
+    # With the tiles inline (conv.outline) 4 pixels win with packed weights only (conv.dsp_wide
+    # off; measured on the Cortex-M33 before its flash-aware wide default): 3 / 4 pixels
+    # cortex-m33 16,014,644 / 15,877,223; with int16 weights cortex-m4f 17,383,990 /
+    # 18,315,449, cortex-m7 10,526,720 / 12,325,730, cortex-m33 (wide since) 14,658,308 /
+    # 15,673,305.
+    if rows:
+        return 3 if wide else 4
     return 4 if taps == 1 or flat else 2
 
 
@@ -125,19 +140,27 @@ def depthwise_rows_default(stride: int, rows: int) -> int:
     return 3 if stride == 1 and rows % 3 == 0 else 2
 
 
-COLUMN = knob("conv.column", ("pairs", "flat"), "pairs",
+COLUMN = knob("conv.column", ("pairs", "flat", "rows"), "pairs",
               "the DSP schedule's im2col column: words of two input channels at one tap "
               "(pairs), or (channel, tap) flattened, any two neighbours a word (flat: no idle "
-              "lane with an odd channel count); default flat for odd channel counts")
+              "lane with an odd channel count), or, for 2-D kernels, the pair words of the "
+              "kernel's input rows built once per output row with the padding as zero words, "
+              "each pixel's column a window into them (rows: no column per pixel, no bounds "
+              "check per tap, and neighbouring pixels share their overlapping words' loads); "
+              "default flat for odd channel counts, rows for 2-D kernels of more than one tap, "
+              "pairs otherwise")
 
 
-def column_default(channels: int) -> str:
-    return "flat" if channels % 2 else "pairs"
+def column_default(channels: int, taps: int = 1, nd: int = 0) -> str:
+    if channels % 2:
+        return "flat"
+    return "rows" if nd == 2 and taps > 1 else "pairs"
 OUTLINE = knob("conv.outline", (True, False), True,
                "the DSP schedule's output-channel tiles each in a function of their own (its "
                "accumulators alone in the registers) or inline (no call per tile); default "
-               "inline for columns of up to 32 words; also the generic schedule's float "
-               "tiles with conv.vldm (default: outlined from 32 taps a tile)")
+               "inline for columns of up to 32 words and column rows; also the generic "
+               "schedule's float tiles with conv.vldm (default: outlined from 32 taps a "
+               "tile)")
 
 
 def outline_default(column_words: int) -> bool:
@@ -145,7 +168,7 @@ def outline_default(column_words: int) -> bool:
     return column_words >= 8
 
 
-def dsp_outline_default(column_words: int) -> bool:
+def dsp_outline_default(column_words: int, rows: bool = False) -> bool:
     # Measured (estimated cycles per inference, bench/boards.py --int8), outlined from 8 words
     # -> from 33: cortex-m4f KWS 5,413,578 -> 5,303,725, VWW 17,327,862 -> 16,765,151,
     # ResNet-8 25,247,750 -> 25,041,222, streaming wakeword 1,512,128 -> 1,493,345; cortex-m7
@@ -154,17 +177,23 @@ def dsp_outline_default(column_words: int) -> bool:
     # 20,973,125, 1,261,554 -> 1,246,954 (a call, PUSH and POP per tile cost more than the
     # inline tiles' register pressure up to 32 words). Inline for all: streaming wakeword's
     # 64-word pointwise convs lose (m33 1,312,638), ResNet-8's 3x3 convs too (21,253,760).
+    # Column rows (conv.column=rows, 3 pixels a group) are inline at any length: ResNet-8,
+    # outlined -> inline, cortex-m4f 17,822,961 -> 17,383,990, cortex-m7 10,827,066 ->
+    # 10,526,720, cortex-m33 16,257,336 -> 16,014,644 (flash +2.5 KB).
+    if rows:
+        return False
     return column_words > 32
 
 
 DSP_UNROLL = knob("conv.dsp_unroll", (1, 2, 4, 8, 16, 32, 64), 8,
                   "column words per iteration of the DSP schedule's reduction loop (its "
                   "counter, compare and branch shared by that many steps, the rest after it; "
-                  "at least the column's length: no loop); default 32 for columns of up to 32 "
-                  "words, else 16")
+                  "at least the column's length: no loop; with conv.column=rows whole rows of "
+                  "the kernel's width, as many as divide the column's rows); default 32 for "
+                  "columns of up to 32 words, 64 for column rows, else 16")
 
 
-def dsp_unroll_default(column_words: int) -> int:
+def dsp_unroll_default(column_words: int, rows: bool = False) -> int:
     # Measured on cortex-m4f (aotc bench -Os), instructions per inference. KWS (32-word
     # pointwise columns, the first conv's 20): 1 step 5.49 M, 2 5.35 M, 4 5.23 M, 8 5.09 M,
     # 32 (no loop) 4.94 M. VWW (pointwise columns of 4-128 words): 1 16.41 M, 4 15.56 M,
@@ -176,6 +205,18 @@ def dsp_unroll_default(column_words: int) -> int:
     # 10,817,396 -> 10,719,940, 14,524,721 -> 14,481,521, 954,724 -> 933,746; cortex-m33
     # 14,271,770 -> 14,130,257, 20,973,125 -> 20,617,823, 1,246,954 -> 1,221,850. 16 words a
     # step for 17-32-word columns too loses on KWS on cortex-m7 (3,364,428 -> 3,488,052).
+    # Column rows (conv.column=rows; a step is whole rows of the kernel's width, as many as
+    # divide the column's rows and fit in the words), ResNet-8 with 3 pixels a group, 64
+    # words (rows of 3: 12 a step for 16 channels, 16 for 32 and 64) against 32 (8 rows):
+    # cortex-m4f 18,365,194 / 18,546,470, cortex-m7 11,223,108 / 11,410,612, cortex-m33
+    # 16,612,253 / 16,720,273 estimated cycles; 21 rows a step and a rest (a step of 64
+    # words rounded down instead): 18,382,886, 11,500,740, 16,643,001 and 13 KB more flash;
+    # before that, 16 -> 32 -> 64 words rounded down and every row unrolled, no loop:
+    # cortex-m4f 18,965,422 -> 18,700,008 -> 18,520,750 (18,659,213), cortex-m7 11,971,934 ->
+    # 11,612,120 -> 11,555,722 (11,720,542), cortex-m33 17,912,737 -> 17,412,513 ->
+    # 16,744,593 (16,697,505).
+    if rows:
+        return 64
     return 32 if column_words <= 32 else 16
 
 
