@@ -528,3 +528,13 @@ for _k in ("ADD", "SUB", "MUL", "CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED
 for _k in ("EXPAND_DIMS", "SQUEEZE", "PACK", "UNPACK", "SPLIT_V", "SLICE", "PADV2", "REVERSE_V2",
            "BROADCAST_TO", "DYNAMIC_UPDATE_SLICE"):
     TYPES[_k] = (*TYPES[_k], "int16")
+# int16 MAXIMUM / MINIMUM: TFLM's maximum_minimum.cc orders the stored integers (input and
+# output parameters equal, as for int8).
+for _k in ("MAXIMUM", "MINIMUM"):
+    TYPES[_k] = (*TYPES[_k], "int16")
+# Why a type TFLM has a kernel for stays refused (appended to the importer's refusal).
+TYPE_WHY: dict[tuple[str, str], str] = {
+    ("GREATER", "int16"): "TFLM's int16 GREATER compares with scaling parameters that its "
+    "Prepare sets for int8 only (comparisons.cc), so its result is not the comparison (all "
+    "false on a zeroed arena)",
+}

@@ -1,9 +1,9 @@
 """TFLite elementwise math, comparison, logic and reduction builtins -> ONNX nodes.
 
 float32 runs as the float ONNX op. int8 runs on the integers where the op only orders or
-moves values (MAXIMUM, MINIMUM, SELECT_V2, REDUCE_MAX/MIN, ARG_MAX/MIN: the operands must then
-share one scale and zero point, as TFLM's kernels assume); comparisons compare TFLM's rescaled
-int32 operands (``_scaled_operand``); RSQRT is TFLM's table; otherwise as
+moves values (MAXIMUM, MINIMUM, also int16; SELECT_V2, REDUCE_MAX/MIN, ARG_MAX/MIN: the
+operands must then share one scale and zero point, as TFLM's kernels assume); comparisons
+compare TFLM's rescaled int32 operands (``_scaled_operand``); RSQRT is TFLM's table; otherwise as
 QDQ (DequantizeLinear, the float op, QuantizeLinear), which aotc.passes.qdq turns into a table
 for the one-input functions, and only where that is bit-exact with TFLM's kernel (``TYPES`` in
 builtins.py: the int8 forms not listed there are refused before conversion). int32/int64/bool run
@@ -122,7 +122,8 @@ def elementwise(emit: Emit, options: str | None = None, raw_int8: bool = False,
         if q and (logic or raw_int8):
             group = [t for t in (ins if logic else ins + [y]) if b.dtype(t) != np.bool_]
             if not _same_all(b, group) or fused:
-                raise AotcError(f"int8 {b.op_name} needs one scale and zero point on "
+                raise AotcError(f"{np.dtype(b.dtype(q[0])).name} {b.op_name} needs one scale "
+                                f"and zero point on "
                                 f"{'its inputs' if logic else 'its inputs and output'} "
                                 f"(TFLM's kernel compares the stored integers)")
             out = emit(b, [_raw_operand(b, t, layout, rank) for t in ins])
