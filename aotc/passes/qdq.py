@@ -494,6 +494,10 @@ class _Rewriter:
         """int16: TFLM's RELU (one multiplier, QRelu); 8-bit: a table."""
         return self._int16_unary(p, q, "QRelu", {"kind": "relu"}) or self.r_lut(p, q)
 
+    def r_Abs(self, p: Node, q: Node) -> Node | None:
+        """int16: TFLM's ABS (|x| rescaled by one multiplier, QRelu); 8-bit: a table."""
+        return self._int16_unary(p, q, "QRelu", {"kind": "abs"}) or self.r_lut(p, q)
+
     def r_Clip(self, p: Node, q: Node) -> Node | None:
         """int16 RELU6 (Clip to [0, 6]): TFLM's, the input's codes clamped (QRelu); 8-bit
         clips: a table."""

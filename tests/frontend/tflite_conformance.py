@@ -496,6 +496,10 @@ ASYM16: dict[str, Callable[[Net], list[int]]] = {
     "QUANTIZE_int16_zp-32768_to_int8": _requantize16(np.int8, (1 / 65536, -32768),
                                                      (1 / 256, -128)),
     "QUANTIZE_int16_zp-300_to_int16": _requantize16(np.int16, (1e-3, -300), (3e-3, 12)),
+    # int16 ABS (TFLM's elementwise.cc): |x| as is (scales equal; -32768 saturates to 32767)
+    # or rescaled by one multiplier, down and up (saturating).
+    **{f"ABS_int16_{k}": _requantize16(np.int16, (1e-3, 0), (sy, 0), "ABS")
+       for k, sy in (("same", 1e-3), ("down", 3e-3), ("up", 7e-4), ("up_odd", 3.3e-4))},
     "DEQUANTIZE_int16_zp-32768_float": _requantize16(np.float32, (1 / 65536, -32768),
                                                      (None, None), "DEQUANTIZE"),
     "DEQUANTIZE_int16_zp777_float": _requantize16(np.float32, (3e-4, 777), (None, None),

@@ -532,9 +532,14 @@ for _k in ("EXPAND_DIMS", "SQUEEZE", "PACK", "UNPACK", "SPLIT_V", "SLICE", "PADV
 # output parameters equal, as for int8).
 for _k in ("MAXIMUM", "MINIMUM"):
     TYPES[_k] = (*TYPES[_k], "int16")
+# int16 ABS: TFLM's elementwise.cc (|x| requantised to the output's scale: aotc.ops.quant.rescale
+# QRelu "abs"; zero points 0).
+TYPES["ABS"] = (*TYPES["ABS"], "int16")
 # Why a type TFLM has a kernel for stays refused (appended to the importer's refusal).
 TYPE_WHY: dict[tuple[str, str], str] = {
     ("GREATER", "int16"): "TFLM's int16 GREATER compares with scaling parameters that its "
     "Prepare sets for int8 only (comparisons.cc), so its result is not the comparison (all "
     "false on a zeroed arena)",
+    ("RSQRT", "int16"): "TFLM's int16 RSQRT computes a fixed-point inverse square root of each "
+    "element (GetInvSqrtQuantizedMultiplierExp), which aotc has as a 256-entry int8 table only",
 }
