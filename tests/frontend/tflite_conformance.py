@@ -402,7 +402,21 @@ def _int32_bcast(code: str) -> Callable[[Net], list[int]]:
     return spec
 
 
+def _int32_fused(code: str, act: int) -> Callable[[Net], list[int]]:
+    """int32 ``code`` with fused activation ``act`` (TFLM: SUB / MUL / DIV clamp to
+    CalculateActivationRange, ADD ignores it); a constant divisor without zeros."""
+    def spec(net: Net) -> list[int]:
+        x = net.input((2, 3, 4), np.int32)
+        y = net.ints(np.array([[3, -2, 1, -1]], np.int32)) if code == "DIV" else \
+            net.input((3, 4), np.int32)
+        o = options(code.title() + "Options", fusedActivationFunction=act)
+        return [net.op(code, [x, y], (2, 3, 4), o, dtype=np.int32)]
+    return spec
+
+
 MORE_TYPED: dict[str, Callable[[Net], list[int]]] = {
+    **{f"{c}_int32_{name}": _int32_fused(c, act) for c in ("ADD", "SUB", "MUL", "DIV")
+       for name, act in (("relu_n1_to_1", 2), ("relu", 1), ("relu6", 3))},
     **{f"{c}_int64": _int64_binary(c) for c in ("ADD", "MUL", "EQUAL", "MAXIMUM")},
     **{f"{c}_int32_bcast": _int32_bcast(c) for c in ("ADD", "SUB", "MUL", "LESS", "FLOOR_DIV",
                                                       "FLOOR_MOD", "SQUARED_DIFFERENCE")},

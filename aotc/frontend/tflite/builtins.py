@@ -532,6 +532,8 @@ for _k in ("EXPAND_DIMS", "SQUEEZE", "PACK", "UNPACK", "SPLIT_V", "SLICE", "PADV
 # output parameters equal, as for int8).
 for _k in ("MAXIMUM", "MINIMUM"):
     TYPES[_k] = (*TYPES[_k], "int16")
+# int32 PADV2: TFLM's pad.cc pads int32 values with the given constant.
+TYPES["PADV2"] = (*TYPES["PADV2"], "int32")
 # int16 RESIZE_NEAREST_NEIGHBOR: TFLM's copies the values (parameters equal).
 TYPES["RESIZE_NEAREST_NEIGHBOR"] = (*TYPES["RESIZE_NEAREST_NEIGHBOR"], "int16")
 # int16 ABS: TFLM's elementwise.cc (|x| requantised to the output's scale: aotc.ops.quant.rescale

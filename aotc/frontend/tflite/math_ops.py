@@ -86,6 +86,25 @@ def _scaled_operand(b: Builder, t: int, layout: str, rank: int) -> str:
     return b.add("Gather", [b.init(table, "scale_table"), idx], "scaled", axis=0)[0]
 
 
+# TFLM's CalculateActivationRange<int32_t>: RELU, RELU_N1_TO_1, RELU6 (any other: no clamp).
+_INT32_RANGES = {1: (0, 2**31 - 1), 2: (-1, 1), 3: (0, 6)}
+
+
+def _int32_activation(b: Builder, out: str, fused: int, ts: list[int]) -> str:
+    """The fused activation of an int32 ADD / SUB / MUL / DIV as TFLM applies it: SUB, MUL
+    and DIV clamp to CalculateActivationRange; ADD ignores it (add.cc runs its int32 kernel
+    with the whole int32 range)."""
+    if any(b.dtype(t) != np.int32 for t in ts) or b.op_name not in ("ADD", "SUB", "MUL",
+                                                                      "DIV"):
+        raise AotcError("a fused activation on a non-float output is not supported (TFLM "
+                        "clamps int32 ADD / SUB / MUL / DIV only)")
+    if b.op_name == "ADD" or fused not in _INT32_RANGES:
+        return out
+    lo, hi = _INT32_RANGES[fused]
+    return b.add("Clip", [out, b.init(np.int32(lo), "act_min"), b.init(np.int32(hi), "act_max")],
+                 "activation")[0]
+
+
 def _same_all(b: Builder, ts: list[int]) -> bool:
     return all(_same_q(b, ts[0], t) for t in ts[1:])
 
@@ -109,7 +128,7 @@ def elementwise(emit: Emit, options: str | None = None, raw_int8: bool = False,
             args = [_raw_operand(b, t, layout, rank) for t in ins]
             out = emit(b, args)
             if fused:
-                raise AotcError("a fused activation on a non-float output is not supported")
+                out = _int32_activation(b, out, fused, ins + [y])
             b.define(y, b.add("Identity", [out], "out", outputs=[b.out_name(y)])[0], layout)
             return
         if q and logic and b.op_name in COMPARISONS:
