@@ -494,7 +494,25 @@ def _requantize16(dst: Any, sq: tuple[float, int], dq: tuple[float | None, int |
     return spec
 
 
+def _cast_q(src: Any, dst: Any, sq: tuple[float | None, int | None],
+            dq: tuple[float | None, int | None]) -> Callable[[Net], list[int]]:
+    """CAST from ``src`` (parameters ``sq``) to ``dst`` (``dq``): TFLM casts the stored
+    integers, the parameters ignored."""
+    def spec(net: Net) -> list[int]:
+        x = net._tensor((4, 64), src, "x", None, *sq)
+        net.inputs.append(x)
+        y = net._tensor((4, 64), dst, "y", None, *dq)
+        net.op_into("CAST", [x], [y])
+        return [y]
+    return spec
+
+
 ASYM16: dict[str, Callable[[Net], list[int]]] = {
+    "CAST_int16_q_to_int8_q": _cast_q(np.int16, np.int8, (1e-3, 0), (0.05, -3)),
+    "CAST_int16_q_to_float32": _cast_q(np.int16, np.float32, (1e-3, 0), (None, None)),
+    "CAST_int8_q_to_int16_q": _cast_q(np.int8, np.int16, (0.02, -5), (3e-4, 0)),
+    "CAST_int8_q_to_int32": _cast_q(np.int8, np.int32, (0.02, 100), (None, None)),
+    "CAST_int16_q_to_uint32": _cast_q(np.int16, np.uint32, (2e-3, 0), (None, None)),
     "SOFTMAX_int8_to_int16_kws": _softmax_to_int16((128, 2), 0.06996273, 2, sy=1.5259022e-05),
     "SOFTMAX_int8_to_int16_rows32": _softmax_to_int16((8, 32), 0.5, -128),
     "SOFTMAX_int8_to_int16_row256": _softmax_to_int16((1, 256), 0.01, 0),
