@@ -507,7 +507,24 @@ def _cast_q(src: Any, dst: Any, sq: tuple[float | None, int | None],
     return spec
 
 
+def _batch_matmul16(k: int, n: int, adj_y: bool, sy: float) -> Callable[[Net], list[int]]:
+    """TFLM's int16 BATCH_MATMUL (16x16, int64 sums): full-range int16 activations against
+    a constant full-range int16 right-hand side ([k, n], or [n, k] with adj_y)."""
+    def spec(net: Net) -> list[int]:
+        x = net._tensor((2, 3, k), np.int16, "x", None, 1e-3, 0)
+        net.inputs.append(x)
+        wv = np.random.default_rng(11).integers(-32768, 32768, (n, k) if adj_y else (k, n))
+        w = net._tensor(wv.shape, np.int16, "w", wv.astype(np.int16), 1e-3, 0)
+        y = net._tensor((2, 3, n), np.int16, "y", None, sy, 0)
+        net.op_into("BATCH_MATMUL", [x, w], [y], options("BatchMatMulOptions", adjY=adj_y))
+        return [y]
+    return spec
+
+
 ASYM16: dict[str, Callable[[Net], list[int]]] = {
+    "BATCH_MATMUL_int16_k64": _batch_matmul16(64, 8, False, 0.2),
+    "BATCH_MATMUL_int16_k64_adj_y": _batch_matmul16(64, 5, True, 0.2),
+    "BATCH_MATMUL_int16_k3": _batch_matmul16(3, 7, False, 0.05),
     "CAST_int16_q_to_int8_q": _cast_q(np.int16, np.int8, (1e-3, 0), (0.05, -3)),
     "CAST_int16_q_to_float32": _cast_q(np.int16, np.float32, (1e-3, 0), (None, None)),
     "CAST_int8_q_to_int16_q": _cast_q(np.int8, np.int16, (0.02, -5), (3e-4, 0)),

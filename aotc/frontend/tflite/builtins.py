@@ -534,6 +534,9 @@ for _k in ("MAXIMUM", "MINIMUM"):
     TYPES[_k] = (*TYPES[_k], "int16")
 # int32 PADV2: TFLM's pad.cc pads int32 values with the given constant.
 TYPES["PADV2"] = (*TYPES["PADV2"], "int32")
+# int16 BATCH_MATMUL: TFLM's 16x16 (int16 operands, int64 sums, zero points 0) with a
+# constant right-hand side, as the int8 one (aotc.ops.quant.matmul QLinearMatMul).
+TYPES["BATCH_MATMUL"] = (*TYPES["BATCH_MATMUL"], "int16")
 # int16 RESIZE_NEAREST_NEIGHBOR: TFLM's copies the values (parameters equal).
 TYPES["RESIZE_NEAREST_NEIGHBOR"] = (*TYPES["RESIZE_NEAREST_NEIGHBOR"], "int16")
 # int16 ABS: TFLM's elementwise.cc (|x| requantised to the output's scale: aotc.ops.quant.rescale
