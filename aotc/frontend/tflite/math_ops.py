@@ -406,7 +406,8 @@ def batch_matmul(b: Builder, op: Any) -> None:
     if b.quant(x) is not None and (
             b.const(w) is None or any(d != 1 for d in b.shape(w)[:-2])
             or b.quant(w) is None or len(b.quant(w)[0]) != 1):  # type: ignore[index]
-        raise AotcError("int8 BATCH_MATMUL is supported with a constant, per-tensor "
+        raise AotcError(f"{np.dtype(b.dtype(x)).name} BATCH_MATMUL is supported with a "
+                        "constant, per-tensor "
                         "quantised right-hand side of one matrix (TFLM's integer matmul); "
                         "not of two activations or a batch of matrices")
     args = []
