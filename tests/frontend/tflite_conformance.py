@@ -414,7 +414,23 @@ def _int32_fused(code: str, act: int) -> Callable[[Net], list[int]]:
     return spec
 
 
+def _select16(bcast: bool) -> Callable[[Net], list[int]]:
+    """int16 SELECT_V2 (TFLM copies the values; every int16 tensor with one scale)."""
+    def spec(net: Net) -> list[int]:
+        c = net.input((2, 3, 4), np.bool_)
+        ts = []
+        for name, shape in (("x", (2, 3, 4)), ("y", (3, 1) if bcast else (2, 3, 4))):
+            ts.append(net._tensor(shape, np.int16, name, None, 1e-3, 0))
+            net.inputs.append(ts[-1])
+        y = net._tensor((2, 3, 4), np.int16, "out", None, 1e-3, 0)
+        net.op_into("SELECT_V2", [c, *ts], [y])
+        return [y]
+    return spec
+
+
 MORE_TYPED: dict[str, Callable[[Net], list[int]]] = {
+    "SELECT_V2_int16": _select16(False),
+    "SELECT_V2_int16_bcast": _select16(True),
     **{f"{c}_int32_{name}": _int32_fused(c, act) for c in ("ADD", "SUB", "MUL", "DIV")
        for name, act in (("relu_n1_to_1", 2), ("relu", 1), ("relu6", 3))},
     **{f"{c}_int64": _int64_binary(c) for c in ("ADD", "MUL", "EQUAL", "MAXIMUM")},

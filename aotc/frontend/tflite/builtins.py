@@ -532,6 +532,8 @@ for _k in ("EXPAND_DIMS", "SQUEEZE", "PACK", "UNPACK", "SPLIT_V", "SLICE", "PADV
 # output parameters equal, as for int8).
 for _k in ("MAXIMUM", "MINIMUM"):
     TYPES[_k] = (*TYPES[_k], "int16")
+# int16 SELECT_V2: TFLM's select.cc copies the values (parameters equal).
+TYPES["SELECT_V2"] = (*TYPES["SELECT_V2"], "int16")
 # int32 PADV2: TFLM's pad.cc pads int32 values with the given constant.
 TYPES["PADV2"] = (*TYPES["PADV2"], "int32")
 # int16 BATCH_MATMUL: TFLM's 16x16 (int16 operands, int64 sums, zero points 0) with a
