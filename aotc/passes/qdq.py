@@ -265,15 +265,18 @@ class _Rewriter:
                     dict(attrs if attrs is not None else like.attrs), like.version, domain)
 
     # -------------------------------------------------------------- rules
-    def x16_ok(self, x: Node, w: Node, q: Node, b: Node | None) -> bool:
+    def x16_ok(self, x: Node, w: Node, q: Node, b: Node | None, w16: bool = False) -> bool:
         """An 8-bit conv / matmul (int32 bias), or TFLite's 16x8: int16 in and out, int8
-        weights, an int64 or int32 bias."""
+        weights, an int64 or int32 bias; ``w16`` (a matmul, tflite mode): or TFLM's int16
+        BATCH_MATMUL, int16 weights and no bias (int64 sums)."""
         xt = self.value(x.inputs[0]).type.dtype.name  # type: ignore[union-attr]
         bt = self.value(b.inputs[0]).type.dtype.name if b is not None else None  # type: ignore
         if xt != "int16":
             return bt in (None, "int32")
         yt = self.value(q.inputs[2]).type.dtype.name  # type: ignore[union-attr]
         wt = self.value(w.inputs[0]).type.dtype.name  # type: ignore[union-attr]
+        if w16 and wt == "int16" and self.mode == "tflite":
+            return yt == "int16" and bt is None
         return yt == "int16" and wt == "int8" and bt in (None, "int32", "int64")
 
     def int8_tflite(self, x: Node, w: Node, q: Node) -> bool:
@@ -304,7 +307,7 @@ class _Rewriter:
     def _fc(self, mm: Node, bias: Node | None, q: Node, like: Node) -> Node | None:
         x = self.act_dq(mm.inputs[0], wide=True)
         w = self.dq(mm.inputs[1], const_data=True)
-        if x is None or w is None or not self.x16_ok(x, w, q, bias):
+        if x is None or w is None or not self.x16_ok(x, w, q, bias, w16=True):
             return None
         wv = self.value(w.inputs[0])
         assert wv is not None
@@ -496,6 +499,10 @@ class _Rewriter:
     def r_Relu(self, p: Node, q: Node) -> Node | None:
         """int16: TFLM's RELU (one multiplier, QRelu); 8-bit: a table."""
         return self._int16_unary(p, q, "QRelu", {"kind": "relu"}) or self.r_lut(p, q)
+
+    def r_Abs(self, p: Node, q: Node) -> Node | None:
+        """int16: TFLM's ABS (|x| rescaled by one multiplier, QRelu); 8-bit: a table."""
+        return self._int16_unary(p, q, "QRelu", {"kind": "abs"}) or self.r_lut(p, q)
 
     def r_Clip(self, p: Node, q: Node) -> Node | None:
         """int16 RELU6 (Clip to [0, 6]): TFLM's, the input's codes clamped (QRelu); 8-bit

@@ -216,8 +216,7 @@ CASES: dict[str, Spec] = {
 SHAPE = (1, 6, 6, 4)
 # int8 cases refused although the builtin's int8 form converts: the error they must give.
 # (TFLM pads SPACE_TO_BATCH_ND with an uninitialised value, LiteRT with the zero point.)
-REFUSED_INT8 = {"SPACE_TO_BATCH_ND_padded": "TFLM pads with an uninitialised value",
-                "CAST": "CAST of a quantised tensor is not supported"}
+REFUSED_INT8 = {"SPACE_TO_BATCH_ND_padded": "TFLM pads with an uninitialised value"}
 # int8 cases LiteRT cannot run (no int8 kernel, e.g. ADD_N, CUMSUM): TFLM only.
 TFLM_NOT_LITERT = {"ZEROS_LIKE", "ADD_N", "CUMSUM", "CUMSUM_exclusive_reverse"}
 # Builtins on bool / int32 tensors whatever the model's activations are.

@@ -402,7 +402,37 @@ def _int32_bcast(code: str) -> Callable[[Net], list[int]]:
     return spec
 
 
+def _int32_fused(code: str, act: int) -> Callable[[Net], list[int]]:
+    """int32 ``code`` with fused activation ``act`` (TFLM: SUB / MUL / DIV clamp to
+    CalculateActivationRange, ADD ignores it); a constant divisor without zeros."""
+    def spec(net: Net) -> list[int]:
+        x = net.input((2, 3, 4), np.int32)
+        y = net.ints(np.array([[3, -2, 1, -1]], np.int32)) if code == "DIV" else \
+            net.input((3, 4), np.int32)
+        o = options(code.title() + "Options", fusedActivationFunction=act)
+        return [net.op(code, [x, y], (2, 3, 4), o, dtype=np.int32)]
+    return spec
+
+
+def _select16(bcast: bool) -> Callable[[Net], list[int]]:
+    """int16 SELECT_V2 (TFLM copies the values; every int16 tensor with one scale)."""
+    def spec(net: Net) -> list[int]:
+        c = net.input((2, 3, 4), np.bool_)
+        ts = []
+        for name, shape in (("x", (2, 3, 4)), ("y", (3, 1) if bcast else (2, 3, 4))):
+            ts.append(net._tensor(shape, np.int16, name, None, 1e-3, 0))
+            net.inputs.append(ts[-1])
+        y = net._tensor((2, 3, 4), np.int16, "out", None, 1e-3, 0)
+        net.op_into("SELECT_V2", [c, *ts], [y])
+        return [y]
+    return spec
+
+
 MORE_TYPED: dict[str, Callable[[Net], list[int]]] = {
+    "SELECT_V2_int16": _select16(False),
+    "SELECT_V2_int16_bcast": _select16(True),
+    **{f"{c}_int32_{name}": _int32_fused(c, act) for c in ("ADD", "SUB", "MUL", "DIV")
+       for name, act in (("relu_n1_to_1", 2), ("relu", 1), ("relu6", 3))},
     **{f"{c}_int64": _int64_binary(c) for c in ("ADD", "MUL", "EQUAL", "MAXIMUM")},
     **{f"{c}_int32_bcast": _int32_bcast(c) for c in ("ADD", "SUB", "MUL", "LESS", "FLOOR_DIV",
                                                       "FLOOR_MOD", "SQUARED_DIFFERENCE")},
@@ -485,7 +515,42 @@ def _requantize16(dst: Any, sq: tuple[float, int], dq: tuple[float | None, int |
     return spec
 
 
+def _cast_q(src: Any, dst: Any, sq: tuple[float | None, int | None],
+            dq: tuple[float | None, int | None]) -> Callable[[Net], list[int]]:
+    """CAST from ``src`` (parameters ``sq``) to ``dst`` (``dq``): TFLM casts the stored
+    integers, the parameters ignored."""
+    def spec(net: Net) -> list[int]:
+        x = net._tensor((4, 64), src, "x", None, *sq)
+        net.inputs.append(x)
+        y = net._tensor((4, 64), dst, "y", None, *dq)
+        net.op_into("CAST", [x], [y])
+        return [y]
+    return spec
+
+
+def _batch_matmul16(k: int, n: int, adj_y: bool, sy: float) -> Callable[[Net], list[int]]:
+    """TFLM's int16 BATCH_MATMUL (16x16, int64 sums): full-range int16 activations against
+    a constant full-range int16 right-hand side ([k, n], or [n, k] with adj_y)."""
+    def spec(net: Net) -> list[int]:
+        x = net._tensor((2, 3, k), np.int16, "x", None, 1e-3, 0)
+        net.inputs.append(x)
+        wv = np.random.default_rng(11).integers(-32768, 32768, (n, k) if adj_y else (k, n))
+        w = net._tensor(wv.shape, np.int16, "w", wv.astype(np.int16), 1e-3, 0)
+        y = net._tensor((2, 3, n), np.int16, "y", None, sy, 0)
+        net.op_into("BATCH_MATMUL", [x, w], [y], options("BatchMatMulOptions", adjY=adj_y))
+        return [y]
+    return spec
+
+
 ASYM16: dict[str, Callable[[Net], list[int]]] = {
+    "BATCH_MATMUL_int16_k64": _batch_matmul16(64, 8, False, 0.2),
+    "BATCH_MATMUL_int16_k64_adj_y": _batch_matmul16(64, 5, True, 0.2),
+    "BATCH_MATMUL_int16_k3": _batch_matmul16(3, 7, False, 0.05),
+    "CAST_int16_q_to_int8_q": _cast_q(np.int16, np.int8, (1e-3, 0), (0.05, -3)),
+    "CAST_int16_q_to_float32": _cast_q(np.int16, np.float32, (1e-3, 0), (None, None)),
+    "CAST_int8_q_to_int16_q": _cast_q(np.int8, np.int16, (0.02, -5), (3e-4, 0)),
+    "CAST_int8_q_to_int32": _cast_q(np.int8, np.int32, (0.02, 100), (None, None)),
+    "CAST_int16_q_to_uint32": _cast_q(np.int16, np.uint32, (2e-3, 0), (None, None)),
     "SOFTMAX_int8_to_int16_kws": _softmax_to_int16((128, 2), 0.06996273, 2, sy=1.5259022e-05),
     "SOFTMAX_int8_to_int16_rows32": _softmax_to_int16((8, 32), 0.5, -128),
     "SOFTMAX_int8_to_int16_row256": _softmax_to_int16((1, 256), 0.01, 0),
@@ -501,6 +566,10 @@ ASYM16: dict[str, Callable[[Net], list[int]]] = {
     "QUANTIZE_int16_zp-32768_to_int8": _requantize16(np.int8, (1 / 65536, -32768),
                                                      (1 / 256, -128)),
     "QUANTIZE_int16_zp-300_to_int16": _requantize16(np.int16, (1e-3, -300), (3e-3, 12)),
+    # int16 ABS (TFLM's elementwise.cc): |x| as is (scales equal; -32768 saturates to 32767)
+    # or rescaled by one multiplier, down and up (saturating).
+    **{f"ABS_int16_{k}": _requantize16(np.int16, (1e-3, 0), (sy, 0), "ABS")
+       for k, sy in (("same", 1e-3), ("down", 3e-3), ("up", 7e-4), ("up_odd", 3.3e-4))},
     "DEQUANTIZE_int16_zp-32768_float": _requantize16(np.float32, (1 / 65536, -32768),
                                                      (None, None), "DEQUANTIZE"),
     "DEQUANTIZE_int16_zp777_float": _requantize16(np.float32, (3e-4, 777), (None, None),

@@ -539,3 +539,27 @@ for _k in ("ADD", "SUB", "MUL", "CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED
 for _k in ("EXPAND_DIMS", "SQUEEZE", "PACK", "UNPACK", "SPLIT_V", "SLICE", "PADV2", "REVERSE_V2",
            "BROADCAST_TO", "DYNAMIC_UPDATE_SLICE"):
     TYPES[_k] = (*TYPES[_k], "int16")
+# int16 MAXIMUM / MINIMUM: TFLM's maximum_minimum.cc orders the stored integers (input and
+# output parameters equal, as for int8).
+for _k in ("MAXIMUM", "MINIMUM"):
+    TYPES[_k] = (*TYPES[_k], "int16")
+# int16 SELECT_V2: TFLM's select.cc copies the values (parameters equal).
+TYPES["SELECT_V2"] = (*TYPES["SELECT_V2"], "int16")
+# int32 PADV2: TFLM's pad.cc pads int32 values with the given constant.
+TYPES["PADV2"] = (*TYPES["PADV2"], "int32")
+# int16 BATCH_MATMUL: TFLM's 16x16 (int16 operands, int64 sums, zero points 0) with a
+# constant right-hand side, as the int8 one (aotc.ops.quant.matmul QLinearMatMul).
+TYPES["BATCH_MATMUL"] = (*TYPES["BATCH_MATMUL"], "int16")
+# int16 RESIZE_NEAREST_NEIGHBOR: TFLM's copies the values (parameters equal).
+TYPES["RESIZE_NEAREST_NEIGHBOR"] = (*TYPES["RESIZE_NEAREST_NEIGHBOR"], "int16")
+# int16 ABS: TFLM's elementwise.cc (|x| requantised to the output's scale: aotc.ops.quant.rescale
+# QRelu "abs"; zero points 0).
+TYPES["ABS"] = (*TYPES["ABS"], "int16")
+# Why a type TFLM has a kernel for stays refused (appended to the importer's refusal).
+TYPE_WHY: dict[tuple[str, str], str] = {
+    ("GREATER", "int16"): "TFLM's int16 GREATER compares with scaling parameters that its "
+    "Prepare sets for int8 only (comparisons.cc), so its result is not the comparison (all "
+    "false on a zeroed arena)",
+    ("RSQRT", "int16"): "TFLM's int16 RSQRT computes a fixed-point inverse square root of each "
+    "element (GetInvSqrtQuantizedMultiplierExp), which aotc has as a 256-entry int8 table only",
+}

@@ -35,7 +35,7 @@ import onnx
 
 from aotc.errors import AotcError
 from aotc.frontend.tflite.builder import Builder
-from aotc.frontend.tflite.builtins import CONVERTERS, TYPES
+from aotc.frontend.tflite.builtins import CONVERTERS, TYPE_WHY, TYPES
 from aotc.frontend.tflite.flatbuffer import check_flatbuffer
 from aotc.frontend.tflite.fold import try_fold
 from aotc.frontend.tflite.validate import validate
@@ -297,7 +297,8 @@ def _check(sub: Any, i: int, name: str) -> str | None:
     if name in CONVERTERS:
         if kind in TYPES[name]:
             return None
-        return f"{where}: {kind} is not supported; aotc converts {name} for " \
+        why = f" ({TYPE_WHY[name, kind]})" if (name, kind) in TYPE_WHY else ""
+        return f"{where}: {kind} is not supported{why}; aotc converts {name} for " \
                f"{', '.join(TYPES[name])}"
     if name in WHY_NOT:
         why = WHY_NOT[name]

@@ -1,12 +1,12 @@
 """TFLite elementwise math, comparison, logic and reduction builtins -> ONNX nodes.
 
 float32 runs as the float ONNX op. int8 runs on the integers where the op only orders or
-moves values (MAXIMUM, MINIMUM, SELECT_V2, REDUCE_MAX/MIN, ARG_MAX/MIN: the operands must then
-share one scale and zero point, as TFLM's kernels assume); comparisons compare TFLM's rescaled
-int32 operands (``_scaled_operand``); RSQRT is TFLM's table; int8 / int16 SQUARED_DIFFERENCE,
-PRELU and int8 ADD_N, CUMSUM, L2_NORMALIZATION, LOG_SOFTMAX are TFLM's kernels
-(aotc.ops.quant.qlinear QSquaredDifference, QPRelu, QAddN, QCumSum, QL2Norm, QLogSoftmax);
-otherwise as
+moves values (MAXIMUM, MINIMUM, also int16; SELECT_V2, REDUCE_MAX/MIN, ARG_MAX/MIN: the
+operands must then share one scale and zero point, as TFLM's kernels assume); comparisons
+compare TFLM's rescaled int32 operands (``_scaled_operand``); RSQRT is TFLM's table; int8 /
+int16 SQUARED_DIFFERENCE, PRELU and int8 ADD_N, CUMSUM, L2_NORMALIZATION, LOG_SOFTMAX are TFLM's
+kernels (aotc.ops.quant.qlinear QSquaredDifference, QPRelu, QAddN, QCumSum, QL2Norm,
+QLogSoftmax); otherwise as
 QDQ (DequantizeLinear, the float op, QuantizeLinear), which aotc.passes.qdq turns into a table
 for the one-input functions, and only where that is bit-exact with TFLM's kernel (``TYPES`` in
 builtins.py: the int8 forms not listed there are refused before conversion). int32/int64/bool run
@@ -89,6 +89,25 @@ def _scaled_operand(b: Builder, t: int, layout: str, rank: int) -> str:
     return b.add("Gather", [b.init(table, "scale_table"), idx], "scaled", axis=0)[0]
 
 
+# TFLM's CalculateActivationRange<int32_t>: RELU, RELU_N1_TO_1, RELU6 (any other: no clamp).
+_INT32_RANGES = {1: (0, 2**31 - 1), 2: (-1, 1), 3: (0, 6)}
+
+
+def _int32_activation(b: Builder, out: str, fused: int, ts: list[int]) -> str:
+    """The fused activation of an int32 ADD / SUB / MUL / DIV as TFLM applies it: SUB, MUL
+    and DIV clamp to CalculateActivationRange; ADD ignores it (add.cc runs its int32 kernel
+    with the whole int32 range)."""
+    if any(b.dtype(t) != np.int32 for t in ts) or b.op_name not in ("ADD", "SUB", "MUL",
+                                                                      "DIV"):
+        raise AotcError("a fused activation on a non-float output is not supported (TFLM "
+                        "clamps int32 ADD / SUB / MUL / DIV only)")
+    if b.op_name == "ADD" or fused not in _INT32_RANGES:
+        return out
+    lo, hi = _INT32_RANGES[fused]
+    return b.add("Clip", [out, b.init(np.int32(lo), "act_min"), b.init(np.int32(hi), "act_max")],
+                 "activation")[0]
+
+
 def _same_all(b: Builder, ts: list[int]) -> bool:
     return all(_same_q(b, ts[0], t) for t in ts[1:])
 
@@ -112,7 +131,7 @@ def elementwise(emit: Emit, options: str | None = None, raw_int8: bool = False,
             args = [_raw_operand(b, t, layout, rank) for t in ins]
             out = emit(b, args)
             if fused:
-                raise AotcError("a fused activation on a non-float output is not supported")
+                out = _int32_activation(b, out, fused, ins + [y])
             b.define(y, b.add("Identity", [out], "out", outputs=[b.out_name(y)])[0], layout)
             return
         if q and logic and b.op_name in COMPARISONS:
@@ -125,7 +144,8 @@ def elementwise(emit: Emit, options: str | None = None, raw_int8: bool = False,
         if q and (logic or raw_int8):
             group = [t for t in (ins if logic else ins + [y]) if b.dtype(t) != np.bool_]
             if not _same_all(b, group) or fused:
-                raise AotcError(f"int8 {b.op_name} needs one scale and zero point on "
+                raise AotcError(f"{np.dtype(b.dtype(q[0])).name} {b.op_name} needs one scale "
+                                f"and zero point on "
                                 f"{'its inputs' if logic else 'its inputs and output'} "
                                 f"(TFLM's kernel compares the stored integers)")
             out = emit(b, [_raw_operand(b, t, layout, rank) for t in ins])
@@ -479,7 +499,8 @@ def batch_matmul(b: Builder, op: Any) -> None:
     if b.quant(x) is not None and (
             b.const(w) is None or any(d != 1 for d in b.shape(w)[:-2])
             or b.quant(w) is None or len(b.quant(w)[0]) != 1):  # type: ignore[index]
-        raise AotcError("int8 BATCH_MATMUL is supported with a constant, per-tensor "
+        raise AotcError(f"{np.dtype(b.dtype(x)).name} BATCH_MATMUL is supported with a "
+                        "constant, per-tensor "
                         "quantised right-hand side of one matrix (TFLM's integer matmul); "
                         "not of two activations or a batch of matrices")
     args = []

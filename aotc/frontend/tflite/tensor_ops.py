@@ -254,10 +254,11 @@ def cast(b: Builder, op: Any) -> None:
     dt = b.dtype(y).type
     if dt not in to:
         raise AotcError(f"cast to {b.dtype(y).name} is not supported")
-    if b.quant(x) is not None and b.dtype(x) != np.int32 or (
-            b.quant(y) is not None and b.dtype(y) != np.int32):
-        raise AotcError("CAST of a quantised tensor is not supported (TFLM casts the stored "
-                        "integers; write DEQUANTIZE/QUANTIZE)")
+    # TFLM's cast.cc casts the stored integers of a quantised int8 / int16 tensor, its
+    # parameters (and the output's) ignored; aotc holds uint8 ones shifted by 128: refused.
+    if b.uint8(x) or b.uint8(y):
+        raise AotcError("CAST of a quantised uint8 tensor is not supported (TFLM has no "
+                        "uint8 CAST)")
     _emit(b, y, "Cast", [b.get(x)], to=to[dt])
 
 

@@ -25,7 +25,7 @@ CT_MODES_11 = ("half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric"
                "tf_crop_and_resize", "tf_half_pixel_for_nn")
 CT_MODES_13 = CT_MODES_11[:-1]
 CT_MODES_19 = (*CT_MODES_13, "half_pixel_symmetric")
-RESIZE_DTYPES = ("float32", "int8", "uint8", "int32")
+RESIZE_DTYPES = ("float32", "int8", "uint8", "int16", "int32")
 # The compile-time (out x in) matrix of one axis, in entries (float64): 128 MiB.
 MAX_PLAN_ENTRIES = 1 << 24
 

@@ -371,17 +371,26 @@ def _per_channel(a: np.ndarray | None, n: int, node: Node, what: str) -> np.ndar
 
 
 def _check_int_inputs(node: Node, ins: Sequence[Value | None], data: Sequence[int],
-                      consts: Sequence[int], x16: bool = False) -> None:
-    """``x16``: the first data input may be int16 with int8 weights (TFLite's 16x8)."""
+                      consts: Sequence[int], x16: bool = False, w16: bool = False) -> None:
+    """``x16``: the first data input may be int16 with int8 weights (TFLite's 16x8);
+    ``w16``: or with int16 weights (TFLM's int16 BATCH_MATMUL)."""
     for i in data:
         v = ins[i] if i < len(ins) else None
         if v is None:
             continue
         if x16 and i == data[0] and v.type.dtype.name == "int16":
             w = ins[data[1]]
-            if w is not None and w.type.dtype.name != "int8":
+            ok = ("int8", "int16") if w16 else ("int8",)
+            if w is not None and w.type.dtype.name not in ok:
                 raise AotcError(f"int16 input with {w.type.dtype.name} weights; 16x8 takes "
-                                f"int8 weights", node.name, node.op)
+                                f"int8 weights" + (" (or int16: 16x16)" if w16 else ""),
+                                node.name, node.op)
+            continue
+        if w16 and i == data[1] and v.type.dtype.name == "int16":
+            x = ins[data[0]]
+            if x is None or x.type.dtype.name != "int16":
+                raise AotcError("int16 weights need an int16 input (16x16)", node.name,
+                                node.op)
             continue
         if v.type.dtype.name not in QT:
             raise AotcError(f"input {i} has dtype {v.type.dtype.name}; supported: int8, uint8"

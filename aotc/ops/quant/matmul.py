@@ -81,7 +81,7 @@ class QLinearMatMul(_MatMulQ):
         return g.type(node.outputs[0]).numel * g.type(node.inputs[0]).shape[-1]
 
     def check(self, node: Node, ins: Sequence[Value | None]) -> None:
-        _check_int_inputs(node, ins, (0, 3), (1, 2, 4, 5, 6, 7), x16=True)
+        _check_int_inputs(node, ins, (0, 3), (1, 2, 4, 5, 6, 7), x16=True, w16=True)
         b = ins[3]
         assert b is not None
         if len(b.type.shape) < 2:

@@ -1,9 +1,9 @@
 """TFLite's per-element fixed-point rescaling kernels that have no ONNX QOperator form:
 QRequantize (TFLM's QUANTIZE between integer types, ``Requantize``), QLeakyRelu (TFLM's
-LEAKY_RELU: one multiplier for x >= 0, one for x < 0) and QRelu (TFLM's int16 RELU and RELU6),
-all aotc-domain ops made by the QDQ pass from DequantizeLinear -> [LeakyRelu | Relu | Clip]
--> QuantizeLinear. Multipliers and shifts are compile-time constants (TFLM's Prepare); the
-kernel is one loop over the elements.
+LEAKY_RELU: one multiplier for x >= 0, one for x < 0) and QRelu (TFLM's int16 RELU, RELU6
+and ABS), all aotc-domain ops made by the QDQ pass from DequantizeLinear -> [LeakyRelu |
+Relu | Clip | Abs] -> QuantizeLinear. Multipliers and shifts are compile-time constants
+(TFLM's Prepare); the kernel is one loop over the elements.
 """
 
 from __future__ import annotations
@@ -150,10 +150,13 @@ class QLeakyRelu(_Rescale):
 @register
 class QRelu(_Rescale):
     """TFLM's int16 RELU and RELU6 (activations.cc; zero points 0, as its Prepare requires
-    for RELU and TFLite's 16x8 writes). ``kind`` "relu": ReluQuantized, y = mbqm(x, M, S)
-    clamped to [0, 32767], M and S from the double of float32(x_scale / y_scale); "relu6":
+    for RELU and TFLite's 16x8 writes) and ABS (elementwise.cc AbsEvalQuantized; zero points
+    0, as its Prepare requires). ``kind`` "relu": ReluQuantized, y = mbqm(x, M, S) clamped to
+    [0, 32767], M and S from the double of float32(x_scale / y_scale); "relu6":
     Relu6Quantized, the input's codes clamped to [0, round(6 / x_scale)] (TFLM reads the
-    input's parameters only: the output's are taken to be the same)."""
+    input's parameters only: the output's are taken to be the same); "abs": |x| in int32,
+    as is when the float32 scales are equal, else mbqm(|x|, M, S) (the same M and S), clamped
+    to [-32768, 32767]."""
 
     name = "QRelu"
     dtypes = ("int16",)
@@ -171,10 +174,10 @@ class QRelu(_Rescale):
             raise AotcError("X and Y must be int16", node.name, node.op)
         p = unary_params(ins)
         if p["zx"] or p["zy"]:
-            raise AotcError("int16 RELU/RELU6 needs zero points 0 (TFLite's 16x8)", node.name,
-                            node.op)
-        if node.attrs.get("kind", "relu") not in ("relu", "relu6"):
-            raise AotcError("kind must be relu or relu6", node.name, node.op)
+            raise AotcError("int16 RELU/RELU6/ABS needs zero points 0 (TFLite's 16x8; TFLM's "
+                            "Prepare requires it)", node.name, node.op)
+        if node.attrs.get("kind", "relu") not in ("relu", "relu6", "abs"):
+            raise AotcError("kind must be relu, relu6 or abs", node.name, node.op)
 
     @staticmethod
     def _mult(p: dict[str, Any]) -> tuple[int, int]:
@@ -185,14 +188,26 @@ class QRelu(_Rescale):
         if attrs.get("kind", "relu") == "relu6":  # FloatToQuantizedType<int16_t>(6, sx, 0)
             six = float(np.float32(6.0) / np.float32(p["sx"]))
             return max(lo, 0), min(hi, int(np.sign(six) * np.floor(abs(six) + 0.5)))
+        if attrs.get("kind", "relu") == "abs":
+            return lo, hi
         return max(lo, 0), hi
 
     def scalar_ref(self, x: int, p: dict[str, Any], attrs: dict[str, Any]) -> int:
-        if attrs.get("kind", "relu") == "relu6":
+        kind = attrs.get("kind", "relu")
+        if kind == "relu6":
             return x
+        if kind == "abs":
+            x = abs(x)
+            if np.float32(p["sx"]) == np.float32(p["sy"]):
+                return x
         return qmath.mbqm(x, *self._mult(p))
 
     def scalar_expr(self, v: Expr, p: dict[str, Any], attrs: dict[str, Any]) -> Expr:
-        if attrs.get("kind", "relu") == "relu6":
+        kind = attrs.get("kind", "relu")
+        if kind == "relu6":
             return v
+        if kind == "abs":
+            v = select(cmp("lt", v, Const(0, I32)), -v, v, I32)
+            if np.float32(p["sx"]) == np.float32(p["sy"]):
+                return v
         return _mbqm(v, *self._mult(p))
