@@ -428,6 +428,17 @@ def _select16(bcast: bool) -> Callable[[Net], list[int]]:
     return spec
 
 
+def _cast(src: str, dst: str, scaled: bool = False) -> Callable[[Net], list[int]]:
+    """CAST from ``src`` to ``dst``; ``scaled``: the input times 9001 first (MUL)."""
+    def spec(net: Net) -> list[int]:
+        x = net.input((3, 7), np.dtype(src).type)
+        if scaled:
+            x = net.op("MUL", [x, net.ints(np.array([9001], np.int32))], (3, 7),
+                       options("MulOptions"), dtype=np.int32)
+        return [net.op("CAST", [x], (3, 7), dtype=np.dtype(dst).type)]
+    return spec
+
+
 MORE_TYPED: dict[str, Callable[[Net], list[int]]] = {
     "SELECT_V2_int16": _select16(False),
     "SELECT_V2_int16_bcast": _select16(True),
@@ -443,15 +454,11 @@ MORE_TYPED: dict[str, Callable[[Net], list[int]]] = {
                                            dtype=np.int32)],
     # TFLM's cast.cc: static_cast between int8, int16, int32, uint32 and float32 (narrowing
     # integer casts wrap; the micro_speech audio front end casts its int16 features).
-    **{f"CAST_{a}_{b}": (lambda a, b: lambda net: [net.op(
-        "CAST", [net.input((3, 7), np.dtype(a).type)], (3, 7), dtype=np.dtype(b).type)])(a, b)
+    **{f"CAST_{a}_{b}": _cast(a, b)
        for a, b in (("int16", "int32"), ("int16", "float32"), ("int8", "int32"),
                     ("int8", "int16"), ("int16", "int8"))},
     # int32 inputs are small (-6..6): scaled by 9001 first, so that the narrowing casts wrap.
-    **{f"CAST_int32_{b}": (lambda b: lambda net: [net.op("CAST", [net.op(
-        "MUL", [net.input((3, 7), np.int32), net.ints(np.array([9001], np.int32))], (3, 7),
-        options("MulOptions"), dtype=np.int32)], (3, 7), dtype=np.dtype(b).type)])(b)
-       for b in ("int16", "int8", "uint32")},
+    **{f"CAST_int32_{b}": _cast("int32", b, scaled=True) for b in ("int16", "int8", "uint32")},
     # (x * 9001 - y)^2 leaves int32: TFLM's int32 kernel wraps.
     "SQUARED_DIFFERENCE_int32_wrap": lambda net: [net.op("SQUARED_DIFFERENCE", [net.op(
         "MUL", [net.input((3, 7), np.int32), net.ints(np.array([9001], np.int32))], (3, 7),
