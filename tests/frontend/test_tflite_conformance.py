@@ -66,13 +66,15 @@ def test_every_builtin_has_cases():
     covered = {c.builtin for c in CASES}
     # Not single-op cases: the LSTM, SVDF and the resource variables (test_tflite_lstm.py,
     # test_tflite_qlstm.py, test_tflite_state.py), IF and WHILE (further subgraphs:
-    # test_tflite_control.py) and TFLM's Signal operators (test_tflite_signal.py, each one
-    # alone and the whole front end against TFLM).
+    # test_tflite_control.py), TFLM's Signal operators (test_tflite_signal.py, each one
+    # alone and the whole front end against TFLM) and the SSD post-processing custom operator
+    # (flexbuffer options, anchors: test_tflite_detection.py).
     signal = {k for k in CONVERTERS if k.startswith("CUSTOM:Signal")}
     assert len(signal) == 14
     assert set(CONVERTERS) - covered == {"UNIDIRECTIONAL_SEQUENCE_LSTM", "VAR_HANDLE",
                                          "READ_VARIABLE", "ASSIGN_VARIABLE", "CALL_ONCE", "SVDF",
-                                         "IF", "WHILE"} | signal
+                                         "IF", "WHILE", "CUSTOM:TFLite_Detection_PostProcess"} \
+        | signal
 
 
 def test_doc_is_current():

@@ -331,11 +331,13 @@ def test_every_builtin_has_a_test_and_an_ops_row():
     tested = {builtin_of(k) for k in [*CASES, *TYPED]}
     # QUANTIZE/DEQUANTIZE: test_quantize_dequantize below; UNIDIRECTIONAL_SEQUENCE_LSTM:
     # test_tflite_lstm.py; the resource variables and SVDF: test_tflite_state.py; TFLM's
-    # Signal custom operators: test_tflite_signal.py; IF and WHILE: test_tflite_control.py.
+    # Signal custom operators: test_tflite_signal.py; IF and WHILE: test_tflite_control.py;
+    # the SSD post-processing: test_tflite_detection.py.
     signal = {k for k in CONVERTERS if k.startswith("CUSTOM:Signal")}
     assert set(CONVERTERS) - tested - signal == {
         "QUANTIZE", "DEQUANTIZE", "UNIDIRECTIONAL_SEQUENCE_LSTM", "VAR_HANDLE", "READ_VARIABLE",
-        "ASSIGN_VARIABLE", "CALL_ONCE", "SVDF", "IF", "WHILE"}
+        "ASSIGN_VARIABLE", "CALL_ONCE", "SVDF", "IF", "WHILE",
+        "CUSTOM:TFLite_Detection_PostProcess"}
 
 
 def test_quantize_dequantize(tmp_path):
