@@ -303,8 +303,8 @@ FAMILIES: dict[str, tuple[str, ...]] = {
     "image": ("resize", "sample", "roi_align_deform", "detection"),
     "sequence": ("recurrent", "qrecurrent", "attention", "linear_attention", "signal", "svdf",
                  "audio_frontend", "audio_stream", "audio_fft"),
-    "quant": ("conv_matmul", "matmul", "qlinear", "tables", "quantize_linear", "rescale",
-              "conv_transpose", "reduce", "act16"),
+    "quant": ("conv_matmul", "matmul", "qlinear", "tflm_kernels", "tables", "quantize_linear",
+              "rescale", "conv_transpose", "reduce", "act16"),
     "control": ("if_loop_scan",),
 }
 
