@@ -114,3 +114,8 @@ def _pads(in_hw: tuple[int, ...], k_hw: tuple[int, ...], strides: tuple[int, ...
         begin.append(total // 2)
         end.append(total - total // 2)
     return begin + end
+
+
+def plain(b: Builder, ts: list[int]) -> bool:
+    """No tensor of ``ts`` is quantised (float32, or int32/int64/bool values)."""
+    return all(b.quant(t) is None or b.dtype(t) == np.int32 for t in ts)

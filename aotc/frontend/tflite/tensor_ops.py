@@ -17,8 +17,7 @@ import numpy as np
 
 from aotc.errors import AotcError
 from aotc.frontend.tflite.builder import Builder
-from aotc.frontend.tflite.helpers import _ins, _need_const, _outs, _same_q
-from aotc.frontend.tflite.math_ops import plain
+from aotc.frontend.tflite.helpers import _ins, _need_const, _outs, _same_q, plain
 from aotc.frontend.tflite.options import _opts
 
 
