@@ -38,14 +38,13 @@ from aotc.frontend.torch import (
     weight_check,
 )
 from aotc.ir.graph import Graph
-from aotc.loops.builder import STACK_TEMP_MAX
 from aotc.lower.half import keep_float16
 from aotc.lower.lowering import LoweredStep, lower_step
-from aotc.memory.buffers import BufferReq, Plan, check_no_overlap
-from aotc.memory.liveness import Liveness, analyse, bounds, choose_inplace
+from aotc.memory.arena import ArenaRules, plan_arena, stack_temporaries
+from aotc.memory.buffers import Plan
+from aotc.memory.liveness import Liveness, bounds, choose_inplace
 from aotc.memory.patch_choice import Memory, auto_candidates, patches
-from aotc.memory.planner import fits, plan
-from aotc.memory.pools import Pool, PoolsDoNotFit, plan_pools, resolve_pools
+from aotc.memory.pools import Pool, PoolsDoNotFit, resolve_pools
 from aotc.names import Namer, c_ident
 from aotc.ops.opdef import resolve
 from aotc.ops.quant.arith import REQUANT_MODES
@@ -131,6 +130,11 @@ class _Context:
     @property
     def by_name(self) -> dict[str, Any]:
         return {b.name: b for b in self.backends}
+
+    @property
+    def rules(self) -> ArenaRules:
+        o = self.options
+        return ArenaRules(o.align, o.inplace, o.io_in_arena, o.planner, self.pools)
 
 
 def compile_model(model: str | os.PathLike[str] | onnx.ModelProto, options: CompileOptions,
@@ -310,19 +314,19 @@ def _const_bytes(ls: LoweredStep) -> int:
 
 
 def _stack(comp: Compilation, ctx: _Context) -> None:
-    """The in-place kernels' temporaries that go on the C stack (_stack_temporaries), those
+    """The in-place kernels' temporaries that go on the C stack (memory/arena.py), those
     kernels lowered again and the arena planned again; nothing without in-place kernels."""
     modes = comp.liveness.modes
     if not modes:
         return
-    sched, options = comp.schedule, ctx.options
-    stack = _stack_temporaries(sched, comp.lowered, options, modes, ctx.pools, comp.plan.size)
+    sched = comp.schedule
+    stack = stack_temporaries(sched, _scratch(comp.lowered), ctx.rules, modes, comp.plan.size)
     if not stack:
         return
     comp.lowered = [_relower(sched, ls, ctx, "_stack_temp", True)
                     if ls.step.index in stack else ls for ls in comp.lowered]
-    comp.liveness, comp.plan = _plan(sched, _scratch(comp.lowered), options, modes, ctx.pools,
-                                     _labels(comp.lowered))
+    comp.liveness, comp.plan = plan_arena(sched, _scratch(comp.lowered), ctx.rules, modes,
+                                          _labels(comp.lowered))
 
 
 def _labels(lowered: list[LoweredStep]) -> Callable[[int], str]:
@@ -341,10 +345,10 @@ def _plan_inplace(sched: Schedule, lowered: list[LoweredStep],
     having (steps/inplace.py offers them, memory/liveness.py chooses by the liveness bound)
     lowered again in place, kept when their plan is smaller (Liveness.modes then names them).
     Only the in-place steps are lowered again."""
-    options, pools = ctx.options, ctx.pools
+    options = ctx.options
     misfit: PoolsDoNotFit | None = None
     try:
-        live, the_plan = _plan(sched, scratch, options, {}, pools, label)
+        live, the_plan = plan_arena(sched, scratch, ctx.rules, {}, label)
     except PoolsDoNotFit as e:  # in-place convolutions below may still make it fit
         misfit = e
     offered = (conv_inplace_modes(sched, options.io_in_arena)
@@ -357,7 +361,7 @@ def _plan_inplace(sched: Schedule, lowered: list[LoweredStep],
         alt = [_relower(sched, ls, ctx, "_inplace", modes[ls.step.index])
                if ls.step.index in modes else ls for ls in lowered]
         try:
-            alt_live, alt_plan = _plan(sched, _scratch(alt), options, modes, pools, label)
+            alt_live, alt_plan = plan_arena(sched, _scratch(alt), ctx.rules, modes, label)
             if misfit is not None or alt_plan.size < the_plan.size:
                 lowered, live, the_plan, misfit = alt, alt_live, alt_plan, None
         except PoolsDoNotFit:
@@ -465,66 +469,6 @@ def _reorder(sched: Schedule, lowered: list[LoweredStep],
 
 def _scratch(lowered: list[LoweredStep]) -> dict[int, list[tuple[str, int]]]:
     return {ls.step.index: ls.scratch for ls in lowered if ls.scratch}
-
-
-def _stack_temporaries(sched: Schedule, lowered: list[LoweredStep], options: CompileOptions,
-                       modes: dict[int, str], pools: Sequence[Pool], arena: int) -> set[int]:
-    """The in-place steps whose temporary (their one scratch buffer, at most STACK_TEMP_MAX
-    bytes) goes on the C stack instead (KernelBuilder.temporary): only where that makes the
-    arena smaller, since the stack then grows by it. All of them on the stack gives the
-    smallest arena; then, largest first, each goes back to the arena if it stays that small."""
-    small = {ls.step.index: ls.scratch[0][1] for ls in lowered if ls.step.index in modes
-             and len(ls.scratch) == 1 and ls.scratch[0][1] <= STACK_TEMP_MAX}
-    scratch = _scratch(lowered)
-
-    def reqs(on_stack: set[int]) -> list[BufferReq]:
-        rest = {i: e for i, e in scratch.items() if i not in on_stack}
-        return analyse(sched, rest, options.align, options.inplace, options.io_in_arena,
-                       modes).reqs
-
-    def size(on_stack: set[int]) -> int | None:
-        try:
-            return (plan_pools(reqs(on_stack), pools, options.planner) if pools
-                    else plan(reqs(on_stack), options.planner)).size
-        except (PoolsDoNotFit, ValueError):
-            return None
-
-    def fits_in(on_stack: set[int], limit: int) -> bool:
-        if pools:
-            smaller = size(on_stack)
-            return smaller is not None and smaller <= limit
-        try:
-            return fits(reqs(on_stack), limit, options.planner)
-        except ValueError:
-            return False
-
-    stack = set(small)
-    best = size(stack)
-    if not small or best is None or best >= arena:
-        return set()
-    for i in sorted(small, key=lambda i: (-small[i], i)):
-        if fits_in(stack - {i}, best):
-            stack.discard(i)
-    return stack
-
-
-def _plan(sched: Schedule, scratch: dict[int, list[tuple[str, int]]], options: CompileOptions,
-          modes: dict[int, str], pools: Sequence[Pool] = (),
-          label: Callable[[int], str] = str) -> tuple[Liveness, Plan]:
-    """Liveness and the checked plan: one arena, or the pools (PoolsDoNotFit if they are too
-    small)."""
-    live = analyse(sched, scratch, options.align, options.inplace, options.io_in_arena, modes)
-    try:
-        the_plan = (plan_pools(live.reqs, pools, options.planner, label) if pools
-                    else plan(live.reqs, options.planner))
-    except PoolsDoNotFit:
-        raise
-    except ValueError as e:
-        raise AotcError(str(e)) from None
-    check_no_overlap(live.reqs, the_plan)
-    # Again as the kernels see it: every root at its offset, overlapping only in place.
-    check_no_overlap(*live.root_view(the_plan))
-    return live, the_plan
 
 
 def _backends(options: CompileOptions, features: frozenset[str]) -> list[Any]:
