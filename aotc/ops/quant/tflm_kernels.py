@@ -218,8 +218,25 @@ class QAddN(QuantOp):
             kb.store_output(idx, Cast(_clamp_i32(v + Const(zy, I32), -128, 127), Y.dtype))
 
 
+def _c32(v: int) -> Expr:
+    return Const(v, I32)
+
+
+class _OneTensor(QuantOp):
+    """A TFLM kernel of one int8 tensor and its scalar scales and zero points: the output has
+    the tensor's shape and type; prepare() moves the parameters into the node (attrs "_p")."""
+
+    def infer(self, node: Node, ins: Sequence[Value | None]) -> list[TensorType]:
+        x = ins[0]
+        assert x is not None
+        return [TensorType(x.type.shape, x.type.dtype)]
+
+    def prepare(self, node: Node, ins: Sequence[Value | None]) -> Node:
+        return node.with_(inputs=node.inputs[:1], attrs={**node.attrs, "_p": unary_params(ins)})
+
+
 @register
-class QCumSum(QuantOp):
+class QCumSum(_OneTensor):
     """(X, x_scale, x_zero_point, y_scale, y_zero_point) -> Y: the int8 running sum along
     ``axis`` (``exclusive``, ``reverse`` as ONNX's CumSum), TFLM's CUMSUM (cumsum.cc,
     reference_ops::CumSum), aotc's: ADD_N's arithmetic (QAddN.plan) along the axis, the
@@ -251,11 +268,6 @@ class QCumSum(QuantOp):
                             f"{p['sx']:g} (TFLM's CUMSUM requires an output multiplier below "
                             f"1)", node.name, node.op)
 
-    def infer(self, node: Node, ins: Sequence[Value | None]) -> list[TensorType]:
-        x = ins[0]
-        assert x is not None
-        return [TensorType(x.type.shape, x.type.dtype)]
-
     def compute(self, args: list[np.ndarray | None], attrs: dict[str, Any], node: Node) -> Any:
         x = np.asarray(args[0])
         p = unary_params(args)
@@ -275,9 +287,6 @@ class QCumSum(QuantOp):
                 out[..., k] = acc
         y = np.clip(qmath.mbqm_np(out, mo, so) + p["zy"], -128, 127).astype(np.int8)
         return np.moveaxis(y, -1, axis)
-
-    def prepare(self, node: Node, ins: Sequence[Value | None]) -> Node:
-        return node.with_(inputs=node.inputs[:1], attrs={**node.attrs, "_p": unary_params(ins)})
 
     def lower(self, node: Node, kb: Any) -> None:
         X, Y = kb.inputs[0], kb.outputs[0]
@@ -327,7 +336,7 @@ def inv_sqrt_multiplier(acc: int) -> tuple[int, int]:
 
 
 @register
-class QL2Norm(QuantOp):
+class QL2Norm(_OneTensor):
     """(X, x_scale, x_zero_point, y_scale, y_zero_point) -> Y: int8 L2 normalisation over the
     last axis, TFLM's L2_NORMALIZATION (reference_integer_ops::L2Normalization), aotc's: the
     int32 sum of (x - x_zp)^2 per row, GetInvSqrtQuantizedMultiplierExp of it (a multiplier
@@ -361,11 +370,6 @@ class QL2Norm(QuantOp):
                             f"{(self.MAX_SUM - 1) // (255 * 255)} values a row)",
                             node.name, node.op)
 
-    def infer(self, node: Node, ins: Sequence[Value | None]) -> list[TensorType]:
-        x = ins[0]
-        assert x is not None
-        return [TensorType(x.type.shape, x.type.dtype)]
-
     def compute(self, args: list[np.ndarray | None], attrs: dict[str, Any], node: Node) -> Any:
         x = np.asarray(args[0])
         zx = unary_params(args)["zx"]
@@ -377,9 +381,6 @@ class QL2Norm(QuantOp):
             out[r] = [min(max(qmath.mbqm(int(v), m, s + 7), -128), 127) for v in row]
         return out.reshape(x.shape)
 
-    def prepare(self, node: Node, ins: Sequence[Value | None]) -> Node:
-        return node.with_(inputs=node.inputs[:1], attrs={**node.attrs, "_p": unary_params(ins)})
-
     def lower(self, node: Node, kb: Any) -> None:
         from aotc.loops.loop_ir import Bin
 
@@ -389,40 +390,37 @@ class QL2Norm(QuantOp):
         rows = int(np.prod(X.shape[:-1], dtype=np.int64))
         U32 = dtypes.BY_NAME["uint32"]
 
-        def c32(v: int) -> Expr:
-            return Const(v, I32)
-
         def at(base: Expr, c: Expr) -> Expr:
             v = Cast(X.flat(base + c), I32)
-            return v - c32(zx) if zx else v
+            return v - _c32(zx) if zx else v
 
         with kb.loop(rows, "r") as r:
             base = r * depth
-            acc = kb.local(c32(0), "acc", I32)
+            acc = kb.local(_c32(0), "acc", I32)
             with kb.loop(depth, "c") as c:
                 v = kb.local(at(base, c), "v", I32)
                 kb.assign(acc, acc + v * v)
             # GetInvSqrtQuantizedMultiplierExp (acc < 2^28: no division by 4)
-            pairs = kb.local(Bin("shr", call("q_clz", acc, dtype=I32) - c32(1), c32(1), I32)
-                             - c32(1), "pairs", I32)
-            norm = Bin("shl", acc, pairs * c32(2), I32)
-            half = kb.local(call("q_rdbpot", Bin("shr", norm, c32(1), I32), c32(1),
+            pairs = kb.local(Bin("shr", call("q_clz", acc, dtype=I32) - _c32(1), _c32(1), I32)
+                             - _c32(1), "pairs", I32)
+            norm = Bin("shl", acc, pairs * _c32(2), I32)
+            half = kb.local(call("q_rdbpot", Bin("shr", norm, _c32(1), I32), _c32(1),
                                  dtype=I32), "half_input", I32)
-            x = kb.local(c32(1 << 28), "x", I32)
+            x = kb.local(_c32(1 << 28), "x", I32)
             for _ in range(5):
                 x3 = call("q_sat_shl", call("q_srdhm", call("q_srdhm", x, x, dtype=I32), x,
-                                            dtype=I32), c32(6), dtype=I32)
-                kb.assign(x, call("q_sat_shl", call("q_srdhm", c32(self.HALF_THREE), x,
+                                            dtype=I32), _c32(6), dtype=I32)
+                kb.assign(x, call("q_sat_shl", call("q_srdhm", _c32(self.HALF_THREE), x,
                                                     dtype=I32)
-                                  - call("q_srdhm", half, x3, dtype=I32), c32(3), dtype=I32))
-            inv = call("q_srdhm", x, c32(self.HALF_SQRT_2), dtype=I32)
-            shift = c32(11) - pairs
-            neg = cmp("lt", shift, c32(0))
-            small = cmp("le", acc, c32(1))
-            wide = Cast(Bin("shl", Cast(inv, U32), Cast(c32(0) - shift, U32), U32), I32)
-            mult = kb.local(select(small, c32(qmath.INT32_MAX), select(neg, wide, inv, I32),
+                                  - call("q_srdhm", half, x3, dtype=I32), _c32(3), dtype=I32))
+            inv = call("q_srdhm", x, _c32(self.HALF_SQRT_2), dtype=I32)
+            shift = _c32(11) - pairs
+            neg = cmp("lt", shift, _c32(0))
+            small = cmp("le", acc, _c32(1))
+            wide = Cast(Bin("shl", Cast(inv, U32), Cast(_c32(0) - shift, U32), U32), I32)
+            mult = kb.local(select(small, _c32(qmath.INT32_MAX), select(neg, wide, inv, I32),
                                    I32), "mult", I32)
-            rshift = kb.local(select(small, c32(7), select(neg, c32(7), pairs - c32(4), I32),
+            rshift = kb.local(select(small, _c32(7), select(neg, _c32(7), pairs - _c32(4), I32),
                                      I32), "shift", I32)
             with kb.loop(depth, "c") as c:
                 y = call("q_mbqm", at(base, c), mult, rshift, dtype=I32)
@@ -463,7 +461,7 @@ def log_q12_to_q5(z: int) -> int:
 
 
 @register
-class QLogSoftmax(QuantOp):
+class QLogSoftmax(_OneTensor):
     """(X, x_scale, x_zero_point, y_scale, y_zero_point) -> Y: int8 log-softmax over the last
     axis, TFLM's LOG_SOFTMAX (reference_ops::LogSoftmaxQuantized), aotc's: the exps of the
     differences from the row maximum (a 256-entry table, Q12.19 after Rescale<12>), their
@@ -502,11 +500,6 @@ class QLogSoftmax(QuantOp):
             raise AotcError("rows of more than 4096 values (TFLM's Q12.19 sum of exps could "
                             "overflow)", node.name, node.op)
 
-    def infer(self, node: Node, ins: Sequence[Value | None]) -> list[TensorType]:
-        x = ins[0]
-        assert x is not None
-        return [TensorType(x.type.shape, x.type.dtype)]
-
     def compute(self, args: list[np.ndarray | None], attrs: dict[str, Any], node: Node) -> Any:
         x = np.asarray(args[0])
         m, ls, rm, rs, diff_min, table = self.plan(unary_params(args)["sx"])
@@ -526,9 +519,6 @@ class QLogSoftmax(QuantOp):
                     out[k, j] = -128
         return out.reshape(x.shape)
 
-    def prepare(self, node: Node, ins: Sequence[Value | None]) -> Node:
-        return node.with_(inputs=node.inputs[:1], attrs={**node.attrs, "_p": unary_params(ins)})
-
     def lower(self, node: Node, kb: Any) -> None:
         from aotc.loops.loop_ir import Bin
 
@@ -538,9 +528,6 @@ class QLogSoftmax(QuantOp):
         rows = int(np.prod(X.shape[:-1], dtype=np.int64))
         texp = kb.const("exp", table, I32)
         c = _LOG
-
-        def c32(v: int) -> Expr:
-            return Const(v, I32)
 
         def srdhm(a: Expr, b: Expr) -> Expr:
             return call("q_srdhm", a, b, dtype=I32)
@@ -553,42 +540,42 @@ class QLogSoftmax(QuantOp):
             mx = kb.local(Cast(X.flat(base), I32), "mx", I32)
             with kb.loop(depth, "i") as i:
                 kb.assign(mx, bmax(mx, Cast(X.flat(base + i), I32)))
-            z = kb.local(c32(0), "sum", I32)
+            z = kb.local(_c32(0), "sum", I32)
             with kb.loop(depth, "i") as i:
                 kb.assign(z, z + texp[[mx - Cast(X.flat(base + i), I32)]])
             # log_x_for_x_greater_than_or_equal_to_1<5>(z), as log_q12_to_q5
             ha = kb.local(call("q_clz", z, dtype=I32), "ha", I32)
-            r_a = sat_shl(srdhm(sat_shl(z, ha - c32(1)), c32(c["sqrt_half"])), c32(1))
+            r_a = sat_shl(srdhm(sat_shl(z, ha - _c32(1)), _c32(c["sqrt_half"])), _c32(1))
             # z >= 1.0 (the row maximum's exp): 12 - ha and 12 - hb lie in [0, 12], so the
             # saturating shifts, add and subtract of the pow_2 terms never saturate
-            za_pow = sat_shl(c32(12) - ha, c32(25)) + c32(1 << 23)
-            hb = kb.local(call("q_clz", srdhm(z, c32(c["sqrt_half"])), dtype=I32) - c32(1),
+            za_pow = sat_shl(_c32(12) - ha, _c32(25)) + _c32(1 << 23)
+            hb = kb.local(call("q_clz", srdhm(z, _c32(c["sqrt_half"])), dtype=I32) - _c32(1),
                           "hb", I32)
             r_b = sat_shl(z, hb)
-            zb_pow = sat_shl(c32(12) - hb, c32(25)) - c32(1 << 23)
+            zb_pow = sat_shl(_c32(12) - hb, _c32(25)) - _c32(1 << 23)
             rr = kb.local(bmin(r_a, r_b), "rr", I32)
             zp2 = kb.local(bmax(za_pow, zb_pow), "zp2", I32)
             # RoundingHalfSum(r, sqrt_sqrt_half) for r >= 0 and that odd constant:
             # (r + c + 1) / 2 = (r >> 1) + (c + 1) / 2, in int32
-            pp = kb.local(Bin("shr", rr, c32(1), I32) + c32((c["sqrt_sqrt_half"] + 1) // 2),
+            pp = kb.local(Bin("shr", rr, _c32(1), I32) + _c32((c["sqrt_sqrt_half"] + 1) // 2),
                           "p", I32)
-            q = kb.local((rr - c32(c["sqrt_sqrt_half"])) * c32(2), "q", I32)
+            q = kb.local((rr - _c32(c["sqrt_sqrt_half"])) * _c32(2), "q", I32)
             cs = kb.local(srdhm(q, q), "cs", I32)
-            num = kb.local(srdhm(q, rr) + srdhm(srdhm(q, cs), c32(c["alpha_n"])), "num", I32)
-            den = kb.local(srdhm(pp, c32(c["alpha_i"]) + q + srdhm(c32(c["alpha_d"]), cs))
-                           + srdhm(c32(c["alpha_f"]), q), "den", I32)
+            num = kb.local(srdhm(q, rr) + srdhm(srdhm(q, cs), _c32(c["alpha_n"])), "num", I32)
+            den = kb.local(srdhm(pp, _c32(c["alpha_i"]) + q + srdhm(_c32(c["alpha_d"]), cs))
+                           + srdhm(_c32(c["alpha_f"]), q), "den", I32)
             rec = kb.local(call("q_one_over_one_plus_x", den, dtype=I32), "rec", I32)
-            log5 = kb.local(sat_shl(srdhm(zp2, c32(c["log_2"]))
-                                    + srdhm(call("q_rdbpot", num, c32(6), dtype=I32), rec),
-                                    c32(1)), "log5", I32)
+            log5 = kb.local(sat_shl(srdhm(zp2, _c32(c["log_2"]))
+                                    + srdhm(call("q_rdbpot", num, _c32(6), dtype=I32), rec),
+                                    _c32(1)), "log5", I32)
             # + INT32_MIN, wrapping as TFLM's (two halves: one constant would leave int32)
-            half = kb.local(c32(1 << 30), "half", I32)
+            half = kb.local(_c32(1 << 30), "half", I32)
             shifted = log5 - half - half
-            adj = kb.local(bmax(c32(diff_min - 1), call("q_mbqm", shifted, c32(rm), c32(rs),
+            adj = kb.local(bmax(_c32(diff_min - 1), call("q_mbqm", shifted, _c32(rm), _c32(rs),
                                                           dtype=I32)), "adj", I32)
             with kb.loop(depth, "i") as i:
                 diff = kb.local(Cast(X.flat(base + i), I32) - mx, "diff", I32)
-                o = call("q_rdbpot", call("q_mbqm", diff, c32(m), c32(ls), dtype=I32) - log5,
-                         c32(22), dtype=I32) + c32(127)
-                v = select(cmp("gt", diff, adj), _clamp_i32(o, -128, 127), c32(-128), I32)
+                o = call("q_rdbpot", call("q_mbqm", diff, _c32(m), _c32(ls), dtype=I32) - log5,
+                         _c32(22), dtype=I32) + _c32(127)
+                v = select(cmp("gt", diff, adj), _clamp_i32(o, -128, 127), _c32(-128), I32)
                 kb.store_output([], Cast(v, Y.dtype), flat=base + i)
