@@ -65,15 +65,21 @@ def test_bit_exact(name, tmp_path):
     assert ref.dtype == want.dtype
 
 
+def _both_refuse(tmp_path, model: bytes, xs, match: str) -> None:
+    """TFLM's interpreter refuses the model (its Prepare raises) and aotc refuses it with an
+    error matching `match`."""
+    with pytest.raises(Exception):  # noqa: B017 - TFLM's interpreter raises RuntimeError
+        interpret_tflm(model, xs)
+    (tmp_path / "m.tflite").write_bytes(model)
+    with pytest.raises(AotcError, match=match):
+        aotc.compile(tmp_path / "m.tflite", tmp_path / "out", name="m")
+
+
 def test_squared_difference_int16_zero_point_refused(tmp_path):
     """TFLM's Prepare requires int16 zero points 0; aotc refuses the same model."""
     model, xs = tc._asym16_builder(tc._qbinary("SQUARED_DIFFERENCE", np.int16, (1e-3, 5),
                                                (1e-3, 0), (1e-2, 0)))()
-    with pytest.raises(Exception):  # noqa: B017 - TFLM's interpreter raises RuntimeError
-        interpret_tflm(model, xs)
-    (tmp_path / "m.tflite").write_bytes(model)
-    with pytest.raises(AotcError, match="zero point"):
-        aotc.compile(tmp_path / "m.tflite", tmp_path / "out", name="m")
+    _both_refuse(tmp_path, model, xs, "zero point")
 
 
 def test_add_n_parameters_refused(tmp_path):
@@ -86,11 +92,7 @@ def test_add_n_parameters_refused(tmp_path):
         net.op_into("ADD_N", [a, b], [o])
         return [o]
     model, xs = tc._asym16_builder(spec)()
-    with pytest.raises(Exception):  # noqa: B017 - TFLM's interpreter raises RuntimeError
-        interpret_tflm(model, xs)
-    (tmp_path / "m.tflite").write_bytes(model)
-    with pytest.raises(AotcError, match="one scale and zero point"):
-        aotc.compile(tmp_path / "m.tflite", tmp_path / "out", name="m")
+    _both_refuse(tmp_path, model, xs, "one scale and zero point")
 
 
 def test_l2_normalization_long_rows_refused(tmp_path):

@@ -334,18 +334,10 @@ def l2_normalization(b: Builder, op: Any) -> None:
     (x, *_), (y,) = _ins(op), _outs(op)
     o = _opts(op, "L2NormOptions")
     if b.dtype(x) == np.int8:  # TFLM's integer kernel (aotc's QL2Norm), on the last axis
-        qx, qy = b.quant(x), b.quant(y)
-        if qx is None or qy is None or len(qx[0]) != 1 or b.dtype(y) != np.int8:
-            raise AotcError("int8 L2_NORMALIZATION needs per-tensor parameters and an int8 "
-                            "output")
         if o is not None and o.FusedActivationFunction():
             raise AotcError("int8 L2_NORMALIZATION with a fused activation (TFLM requires "
                             "none)")
-        b.define(y, b.add("QL2Norm", [
-            b.get(x), b.init(np.float32(qx[0][0]), "x_scale"),
-            b.init(np.int8(qx[1][0]), "x_zero_point"), b.init(np.float32(qy[0][0]), "y_scale"),
-            b.init(np.int8(qy[1][0]), "y_zero_point")], "l2_normalization",
-            outputs=[b.out_name(y)], domain="aotc")[0])
+        _int8_row_kernel(b, x, y, "QL2Norm", "L2_NORMALIZATION", "l2_normalization")
         return
     layout = b.layout_of(x) if b.rank(x) == 4 else "nhwc"
     if layout == "flat":
@@ -353,17 +345,23 @@ def l2_normalization(b: Builder, op: Any) -> None:
     b.fout(y, emit(b, [b.fin(x, layout)]), layout, o.FusedActivationFunction() if o else 0)
 
 
+def _int8_row_kernel(b: Builder, x: int, y: int, op: str, builtin: str, name: str) -> None:
+    """y = op(x), one of TFLM's int8 kernels over the last axis (aotc's QL2Norm or
+    QLogSoftmax): per-tensor parameters on both sides and an int8 output, as TFLM requires."""
+    qx, qy = b.quant(x), b.quant(y)
+    if qx is None or qy is None or len(qx[0]) != 1 or b.dtype(y) != np.int8:
+        raise AotcError(f"int8 {builtin} needs per-tensor parameters and an int8 output")
+    b.define(y, b.add(op, [
+        b.get(x), b.init(np.float32(qx[0][0]), "x_scale"),
+        b.init(np.int8(qx[1][0]), "x_zero_point"), b.init(np.float32(qy[0][0]), "y_scale"),
+        b.init(np.int8(qy[1][0]), "y_zero_point")], name,
+        outputs=[b.out_name(y)], domain="aotc")[0])
+
+
 def log_softmax(b: Builder, op: Any) -> None:
     (x, *_), (y,) = _ins(op), _outs(op)
     if b.dtype(x) == np.int8:  # TFLM's integer kernel (aotc's QLogSoftmax), on the last axis
-        qx, qy = b.quant(x), b.quant(y)
-        if qx is None or qy is None or len(qx[0]) != 1 or b.dtype(y) != np.int8:
-            raise AotcError("int8 LOG_SOFTMAX needs per-tensor parameters and an int8 output")
-        b.define(y, b.add("QLogSoftmax", [
-            b.get(x), b.init(np.float32(qx[0][0]), "x_scale"),
-            b.init(np.int8(qx[1][0]), "x_zero_point"), b.init(np.float32(qy[0][0]), "y_scale"),
-            b.init(np.int8(qy[1][0]), "y_zero_point")], "log_softmax",
-            outputs=[b.out_name(y)], domain="aotc")[0])
+        _int8_row_kernel(b, x, y, "QLogSoftmax", "LOG_SOFTMAX", "log_softmax")
         return
     layout = b.layout_of(x) if b.rank(x) == 4 else "nhwc"
     if layout == "flat":
