@@ -147,7 +147,8 @@ DEPTHWISE = {
     # 6 output rows of stride 1: 3 rows a step (conv.depthwise_rows' default there)
     "dw3x3_rows3": dict(cin=4, m=4, group=4, hw=(6, 5)),
     # rows longer than 8 copied into the plane COPY_STEP (16) a step and the rest after
-    # them: 37 = 2 x 16 + 5; 12, no step
+    # them: 37 = 2 x 16 + 5; 12, no step. int8 rows go 4 a word (aotc_st_pair16): 37 = two
+    # steps of 4 words, a word and one input; 12 three words; 5, 6 (above) a word and the rest
     "dw_long_rows": dict(cin=2, m=2, group=2, hw=(4, 37), strides=(1, 2)),
     "dw_rows_of_12": dict(cin=3, m=3, group=3, hw=(3, 12)),
     "dw_kx1_unpadded": dict(cin=5, m=5, group=5, kernel=(3, 1), pads=(0, 0, 0, 0), hw=(6, 2)),
@@ -161,6 +162,21 @@ def test_depthwise_schedule_equals_generic_build(case, tmp_path):
     model, x = qconv(**DEPTHWISE[case])
     check_target_build(model, x, tmp_path, "cortex-m4f", present=("_plane[",),
                        absent=("_plane[",))
+
+
+def test_depthwise_copies_int8_rows_into_the_plane_a_word_at_a_time(tmp_path):
+    """int8 rows of 4 or more inputs: LDR, SXTB16 twice, PKHBT / PKHTB and two word stores a
+    4 inputs (bytes: test_depthwise_schedule_equals_generic_build); uint8 and rows of 3 one
+    input at a time."""
+    for name, kw, words in [("a", DEPTHWISE["dw_long_rows"], True),
+                            ("b", DEPTHWISE["dw_asymmetric_pads_uint8"], False),
+                            ("c", dict(cin=2, m=2, group=2, hw=(5, 3)), False)]:
+        model, _ = qconv(**kw)
+        aotc.compile(model, tmp_path / name, name="m", target="cortex-m4f")
+        c = (tmp_path / name / "m.c").read_text()
+        assert "__smlad(aotc_ld_pair16(" in c
+        assert ("aotc_st_pair16(&" in c) == words, name
+        assert ("aotc_pkhtb(" in c) == words, name
 
 
 def test_depthwise_uses_smlad_on_tap_pairs_unless_the_schedule_says_bytes(tmp_path):

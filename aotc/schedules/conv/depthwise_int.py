@@ -20,7 +20,7 @@ import numpy as np
 
 from aotc import dtypes
 from aotc.ir.graph import Node
-from aotc.loops import mve
+from aotc.loops import dsp, mve
 from aotc.loops.loop_ir import (
     Cast,
     Const,
@@ -97,6 +97,13 @@ def lower_depthwise(node: Node, kb: Any, X: Any, B: Any, arith: Any,
     # more plane element, 0, for the high lane of an odd row's last word (its weight is 0).
     pairs = (not helium and folded is not None and d[a] == 1 and k_sp[a] >= 2
              and kb.knob(CONV.DEPTHWISE) == "pairs")
+    # int8 rows of 4 or more inputs go into the int16 plane 4 a word: one LDR, SXTB16 twice,
+    # PKHBT and PKHTB, two STR (8 instructions a byte and a halfword at a time).
+    # The stores need not be word-aligned (STR at a halfword boundary; the core splits it in
+    # two halfword accesses, as the two STRH it replaces); keeping the plane's layout keeps the
+    # taps' addressing (a column shifted to align them cost the stride-1 convs more: gcc -Os
+    # then kept one more pointer in the pixel loop).
+    words = pairs and X.dtype == I8 and in_sp[-1] >= 4
     npl = int(np.prod(plane, dtype=np.int64))
     # Helium's row vectors (channel_lanes) read up to 3 bytes past the plane.
     xpad = kb.scratch_buffer("plane", I16 if pairs else X.dtype,
@@ -353,12 +360,33 @@ def lower_depthwise(node: Node, kb: Any, X: Any, B: Any, arith: Any,
                 kb.store(xpad, [flat([i + b for i, b in zip(ii, pb)], pstr)],
                          Cast(xv, I16) if pairs else xv)
 
+            def copy4(ii0: list[Expr], i: Expr) -> None:
+                """Inputs i .. i + 3 of a row as two words of int16 pairs: SXTB16 gives
+                (x0, x2), SXTB16 ROR 8 (x1, x3); PKHBT / PKHTB their low / high lanes."""
+                wd = kb.local(dsp.ld_word8(X[[n, m, *ii0, i]]), "cw", I32)
+                even = kb.local(call("sxtb16", wd, dtype=I32), "ce", I32)
+                odd = kb.local(call("sxtb16_ror8", wd, dtype=I32), "co", I32)
+                at = flat([*[i_ + b for i_, b in zip(ii0, pb)], i + pb[-1]], pstr)
+                for h in range(2):
+                    kb.store(xpad, [at + 2 * h],
+                             call("st_pair16", dsp.halves(even, odd, h), dtype=I32))
+
             # Rows longer than 8: COPY_STEP elements a step (the loop's increment, compare
             # and taken branch shared by them), the rest after the loop.
             step = COPY_STEP if pairs else 1
             width = in_sp[-1]
             with kb.loops(in_sp[:-1], [f"i{k}" for k in range(nd - 1)]) as ii0:
-                if step > 1 and width > 8:
+                if words:
+                    # COPY_STEP inputs a step, then the rest's words and last few inputs.
+                    if width >= step:
+                        with kb.loop(width // step, f"i{nd - 1}") as il:
+                            for q in range(0, step, 4):
+                                copy4(ii0, il * step + q)
+                    for q in range(width - width % step, width - width % 4, 4):
+                        copy4(ii0, Const(q))
+                    for q in range(width - width % 4, width):
+                        copy([*ii0, Const(q)])
+                elif step > 1 and width > 8:
                     if width >= step:
                         with kb.loop(width // step, f"i{nd - 1}") as il:
                             for q in range(step):
