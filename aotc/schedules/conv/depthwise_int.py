@@ -189,11 +189,20 @@ def lower_depthwise(node: Node, kb: Any, X: Any, B: Any, arith: Any,
             names = [f"o{k}" for k in range(nd)]
 
             def step(pre: list[Expr], first: Expr, count: int) -> None:
+                # The step's first output row's index in a local, the others at constant
+                # offsets from it: gcc -Os then keeps one output pointer instead of one a row
+                # (VWW's k1: 60 -> 58 instructions a step of 3 outputs, none stored to the
+                # stack).
+                Y_ = kb.outputs[0]
+                zeros = [Const(0)] * (nd - v - 1)
+                yrow = kb.local(Y_.index([n, m, *pre, first, *zeros]), "yrow")
                 with kb.loops(out_sp[v + 1:], names[v + 1:]) as post:
                     o = [*pre, first, *post]
                     accs = tap_sums(o, [q * s[v] * pstr[v] for q in range(count)])
                     for q, acc in enumerate(accs):
-                        kb.store_output([n, m, *pre, first + q, *post], finish(kb, acc, m, B))
+                        at = Y_.index([Const(0)] * (2 + v) + [Const(q), *post])
+                        kb.store_output([n, m, *pre, first + q, *post], finish(kb, acc, m, B),
+                                        flat=yrow + at)
 
             with kb.loops(out_sp[:v], names[:v]) as pre:
                 with kb.loop(out_sp[v] // rows, names[v]) as ov:
