@@ -201,16 +201,20 @@ def test_doubled_requantisation_only_below_2_30(group, big, tmp_path):
     """The DSP schedules requantise with aotc_q_requant_h (the accumulator doubled) only where
     every |accumulator| is provably below 2^30; a bias of 1.2e9 keeps aotc_q_requant_r,
     unless that channel's output is the same at both ends of its accumulators' range (then
-    constant: its multiplier 0, Requant._h_params). All give the generic build's bytes
-    (host, and cortex-m4f in QEMU)."""
+    constant: its multiplier 0, Requant._h_params). The depthwise conv (group 4) sums its
+    accumulators already doubled (aotc_q_requant_hd; the constant channel's, near 2^31,
+    wrap, which its output ignores). All give the generic build's bytes (host, and
+    cortex-m4f in QEMU)."""
     bias = [-3, 1_200_000_000, 40, -7] if big else None
     ws = [0.01, BIG_BIAS[big], 0.005, 0.02] if big else None
     model, x = qconv(cin=4, m=4, group=group, bias=bias, ws=ws, pads=(0, 1, 1, 0))
     doubled = big != "varying"
+    h = "aotc_q_requant_hd(" if group == 4 else "aotc_q_requant_h("
     check_target_build(model, x, tmp_path, "cortex-m4f",
-                       present=("aotc_q_requant_h(" if doubled else "aotc_q_requant_r(",))
+                       present=(h if doubled else "aotc_q_requant_r(",))
     c = (tmp_path / "target" / "m.c").read_text()
-    assert ("aotc_q_requant_h(" in c) == doubled
+    assert (h in c) == doubled
+    assert ("aotc_q_requant_h(" in c) == (doubled and group == 1)
 
 
 def test_host_target_never_uses_the_dsp_schedule(tmp_path):

@@ -22,6 +22,7 @@ from aotc import dtypes
 from aotc.ir.graph import Node
 from aotc.loops import dsp, mve
 from aotc.loops.loop_ir import (
+    Call,
     Cast,
     Const,
     Expr,
@@ -109,10 +110,6 @@ def lower_depthwise(node: Node, kb: Any, X: Any, B: Any, arith: Any,
     xpad = kb.scratch_buffer("plane", I16 if pairs else X.dtype,
                              (npl + 1 if pairs else npl + 4 if helium else npl,))
     half = -(-k_sp[a] // 2)
-    if pairs:
-        wp = np.zeros((w.shape[0], nrows, 2 * half), np.int16)
-        wp[..., :k_sp[a]] = w.reshape(w.shape[0], nrows, k_sp[a])
-        wpair = kb.const("wpair", wp.reshape(-1).view("<i4"), I32)
     # split_requant: the sums of a block of outputs (the trailing output axes from ``sa`` on,
     # the whole plane when it has at most 256 outputs) go to int32 scratch, then the block is
     # requantised in a loop of its own.
@@ -120,6 +117,21 @@ def lower_depthwise(node: Node, kb: Any, X: Any, B: Any, arith: Any,
     block = int(np.prod(out_sp[sa:], dtype=np.int64))
     sums = (kb.scratch_buffer("sum", I32, (block,))
             if pairs and kb.knob(CONV.SPLIT_REQUANT) else None)
+    # Where the outputs are requantised by aotc_q_requant_h (|acc| < 2^30 proven), the sums
+    # are made doubled, weights and folded bias twice theirs (int16 lanes of at most 2 * 128;
+    # modulo 2^32 like the sum): aotc_q_requant_hd then skips the doubling's shift, one
+    # instruction fewer an output.
+    doubled = pairs and sums is None and _requantised_h(kb, arith, B)
+    if doubled:
+        assert folded is not None
+        kb.drop_const(folded.buf.name)
+        twice = (vals * 2 + (1 << 31)) % (1 << 32) - (1 << 31)
+        folded = kb.const("dwbias", twice.astype(np.int32), I32)
+    if pairs:
+        wp = np.zeros((w.shape[0], nrows, 2 * half), np.int16)
+        wp[..., :k_sp[a]] = w.reshape(w.shape[0], nrows, k_sp[a]).astype(np.int16) \
+            * (2 if doubled else 1)
+        wpair = kb.const("wpair", wp.reshape(-1).view("<i4"), I32)
     # Outputs per step along axis v, the one before a (none for a row kernel on a row).
     v = a - 1
     rows = (min(out_sp[v], kb.knob(CONV.DEPTHWISE_ROWS,
@@ -142,9 +154,15 @@ def lower_depthwise(node: Node, kb: Any, X: Any, B: Any, arith: Any,
         held = {ld: kb.local(ld, "q", ld.dtype) for ld in loads}
         bias = kb.local(folded[[m]], "bias", I32)
 
+        def swap(e: Expr) -> Expr:
+            if isinstance(e, Load):
+                return held.get(e, e)
+            if doubled and isinstance(e, Call) and e.fn == "q_requant_h":
+                return Call("q_requant_hd", e.args, e.dtype)
+            return e
+
         def finish(kb_: Any, acc: Expr, m_: Expr, B_: Any) -> Expr:
-            return map_expr(arith.finish(kb_, acc, m_, B_),
-                            lambda e: held.get(e, e) if isinstance(e, Load) else e)
+            return map_expr(arith.finish(kb_, acc, m_, B_), swap)
         return finish, bias
 
     def channel_pairs(n: Expr, m: Expr) -> None:
@@ -407,6 +425,17 @@ def lower_depthwise(node: Node, kb: Any, X: Any, B: Any, arith: Any,
                         copy([*ii0, il])
             with kb.outline():
                 (channel_mve if helium else channel_pairs if pairs else channel)(n, m)
+
+
+def _requantised_h(kb: Any, arith: Any, B: Any) -> bool:
+    """Whether the kernel's requantisation is aotc_q_requant_h (Requant._h_params)."""
+    stack: list[object] = [arith.finish(kb, Var("acc_probe", I32), Var("m_probe", I32), B)]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, Call) and x.fn == "q_requant_h":
+            return True
+        stack.extend(children(x))
+    return False
 
 
 def prove_bound(kb: Any, arith: Any, B: Any, w: np.ndarray, x_dtype: Any, x_zp: int,
