@@ -207,20 +207,24 @@ def lower_depthwise(node: Node, kb: Any, X: Any, B: Any, arith: Any,
             names = [f"o{k}" for k in range(nd)]
 
             def step(pre: list[Expr], first: Expr, count: int) -> None:
-                # The step's first output row's index in a local, the others at constant
-                # offsets from it: gcc -Os then keeps one output pointer instead of one a row
-                # (VWW's k1: 60 -> 58 instructions a step of 3 outputs, none stored to the
-                # stack).
+                # 3 rows a step, or strided rows: the step's first output row's index in a
+                # local, the others at constant offsets from it; gcc -Os then keeps one output
+                # pointer instead of one a row (VWW's k1: 60 -> 58 instructions a step of 3
+                # outputs, none stored to the stack; m4f VWW 14,197,517 -> 14,090,628). Not
+                # for 2 rows of stride 1: KWS's (rows of 5) spilled an accumulator instead
+                # (KWS with it / without, m4f 4,532,931 / 4,429,864, m33 3,970,390 /
+                # 3,837,239; VWW's convs of 2 rows are all of stride 2).
                 Y_ = kb.outputs[0]
                 zeros = [Const(0)] * (nd - v - 1)
-                yrow = kb.local(Y_.index([n, m, *pre, first, *zeros]), "yrow")
+                one = rows >= 3 or s[v] >= 2
+                yrow = kb.local(Y_.index([n, m, *pre, first, *zeros]), "yrow") if one else None
                 with kb.loops(out_sp[v + 1:], names[v + 1:]) as post:
                     o = [*pre, first, *post]
                     accs = tap_sums(o, [q * s[v] * pstr[v] for q in range(count)])
                     for q, acc in enumerate(accs):
                         at = Y_.index([Const(0)] * (2 + v) + [Const(q), *post])
                         kb.store_output([n, m, *pre, first + q, *post], finish(kb, acc, m, B),
-                                        flat=yrow + at)
+                                        flat=yrow + at if yrow is not None else None)
 
             with kb.loops(out_sp[:v], names[:v]) as pre:
                 with kb.loop(out_sp[v] // rows, names[v]) as ov:
