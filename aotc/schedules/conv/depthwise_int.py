@@ -380,8 +380,17 @@ def lower_depthwise(node: Node, kb: Any, X: Any, B: Any, arith: Any,
 
     with kb.loop(Y.shape[0], "n") as n:
         if any(p != i for p, i in zip(plane, in_sp)):  # the border: the zero point
-            with kb.loop(npl, "p") as p:
-                kb.store(xpad, [p], Const(x_zp, xpad.dtype))
+            if pairs:  # 8 int16 a step, 4 word stores of two
+                both = (x_zp & 0xFFFF) * 0x10001
+                zpw = Const(both - (1 << 32) if both >= 1 << 31 else both, I32)
+                with kb.loop(npl // 8, "p") as p:
+                    for h in range(4):
+                        kb.store(xpad, [p * 8 + 2 * h], call("st_pair16", zpw, dtype=I32))
+                for q in range(npl - npl % 8, npl):
+                    kb.store(xpad, [Const(q)], Const(x_zp, I16))
+            else:
+                with kb.loop(npl, "p") as p:
+                    kb.store(xpad, [p], Const(x_zp, xpad.dtype))
         if pairs:
             kb.store(xpad, [npl], Const(0, I16))
         with kb.loop(Y.shape[1], "m") as m:
