@@ -112,6 +112,7 @@ INT_CALLS = {"abs": "AOTC_ABS", "float_from_bits": "aotc_bits_f32",  # BitCast
 # st_pair16 stores a word of two int16 lanes at an int16 address (one STR; a Store whose
 # value is that call, printed as the call with the store's address first, as VECTOR_STORES).
 ACLE_CALLS = {"sxtb16": "__sxtb16", "smlad": "__smlad", "smuad": "__smuad",
+              "smlabb": "__smlabb", "smlabt": "__smlabt",  # acc + x's low lane * y's low / high
               "sadd16": "__sadd16",
               "ssat": "__ssat", "usat": "__usat",  # saturate to a constant bit width
               "sxtb16_ror8": "aotc_sxtb16_ror8", "ld_pair16": "aotc_ld_pair16",

@@ -152,6 +152,10 @@ DEPTHWISE = {
     "dw_long_rows": dict(cin=2, m=2, group=2, hw=(4, 37), strides=(1, 2)),
     "dw_rows_of_12": dict(cin=3, m=3, group=3, hw=(3, 12)),
     "dw_kx1_unpadded": dict(cin=5, m=5, group=5, kernel=(3, 1), pads=(0, 0, 0, 0), hw=(6, 2)),
+    # odd kernel rows: two rows' last taps share a weight word (SMLABB / SMLABT), an odd
+    # row count's last alone; 4 rows of 3 taps and 5 of 5 (3x3 above: 3 of 3)
+    "dw_4x3": dict(cin=3, m=3, group=3, kernel=(4, 3), pads=(1, 1, 2, 1), hw=(6, 7)),
+    "dw_5x5": dict(cin=2, m=2, group=2, kernel=(5, 5), pads=(2, 2, 2, 2), hw=(7, 9)),
 }
 
 
@@ -175,6 +179,8 @@ def test_depthwise_copies_int8_rows_into_the_plane_a_word_at_a_time(tmp_path):
         aotc.compile(model, tmp_path / name, name="m", target="cortex-m4f")
         c = (tmp_path / name / "m.c").read_text()
         assert "__smlad(aotc_ld_pair16(" in c
+        # 3 taps a kernel row (not b's 2): rows 0 and 1 share their last taps' word
+        assert ("__smlabt(aotc_ld_pair16(" in c) == (name != "b"), name
         assert "aotc_st_pair16(&" in c  # the zero-point border, 2 a word, in all three
         assert ("aotc_pkhtb(" in c) == words, name
         assert ("aotc_ld_word8(&" in c) == words, name

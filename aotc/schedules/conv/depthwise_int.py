@@ -127,11 +127,32 @@ def lower_depthwise(node: Node, kb: Any, X: Any, B: Any, arith: Any,
         kb.drop_const(folded.buf.name)
         twice = (vals * 2 + (1 << 31)) % (1 << 32) - (1 << 31)
         folded = kb.const("dwbias", twice.astype(np.int32), I32)
+    # An odd kernel row's last tap has a word of its own, its high lane 0; two rows' last
+    # taps share one instead (lasts): SMLABB takes the low lane's weight, SMLABT the high
+    # one's, and the channel keeps a weight word fewer in registers per two rows.
+    lasts = pairs and k_sp[a] % 2 == 1 and nrows >= 2
+    nw = nrows * (half - 1) + (nrows + 1) // 2 if lasts else nrows * half
     if pairs:
-        wp = np.zeros((w.shape[0], nrows, 2 * half), np.int16)
-        wp[..., :k_sp[a]] = w.reshape(w.shape[0], nrows, k_sp[a]).astype(np.int16) \
-            * (2 if doubled else 1)
-        wpair = kb.const("wpair", wp.reshape(-1).view("<i4"), I32)
+        ch = w.shape[0]
+        wq = w.reshape(ch, nrows, k_sp[a]).astype(np.int16) * (2 if doubled else 1)
+        wp = np.zeros((ch, nrows, 2 * half), np.int16)
+        wp[..., :k_sp[a]] = wq
+        lanes = wp.reshape(ch, nrows, half, 2)
+        if lasts:
+            last = np.zeros((ch, 2 * ((nrows + 1) // 2)), np.int16)
+            last[:, :nrows] = wq[:, :, -1]
+            lanes = np.concatenate([lanes[:, :, :half - 1].reshape(ch, -1, 2),
+                                    last.reshape(ch, -1, 2)], axis=1)
+        wpair = kb.const("wpair", np.ascontiguousarray(lanes).reshape(-1).view("<i4"), I32)
+
+    def weight_word(r: int, h: int) -> tuple[int, str]:
+        """Kernel row r's h-th pair of taps: its word among the channel's nw, and the
+        instruction that multiplies an input pair word by it."""
+        if not lasts:
+            return r * half + h, "smlad"
+        if h == half - 1:
+            return nrows * (half - 1) + r // 2, "smlabt" if r % 2 else "smlabb"
+        return r * (half - 1) + h, "smlad"
     # Outputs per step along axis v, the one before a (none for a row kernel on a row).
     v = a - 1
     rows = (min(out_sp[v], kb.knob(CONV.DEPTHWISE_ROWS,
@@ -168,8 +189,7 @@ def lower_depthwise(node: Node, kb: Any, X: Any, B: Any, arith: Any,
     def channel_pairs(n: Expr, m: Expr) -> None:
         """A kernel row's taps two per SMLAD; the channel's weight words stay in registers."""
         assert folded is not None
-        wv = [kb.local(wpair.flat((m * nrows + r) * half + h), "w", I32)
-              for r in range(nrows) for h in range(half)]
+        wv = [kb.local(wpair.flat(m * nw + j), "w", I32) for j in range(nw)]
         finish, bias = arith.finish, folded[[m]]
         if sums is None:
             finish, bias = channel_constants(m)
@@ -186,15 +206,15 @@ def lower_depthwise(node: Node, kb: Any, X: Any, B: Any, arith: Any,
                 tap = (*t, *([0] * (nd - a)))
                 off = sum(kv * dd * ps for kv, dd, ps in zip(tap, d, pstr))
                 for h in range(half):
+                    j, op = weight_word(r, h)
                     for q, shift in enumerate(shifts):
                         xv = call("ld_pair16", xpad.flat(base + (shift + off + 2 * h)),
                                   dtype=I32)
                         if accs[q] is None:
-                            accs[q] = kb.local(call("smuad", xv, wv[r * half + h], dtype=I32),
-                                               "acc", I32)
+                            assert op == "smlad"
+                            accs[q] = kb.local(call("smuad", xv, wv[j], dtype=I32), "acc", I32)
                         else:
-                            kb.assign(accs[q], call("smlad", xv, wv[r * half + h], accs[q],
-                                                    dtype=I32))
+                            kb.assign(accs[q], call(op, xv, wv[j], accs[q], dtype=I32))
             return accs
 
         def tap_sum(o: list[Expr], shift: int = 0, biased: bool = True) -> Expr:
