@@ -96,7 +96,7 @@ INT_CALLS = {"abs": "AOTC_ABS", "float_from_bits": "aotc_bits_f32",  # BitCast
              # fixed-point requantisation primitives (runtime_c/aotc_runtime.h)
              "q_srdhm": "aotc_q_srdhm", "q_rdbpot": "aotc_q_rdbpot", "q_mbqm": "aotc_q_mbqm",
              "q_requant": "aotc_q_requant", "q_requant_r": "aotc_q_requant_r",
-             "q_requant_h": "aotc_q_requant_h",
+             "q_requant_h": "aotc_q_requant_h", "q_requant_hd": "aotc_q_requant_hd",
              "q_sat_shl": "aotc_q_sat_shl", "q_softmax_scale": "aotc_q_softmax_scale",
              "q_clz": "aotc_q_clz", "q_one_over_one_plus_x": "aotc_q_one_over_one_plus_x",
              **HALF_CALLS}
@@ -109,11 +109,15 @@ INT_CALLS = {"abs": "AOTC_ABS", "float_from_bits": "aotc_bits_f32",  # BitCast
 # ld_word8 the same for four adjacent int8 (the matmuls' quads, loops/dsp.py). pkhbt / pkhtb
 # (the low / high lanes of two words in one, loops/dsp.py halves) are inline-asm helpers too
 # (arm_acle.h has no PKHBT, PKHTB; gcc does not combine the C masks and shifts into them).
+# st_pair16 stores a word of two int16 lanes at an int16 address (one STR; a Store whose
+# value is that call, printed as the call with the store's address first, as VECTOR_STORES).
 ACLE_CALLS = {"sxtb16": "__sxtb16", "smlad": "__smlad", "smuad": "__smuad",
+              "smlabb": "__smlabb", "smlabt": "__smlabt",  # acc + x's low lane * y's low / high
               "sadd16": "__sadd16",
               "ssat": "__ssat", "usat": "__usat",  # saturate to a constant bit width
               "sxtb16_ror8": "aotc_sxtb16_ror8", "ld_pair16": "aotc_ld_pair16",
-              "ld_word8": "aotc_ld_word8", "pkhbt": "aotc_pkhbt", "pkhtb": "aotc_pkhtb"}
+              "ld_word8": "aotc_ld_word8", "pkhbt": "aotc_pkhbt", "pkhtb": "aotc_pkhtb",
+              "st_pair16": "aotc_st_pair16"}
 
 # Helium (MVE) intrinsics (<arm_mve.h>, __ARM_FEATURE_MVE), under their non-polymorphic names
 # (the polymorphic ones are C11 _Generic macros): loops/mve.py's int8 dot products, emitted
@@ -136,7 +140,7 @@ ADDRESS_ARG_CALLS = frozenset({"vldrbq_s8", "vldrbq_z_s8", "ld_pair16", "ld_word
                                "vldrbq_s32", "vldrhq_u16", "vldrbq_gather_offset_s16",
                                "vldrbq_gather_offset_s32"})
 VECTOR_STORES = frozenset({"vstrbq_s32", "vstrbq_scatter_offset_s32", "vstrbq_s16",
-                           "vstrwq_s32"})
+                           "vstrwq_s32", "st_pair16"})
 
 
 # Integer spellings without undefined behaviour (runtime_c/aotc_runtime.h).
@@ -487,7 +491,8 @@ class CPrinter:
             elif isinstance(s, Store) and isinstance(s.value, Call) \
                     and s.value.fn in VECTOR_STORES:
                 args = [_strip(self.expr(a)) for a in s.value.args]
-                out.append(f"{pad}{s.value.fn}(&{s.buf.name}[{_strip(self.expr(s.index))}], "
+                fn = ACLE_CALLS.get(s.value.fn, s.value.fn)
+                out.append(f"{pad}{fn}(&{s.buf.name}[{_strip(self.expr(s.index))}], "
                            f"{', '.join(args)});")
             elif isinstance(s, Store):
                 out.append(f"{pad}{s.buf.name}[{_strip(self.expr(s.index))}] = "

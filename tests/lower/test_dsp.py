@@ -147,10 +147,15 @@ DEPTHWISE = {
     # 6 output rows of stride 1: 3 rows a step (conv.depthwise_rows' default there)
     "dw3x3_rows3": dict(cin=4, m=4, group=4, hw=(6, 5)),
     # rows longer than 8 copied into the plane COPY_STEP (16) a step and the rest after
-    # them: 37 = 2 x 16 + 5; 12, no step
+    # them: 37 = 2 x 16 + 5; 12, no step. int8 rows go 4 a word (aotc_st_pair16): 37 = two
+    # steps of 4 words, a word and one input; 12 three words; 5, 6 (above) a word and the rest
     "dw_long_rows": dict(cin=2, m=2, group=2, hw=(4, 37), strides=(1, 2)),
     "dw_rows_of_12": dict(cin=3, m=3, group=3, hw=(3, 12)),
     "dw_kx1_unpadded": dict(cin=5, m=5, group=5, kernel=(3, 1), pads=(0, 0, 0, 0), hw=(6, 2)),
+    # odd kernel rows: two rows' last taps share a weight word (SMLABB / SMLABT), an odd
+    # row count's last alone; 4 rows of 3 taps and 5 of 5 (3x3 above: 3 of 3)
+    "dw_4x3": dict(cin=3, m=3, group=3, kernel=(4, 3), pads=(1, 1, 2, 1), hw=(6, 7)),
+    "dw_5x5": dict(cin=2, m=2, group=2, kernel=(5, 5), pads=(2, 2, 2, 2), hw=(7, 9)),
 }
 
 
@@ -161,6 +166,24 @@ def test_depthwise_schedule_equals_generic_build(case, tmp_path):
     model, x = qconv(**DEPTHWISE[case])
     check_target_build(model, x, tmp_path, "cortex-m4f", present=("_plane[",),
                        absent=("_plane[",))
+
+
+def test_depthwise_copies_int8_rows_into_the_plane_a_word_at_a_time(tmp_path):
+    """int8 rows of 4 or more inputs: LDR, SXTB16 twice, PKHBT / PKHTB and two word stores a
+    4 inputs (bytes: test_depthwise_schedule_equals_generic_build); uint8 and rows of 3 one
+    input at a time."""
+    for name, kw, words in [("a", DEPTHWISE["dw_long_rows"], True),
+                            ("b", DEPTHWISE["dw_asymmetric_pads_uint8"], False),
+                            ("c", dict(cin=2, m=2, group=2, hw=(5, 3)), False)]:
+        model, _ = qconv(**kw)
+        aotc.compile(model, tmp_path / name, name="m", target="cortex-m4f")
+        c = (tmp_path / name / "m.c").read_text()
+        assert "__smlad(aotc_ld_pair16(" in c
+        # 3 taps a kernel row (not b's 2): rows 0 and 1 share their last taps' word
+        assert ("__smlabt(aotc_ld_pair16(" in c) == (name != "b"), name
+        assert "aotc_st_pair16(&" in c  # the zero-point border, 2 a word, in all three
+        assert ("aotc_pkhtb(" in c) == words, name
+        assert ("aotc_ld_word8(&" in c) == words, name
 
 
 def test_depthwise_uses_smlad_on_tap_pairs_unless_the_schedule_says_bytes(tmp_path):
@@ -185,16 +208,20 @@ def test_doubled_requantisation_only_below_2_30(group, big, tmp_path):
     """The DSP schedules requantise with aotc_q_requant_h (the accumulator doubled) only where
     every |accumulator| is provably below 2^30; a bias of 1.2e9 keeps aotc_q_requant_r,
     unless that channel's output is the same at both ends of its accumulators' range (then
-    constant: its multiplier 0, Requant._h_params). All give the generic build's bytes
-    (host, and cortex-m4f in QEMU)."""
+    constant: its multiplier 0, Requant._h_params). The depthwise conv (group 4) sums its
+    accumulators already doubled (aotc_q_requant_hd; the constant channel's, near 2^31,
+    wrap, which its output ignores). All give the generic build's bytes (host, and
+    cortex-m4f in QEMU)."""
     bias = [-3, 1_200_000_000, 40, -7] if big else None
     ws = [0.01, BIG_BIAS[big], 0.005, 0.02] if big else None
     model, x = qconv(cin=4, m=4, group=group, bias=bias, ws=ws, pads=(0, 1, 1, 0))
     doubled = big != "varying"
+    h = "aotc_q_requant_hd(" if group == 4 else "aotc_q_requant_h("
     check_target_build(model, x, tmp_path, "cortex-m4f",
-                       present=("aotc_q_requant_h(" if doubled else "aotc_q_requant_r(",))
+                       present=(h if doubled else "aotc_q_requant_r(",))
     c = (tmp_path / "target" / "m.c").read_text()
-    assert ("aotc_q_requant_h(" in c) == doubled
+    assert (h in c) == doubled
+    assert ("aotc_q_requant_h(" in c) == (doubled and group == 1)
 
 
 def test_host_target_never_uses_the_dsp_schedule(tmp_path):

@@ -27,6 +27,7 @@ int32_t t_dhm(int32_t a, int32_t b);
 int32_t t_requant(int32_t x, int32_t m, int32_t l, int32_t r);
 int32_t t_requant_r(int32_t x, int32_t m, int64_t rnd, int32_t rsh);
 int32_t t_requant_h(int32_t x, int32_t m, int32_t c, int32_t r);
+int32_t t_requant_hd(int32_t x, int32_t m, int32_t c, int32_t r);
 """
 
 
@@ -45,7 +46,8 @@ def lib(tmp_path_factory):
             (FUNCS.splitlines()[7], "dhm", "a, b"),
             (FUNCS.splitlines()[8], "requant", "x, m, l, r"),
             (FUNCS.splitlines()[9], "requant_r", "x, m, rnd, rsh"),
-            (FUNCS.splitlines()[10], "requant_h", "x, m, c, r")]) + "\n")
+            (FUNCS.splitlines()[10], "requant_h", "x, m, c, r"),
+            (FUNCS.splitlines()[11], "requant_hd", "x, m, c, r")]) + "\n")
     so = d / "fp.so"
     subprocess.run(["cc", "-std=c99", "-Wall", "-Wextra", "-Werror", "-pedantic", "-O2",
                     "-shared", "-fPIC", "-I", str(runtime_dir()), str(src), "-o", str(so)],
@@ -194,6 +196,18 @@ def test_doubled_requant_equals_mbqm(lib):
     for x, m, s, zp in cases:
         want = qmath.mbqm(x, m, s) + zp
         assert lib.t_requant_h(x, m, (1 << (-s - 1)) + (zp << -s), -s) == want, (x, m, s, zp)
+
+
+def test_predoubled_requant_equals_mbqm(lib):
+    """aotc_q_requant_hd of 2x (the depthwise sums made doubled, depthwise_int.py) is
+    aotc_q_requant_h of x in its domain; a channel of multiplier 0 and constant 1 + 2K
+    (Requant._h_params' constant output) gives K for any int32, doubled or wrapped."""
+    for x, m, s, zp in _doubled_cases():
+        want = qmath.mbqm(x, m, s) + zp
+        assert lib.t_requant_hd(2 * x, m, (1 << (-s - 1)) + (zp << -s), -s) == want
+    for x2 in EDGE + [int(v) for v in RNG.integers(-(1 << 31), 1 << 31, 500)]:
+        for k in (-128, -1, 0, 5, 127):
+            assert lib.t_requant_hd(x2, 0, 1 + 2 * k, 1) == k, (x2, k)
 
 
 def _requant_bundle(d: Path, cases: list[tuple[int, int, int]]) -> None:

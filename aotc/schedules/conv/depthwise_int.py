@@ -20,8 +20,9 @@ import numpy as np
 
 from aotc import dtypes
 from aotc.ir.graph import Node
-from aotc.loops import mve
+from aotc.loops import dsp, mve
 from aotc.loops.loop_ir import (
+    Call,
     Cast,
     Const,
     Expr,
@@ -97,15 +98,18 @@ def lower_depthwise(node: Node, kb: Any, X: Any, B: Any, arith: Any,
     # more plane element, 0, for the high lane of an odd row's last word (its weight is 0).
     pairs = (not helium and folded is not None and d[a] == 1 and k_sp[a] >= 2
              and kb.knob(CONV.DEPTHWISE) == "pairs")
+    # int8 rows of 4 or more inputs go into the int16 plane 4 a word: one LDR, SXTB16 twice,
+    # PKHBT and PKHTB, two STR (8 instructions a byte and a halfword at a time).
+    # The stores need not be word-aligned (STR at a halfword boundary; the core splits it in
+    # two halfword accesses, as the two STRH it replaces); keeping the plane's layout keeps the
+    # taps' addressing (a column shifted to align them cost the stride-1 convs more: gcc -Os
+    # then kept one more pointer in the pixel loop).
+    words = pairs and X.dtype == I8 and in_sp[-1] >= 4
     npl = int(np.prod(plane, dtype=np.int64))
     # Helium's row vectors (channel_lanes) read up to 3 bytes past the plane.
     xpad = kb.scratch_buffer("plane", I16 if pairs else X.dtype,
                              (npl + 1 if pairs else npl + 4 if helium else npl,))
     half = -(-k_sp[a] // 2)
-    if pairs:
-        wp = np.zeros((w.shape[0], nrows, 2 * half), np.int16)
-        wp[..., :k_sp[a]] = w.reshape(w.shape[0], nrows, k_sp[a])
-        wpair = kb.const("wpair", wp.reshape(-1).view("<i4"), I32)
     # split_requant: the sums of a block of outputs (the trailing output axes from ``sa`` on,
     # the whole plane when it has at most 256 outputs) go to int32 scratch, then the block is
     # requantised in a loop of its own.
@@ -113,6 +117,42 @@ def lower_depthwise(node: Node, kb: Any, X: Any, B: Any, arith: Any,
     block = int(np.prod(out_sp[sa:], dtype=np.int64))
     sums = (kb.scratch_buffer("sum", I32, (block,))
             if pairs and kb.knob(CONV.SPLIT_REQUANT) else None)
+    # Where the outputs are requantised by aotc_q_requant_h (|acc| < 2^30 proven), the sums
+    # are made doubled, weights and folded bias twice theirs (int16 lanes of at most 2 * 128;
+    # modulo 2^32 like the sum): aotc_q_requant_hd then skips the doubling's shift, one
+    # instruction fewer an output.
+    doubled = pairs and sums is None and _requantised_h(kb, arith, B)
+    if doubled:
+        assert folded is not None
+        kb.drop_const(folded.buf.name)
+        twice = (vals * 2 + (1 << 31)) % (1 << 32) - (1 << 31)
+        folded = kb.const("dwbias", twice.astype(np.int32), I32)
+    # An odd kernel row's last tap has a word of its own, its high lane 0; two rows' last
+    # taps share one instead (lasts): SMLABB takes the low lane's weight, SMLABT the high
+    # one's, and the channel keeps a weight word fewer in registers per two rows.
+    lasts = pairs and k_sp[a] % 2 == 1 and nrows >= 2
+    nw = nrows * (half - 1) + (nrows + 1) // 2 if lasts else nrows * half
+    if pairs:
+        ch = w.shape[0]
+        wq = w.reshape(ch, nrows, k_sp[a]).astype(np.int16) * (2 if doubled else 1)
+        wp = np.zeros((ch, nrows, 2 * half), np.int16)
+        wp[..., :k_sp[a]] = wq
+        lanes = wp.reshape(ch, nrows, half, 2)
+        if lasts:
+            last = np.zeros((ch, 2 * ((nrows + 1) // 2)), np.int16)
+            last[:, :nrows] = wq[:, :, -1]
+            lanes = np.concatenate([lanes[:, :, :half - 1].reshape(ch, -1, 2),
+                                    last.reshape(ch, -1, 2)], axis=1)
+        wpair = kb.const("wpair", np.ascontiguousarray(lanes).reshape(-1).view("<i4"), I32)
+
+    def weight_word(r: int, h: int) -> tuple[int, str]:
+        """Kernel row r's h-th pair of taps: its word among the channel's nw, and the
+        instruction that multiplies an input pair word by it."""
+        if not lasts:
+            return r * half + h, "smlad"
+        if h == half - 1:
+            return nrows * (half - 1) + r // 2, "smlabt" if r % 2 else "smlabb"
+        return r * (half - 1) + h, "smlad"
     # Outputs per step along axis v, the one before a (none for a row kernel on a row).
     v = a - 1
     rows = (min(out_sp[v], kb.knob(CONV.DEPTHWISE_ROWS,
@@ -135,16 +175,21 @@ def lower_depthwise(node: Node, kb: Any, X: Any, B: Any, arith: Any,
         held = {ld: kb.local(ld, "q", ld.dtype) for ld in loads}
         bias = kb.local(folded[[m]], "bias", I32)
 
+        def swap(e: Expr) -> Expr:
+            if isinstance(e, Load):
+                return held.get(e, e)
+            if doubled and isinstance(e, Call) and e.fn == "q_requant_h":
+                return Call("q_requant_hd", e.args, e.dtype)
+            return e
+
         def finish(kb_: Any, acc: Expr, m_: Expr, B_: Any) -> Expr:
-            return map_expr(arith.finish(kb_, acc, m_, B_),
-                            lambda e: held.get(e, e) if isinstance(e, Load) else e)
+            return map_expr(arith.finish(kb_, acc, m_, B_), swap)
         return finish, bias
 
     def channel_pairs(n: Expr, m: Expr) -> None:
         """A kernel row's taps two per SMLAD; the channel's weight words stay in registers."""
         assert folded is not None
-        wv = [kb.local(wpair.flat((m * nrows + r) * half + h), "w", I32)
-              for r in range(nrows) for h in range(half)]
+        wv = [kb.local(wpair.flat(m * nw + j), "w", I32) for j in range(nw)]
         finish, bias = arith.finish, folded[[m]]
         if sums is None:
             finish, bias = channel_constants(m)
@@ -161,15 +206,15 @@ def lower_depthwise(node: Node, kb: Any, X: Any, B: Any, arith: Any,
                 tap = (*t, *([0] * (nd - a)))
                 off = sum(kv * dd * ps for kv, dd, ps in zip(tap, d, pstr))
                 for h in range(half):
+                    j, op = weight_word(r, h)
                     for q, shift in enumerate(shifts):
                         xv = call("ld_pair16", xpad.flat(base + (shift + off + 2 * h)),
                                   dtype=I32)
                         if accs[q] is None:
-                            accs[q] = kb.local(call("smuad", xv, wv[r * half + h], dtype=I32),
-                                               "acc", I32)
+                            assert op == "smlad"
+                            accs[q] = kb.local(call("smuad", xv, wv[j], dtype=I32), "acc", I32)
                         else:
-                            kb.assign(accs[q], call("smlad", xv, wv[r * half + h], accs[q],
-                                                    dtype=I32))
+                            kb.assign(accs[q], call(op, xv, wv[j], accs[q], dtype=I32))
             return accs
 
         def tap_sum(o: list[Expr], shift: int = 0, biased: bool = True) -> Expr:
@@ -182,11 +227,24 @@ def lower_depthwise(node: Node, kb: Any, X: Any, B: Any, arith: Any,
             names = [f"o{k}" for k in range(nd)]
 
             def step(pre: list[Expr], first: Expr, count: int) -> None:
+                # 3 rows a step, or strided rows: the step's first output row's index in a
+                # local, the others at constant offsets from it; gcc -Os then keeps one output
+                # pointer instead of one a row (VWW's k1: 60 -> 58 instructions a step of 3
+                # outputs, none stored to the stack; m4f VWW 14,197,517 -> 14,090,628). Not
+                # for 2 rows of stride 1: KWS's (rows of 5) spilled an accumulator instead
+                # (KWS with it / without, m4f 4,532,931 / 4,429,864, m33 3,970,390 /
+                # 3,837,239; VWW's convs of 2 rows are all of stride 2).
+                Y_ = kb.outputs[0]
+                zeros = [Const(0)] * (nd - v - 1)
+                one = rows >= 3 or s[v] >= 2
+                yrow = kb.local(Y_.index([n, m, *pre, first, *zeros]), "yrow") if one else None
                 with kb.loops(out_sp[v + 1:], names[v + 1:]) as post:
                     o = [*pre, first, *post]
                     accs = tap_sums(o, [q * s[v] * pstr[v] for q in range(count)])
                     for q, acc in enumerate(accs):
-                        kb.store_output([n, m, *pre, first + q, *post], finish(kb, acc, m, B))
+                        at = Y_.index([Const(0)] * (2 + v) + [Const(q), *post])
+                        kb.store_output([n, m, *pre, first + q, *post], finish(kb, acc, m, B),
+                                        flat=yrow + at if yrow is not None else None)
 
             with kb.loops(out_sp[:v], names[:v]) as pre:
                 with kb.loop(out_sp[v] // rows, names[v]) as ov:
@@ -342,8 +400,17 @@ def lower_depthwise(node: Node, kb: Any, X: Any, B: Any, arith: Any,
 
     with kb.loop(Y.shape[0], "n") as n:
         if any(p != i for p, i in zip(plane, in_sp)):  # the border: the zero point
-            with kb.loop(npl, "p") as p:
-                kb.store(xpad, [p], Const(x_zp, xpad.dtype))
+            if pairs:  # 8 int16 a step, 4 word stores of two
+                both = (x_zp & 0xFFFF) * 0x10001
+                zpw = Const(both - (1 << 32) if both >= 1 << 31 else both, I32)
+                with kb.loop(npl // 8, "p") as p:
+                    for h in range(4):
+                        kb.store(xpad, [p * 8 + 2 * h], call("st_pair16", zpw, dtype=I32))
+                for q in range(npl - npl % 8, npl):
+                    kb.store(xpad, [Const(q)], Const(x_zp, I16))
+            else:
+                with kb.loop(npl, "p") as p:
+                    kb.store(xpad, [p], Const(x_zp, xpad.dtype))
         if pairs:
             kb.store(xpad, [npl], Const(0, I16))
         with kb.loop(Y.shape[1], "m") as m:
@@ -353,12 +420,33 @@ def lower_depthwise(node: Node, kb: Any, X: Any, B: Any, arith: Any,
                 kb.store(xpad, [flat([i + b for i, b in zip(ii, pb)], pstr)],
                          Cast(xv, I16) if pairs else xv)
 
+            def copy4(ii0: list[Expr], i: Expr) -> None:
+                """Inputs i .. i + 3 of a row as two words of int16 pairs: SXTB16 gives
+                (x0, x2), SXTB16 ROR 8 (x1, x3); PKHBT / PKHTB their low / high lanes."""
+                wd = kb.local(dsp.ld_word8(X[[n, m, *ii0, i]]), "cw", I32)
+                even = kb.local(call("sxtb16", wd, dtype=I32), "ce", I32)
+                odd = kb.local(call("sxtb16_ror8", wd, dtype=I32), "co", I32)
+                at = flat([*[i_ + b for i_, b in zip(ii0, pb)], i + pb[-1]], pstr)
+                for h in range(2):
+                    kb.store(xpad, [at + 2 * h],
+                             call("st_pair16", dsp.halves(even, odd, h), dtype=I32))
+
             # Rows longer than 8: COPY_STEP elements a step (the loop's increment, compare
             # and taken branch shared by them), the rest after the loop.
             step = COPY_STEP if pairs else 1
             width = in_sp[-1]
             with kb.loops(in_sp[:-1], [f"i{k}" for k in range(nd - 1)]) as ii0:
-                if step > 1 and width > 8:
+                if words:
+                    # COPY_STEP inputs a step, then the rest's words and last few inputs.
+                    if width >= step:
+                        with kb.loop(width // step, f"i{nd - 1}") as il:
+                            for q in range(0, step, 4):
+                                copy4(ii0, il * step + q)
+                    for q in range(width - width % step, width - width % 4, 4):
+                        copy4(ii0, Const(q))
+                    for q in range(width - width % 4, width):
+                        copy([*ii0, Const(q)])
+                elif step > 1 and width > 8:
                     if width >= step:
                         with kb.loop(width // step, f"i{nd - 1}") as il:
                             for q in range(step):
@@ -370,6 +458,17 @@ def lower_depthwise(node: Node, kb: Any, X: Any, B: Any, arith: Any,
                         copy([*ii0, il])
             with kb.outline():
                 (channel_mve if helium else channel_pairs if pairs else channel)(n, m)
+
+
+def _requantised_h(kb: Any, arith: Any, B: Any) -> bool:
+    """Whether the kernel's requantisation is aotc_q_requant_h (Requant._h_params)."""
+    stack: list[object] = [arith.finish(kb, Var("acc_probe", I32), Var("m_probe", I32), B)]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, Call) and x.fn == "q_requant_h":
+            return True
+        stack.extend(children(x))
+    return False
 
 
 def prove_bound(kb: Any, arith: Any, B: Any, w: np.ndarray, x_dtype: Any, x_zp: int,
