@@ -272,6 +272,14 @@ def dsp_bias_tile_default(outlined: bool) -> bool:
     return not outlined
 
 
+DSP_TILE_REQUANT = knob("conv.dsp_tile_requant", (True, False), True,
+                        "the DSP schedule's inline tiles (conv.outline off, with "
+                        "conv.dsp_bias_tile) requantise their accumulators and store the "
+                        "outputs themselves, each channel's constants loaded once for the "
+                        "tile's pixels, instead of writing int32 sums that a loop of their own "
+                        "reloads and requantises; default on")
+
+
 def _dsp_requant(ctx: Context) -> str:
     # Measured on KWS (bench/boards.py --int8, estimated cycles per inference, with
     # conv.dsp_bias_tile), serial -> interleaved: cortex-m7 3,190,173 -> 3,120,344 (1.20 ->
