@@ -85,6 +85,10 @@ class Requant:
         self.acc_bound: int | None = None
         # Each channel's accumulator range (lowest, highest), where the lowering proved it.
         self.acc_ranges: tuple[np.ndarray, np.ndarray] | None = None
+        # Kernels (id of their builder) that read aotc_q_requant_h's three per-channel
+        # constants from one table, (multiplier, added constant, right shift) a channel: one
+        # pointer instead of three where a tile requantises its channels (schedules/conv/dsp.py).
+        self.packed_kbs: set[int] = set()
 
     def _per(self, kb: Any, name: str, values: np.ndarray, dt: DType, ch: Expr | None) -> Expr:
         """One value per channel: a constant when all channels share it, else a table in
@@ -166,8 +170,9 @@ class Requant:
                 hp = None
                 if "dsp" in kb.features and not (mult == qmath.INT32_MIN).any():
                     hp = self._h_params(mult, shift)
-                mul = self._per(kb, "qmul", (mult if hp is None else hp[0]).astype(np.int32),
-                                I32, ch)
+                packed = hp is not None and ch is not None and id(kb) in self.packed_kbs
+                mul = Const(0, I32) if packed else self._per(
+                    kb, "qmul", (mult if hp is None else hp[0]).astype(np.int32), I32, ch)
             if mul is None:
                 pass
             elif (mult == qmath.INT32_MIN).any():  # SRDHM's saturating case: keep it
@@ -179,8 +184,17 @@ class Requant:
                 # zero point in the added constant (runtime_c/aotc_runtime.h); channels of a
                 # constant result by m = 0 (_h_params).
                 _, right, add = hp
-                c = self._per(kb, "qadd", add.astype(np.int32), I32, ch)
-                rsh = self._per(kb, "qright", right.astype(np.int8), dtypes.int8, ch)
+                if packed:
+                    key = (id(kb), "qch")
+                    if key not in self._tables:
+                        table = np.stack([np.broadcast_to(t, mult.shape).astype(np.int32)
+                                          for t in (hp[0], add, right)], axis=1)
+                        self._tables[key] = (kb.const("qch", table.reshape(-1), I32),)
+                    qch = self._tables[key][0]
+                    mul, c, rsh = (qch[[ch * 3 + k]] for k in range(3))
+                else:
+                    c = self._per(kb, "qadd", add.astype(np.int32), I32, ch)
+                    rsh = self._per(kb, "qright", right.astype(np.int8), dtypes.int8, ch)
                 v = call("q_requant_h", acc, mul, c, rsh, dtype=I32)
             elif (shift < 0).all():
                 # Right shifts only (the usual case): both roundings in one 64-bit sum and

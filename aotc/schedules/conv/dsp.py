@@ -106,6 +106,9 @@ def lower_conv_dsp(conv: Any, node: Node, kb: Any, X: Any, B: Any, arith: Any,
     interleave = kb.knob(CONV.DSP_REQUANT) == "interleaved"
     # Inline tiles requantise their own accumulators (no int32 sums stored and reloaded).
     fused = biased and not outline and kb.knob(CONV.DSP_TILE_REQUANT)
+    if fused and getattr(arith, "requant", None) is not None:
+        # the tile's channels' three constants from one table (one pointer, not three)
+        arith.requant.packed_kbs.add(id(kb))
     # the int32 sums of a group of pixels, for the requantisation loop
     sums = None if fused else kb.scratch_buffer("sum", I32, (px * mg,))
     # 1x1, stride 1, no padding, int8 pairs: a group of 4 pixels' column words from one word
@@ -114,7 +117,8 @@ def lower_conv_dsp(conv: Any, node: Node, kb: Any, X: Any, B: Any, arith: Any,
                and all(v == 1 for v in s) and list(in_sp) == list(out_sp)
                and X.dtype == dtypes.int8 and cg % 2 == 0)
     Yc = Y.shape[1]
-    by_pixel = not flat and not rows and outline and wide
+    # (the Cortex-M4 only: on the M7 and M33 the per-pixel loads stall their MACs)
+    by_pixel = not flat and not rows and outline and wide and kb.cpu == "cortex-m4"
 
     def column(n: Expr, gi: Expr, pix: Expr, slot: int) -> list[Expr]:
         """Fill column ``slot`` for output pixel ``pix`` (flat); returns its coordinates."""
