@@ -99,7 +99,8 @@ def lower_conv_dsp(conv: Any, node: Node, kb: Any, X: Any, B: Any, arith: Any,
     padded = any(pb) or any(pe)
     # Each tile a function of its own (its accumulators alone in the registers), or inline
     # (no call per tile: better up to 32-word columns).
-    outline = kb.knob(CONV.OUTLINE, default=CONV.dsp_outline_default(q_len, rows))
+    outline = kb.knob(CONV.OUTLINE,
+                      default=CONV.dsp_outline_default(q_len, rows, kb.cpu, wide))
     steps = kb.knob(CONV.DSP_UNROLL, default=CONV.dsp_unroll_default(q_len, rows))
     # The bias in the tiles' first accumulators; the pixels' requantisation side by side.
     biased = kb.knob(CONV.DSP_BIAS_TILE, default=CONV.dsp_bias_tile_default(outline))

@@ -168,7 +168,8 @@ def outline_default(column_words: int) -> bool:
     return column_words >= 8
 
 
-def dsp_outline_default(column_words: int, rows: bool = False) -> bool:
+def dsp_outline_default(column_words: int, rows: bool = False, cpu: str = "",
+                        wide: bool = False) -> bool:
     # Measured (estimated cycles per inference, bench/boards.py --int8), outlined from 8 words
     # -> from 33: cortex-m4f KWS 5,413,578 -> 5,303,725, VWW 17,327,862 -> 16,765,151,
     # ResNet-8 25,247,750 -> 25,041,222, streaming wakeword 1,512,128 -> 1,493,345; cortex-m7
@@ -180,8 +181,18 @@ def dsp_outline_default(column_words: int, rows: bool = False) -> bool:
     # Column rows (conv.column=rows, 3 pixels a group) are inline at any length: ResNet-8,
     # outlined -> inline, cortex-m4f 17,822,961 -> 17,383,990, cortex-m7 10,827,066 ->
     # 10,526,720, cortex-m33 16,257,336 -> 16,014,644 (flash +2.5 KB).
+    # With conv.dsp_tile_requant (inline tiles requantise their own accumulators; Nov 28),
+    # VWW's 64-, 128-word pointwise convs inline, estimated cycles per inference (outlined
+    # from 33 / 65 / 129 words): cortex-m4f 13,391,220 / 13,051,696 / 12,988,998; cortex-m7
+    # 8,376,962 / - / 8,390,982 (its 64-word k14 loses: 2,325,050 -> 2,365,245); cortex-m33
+    # 11,735,803 / - / 12,154,316 (its 64-word k14 int16-weighted gains, 2,712,772 ->
+    # 2,625,344; its packed k24 and k26 lose: 715,605 -> 912,618 for k26).
     if rows:
         return False
+    if cpu == "cortex-m4":
+        return column_words > 128
+    if cpu == "cortex-m33" and wide:
+        return column_words > 64
     return column_words > 32
 
 
