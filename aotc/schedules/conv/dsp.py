@@ -106,7 +106,8 @@ def lower_conv_dsp(conv: Any, node: Node, kb: Any, X: Any, B: Any, arith: Any,
     biased = kb.knob(CONV.DSP_BIAS_TILE, default=CONV.dsp_bias_tile_default(outline))
     interleave = kb.knob(CONV.DSP_REQUANT) == "interleaved"
     # Inline tiles requantise their own accumulators (no int32 sums stored and reloaded).
-    fused = biased and not outline and kb.knob(CONV.DSP_TILE_REQUANT)
+    fused = biased and not outline and kb.knob(
+        CONV.DSP_TILE_REQUANT, default=CONV.dsp_tile_requant_default(kb.epilogue_steps != [], kb.cpu))
     if fused and getattr(arith, "requant", None) is not None:
         # the tile's channels' three constants from one table (one pointer, not three)
         arith.requant.packed_kbs.add(id(kb))

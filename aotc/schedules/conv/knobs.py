@@ -288,7 +288,19 @@ DSP_TILE_REQUANT = knob("conv.dsp_tile_requant", (True, False), True,
                         "conv.dsp_bias_tile) requantise their accumulators and store the "
                         "outputs themselves, each channel's constants loaded once for the "
                         "tile's pixels, instead of writing int32 sums that a loop of their own "
-                        "reloads and requantises; default on")
+                        "reloads and requantises; default on, off for convs with a fused "
+                        "epilogue (a residual add)")
+
+
+def dsp_tile_requant_default(epilogue: bool, cpu: str = "") -> bool:
+    # Measured (bench/boards.py --int8, estimated cycles per inference; docs/performance.md,
+    # "Pointwise convs"). ResNet-8's convs with a fused residual add (k2, k5, k8) lose with it
+    # on the M7 and M33 (the tile then holds the add's operands too; m33 k2 3,051,299 ->
+    # 3,084,758, k5 2,594,648 -> 2,663,555, k8 2,370,071 -> 2,436,045) and gain on the M4:
+    # ResNet-8 all on / on without them: cortex-m4f 16,474,346 / 16,835,330, cortex-m7
+    # 10,459,512 / 10,209,156, cortex-m33 14,528,128 / 14,360,503 (main 17,093,737 /
+    # 10,457,204 / 14,503,527).
+    return not epilogue or cpu == "cortex-m4"
 
 
 def _dsp_requant(ctx: Context) -> str:
