@@ -159,6 +159,18 @@ AOTC_INLINE int32_t aotc_q_requant_h(int32_t x, int32_t m, int32_t c, int32_t ri
 #endif
     return (t + (x >> 31)) >> right;
 }
+/* aotc_q_requant_h of an accumulator already doubled: x2 = 2x (the DSP convs' weights and
+ * bias doubled at compile time, |x| < 2^30), one shift fewer per output. */
+AOTC_INLINE int32_t aotc_q_requant_h2(int32_t x2, int32_t m, int32_t c, int32_t right)
+{
+    int32_t t;
+#if defined(__ARM_FEATURE_DSP) && __ARM_FEATURE_DSP
+    __asm__("smmlar %0, %1, %2, %3" : "=r"(t) : "r"(x2), "r"(m), "r"(c));
+#else
+    t = (int32_t)(((int64_t)x2 * (int64_t)m + (int64_t)c * 4294967296LL + 0x80000000LL) >> 32);
+#endif
+    return (t + (x2 >> 31)) >> right;
+}
 /* The same with the shift as one signed number and any m (SRDHM's saturating case kept). */
 AOTC_INLINE int32_t aotc_q_mbqm(int32_t x, int32_t m, int32_t shift)
 {

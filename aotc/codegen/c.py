@@ -96,7 +96,7 @@ INT_CALLS = {"abs": "AOTC_ABS", "float_from_bits": "aotc_bits_f32",  # BitCast
              # fixed-point requantisation primitives (runtime_c/aotc_runtime.h)
              "q_srdhm": "aotc_q_srdhm", "q_rdbpot": "aotc_q_rdbpot", "q_mbqm": "aotc_q_mbqm",
              "q_requant": "aotc_q_requant", "q_requant_r": "aotc_q_requant_r",
-             "q_requant_h": "aotc_q_requant_h",
+             "q_requant_h": "aotc_q_requant_h", "q_requant_h2": "aotc_q_requant_h2",
              "q_sat_shl": "aotc_q_sat_shl", "q_softmax_scale": "aotc_q_softmax_scale",
              "q_clz": "aotc_q_clz", "q_one_over_one_plus_x": "aotc_q_one_over_one_plus_x",
              **HALF_CALLS}

@@ -89,6 +89,9 @@ class Requant:
         # constants from one table, (multiplier, added constant, right shift) a channel: one
         # pointer instead of three where a tile requantises its channels (schedules/conv/dsp.py).
         self.packed_kbs: set[int] = set()
+        # Kernels whose accumulators are doubled (weights and bias times 2 at compile time,
+        # where h_applies): aotc_q_requant_h2, no shift per output.
+        self.doubled_kbs: set[int] = set()
 
     def _per(self, kb: Any, name: str, values: np.ndarray, dt: DType, ch: Expr | None) -> Expr:
         """One value per channel: a constant when all channels share it, else a table in
@@ -154,6 +157,14 @@ class Requant:
         return (self.acc_bound is not None and self.acc_bound < 1 << 30
                 and int(np.abs(add).max()) < 1 << 30)
 
+    def h_applies(self, kb: Any) -> bool:
+        """Whether __call__ takes aotc_q_requant_h (|acc| < 2^30 proven: the accumulator may
+        be doubled)."""
+        if self.mode != "tflite" or self.wide or "dsp" not in kb.features:
+            return False
+        mult, shift = self.tflite_params()
+        return not (mult == qmath.INT32_MIN).any() and self._h_params(mult, shift) is not None
+
     def __call__(self, kb: Any, acc: Expr, ch: Expr | None) -> Expr:
         if self.mode == "tflite":
             mult, shift = self.tflite_params()
@@ -195,7 +206,8 @@ class Requant:
                 else:
                     c = self._per(kb, "qadd", add.astype(np.int32), I32, ch)
                     rsh = self._per(kb, "qright", right.astype(np.int8), dtypes.int8, ch)
-                v = call("q_requant_h", acc, mul, c, rsh, dtype=I32)
+                v = call("q_requant_h2" if id(kb) in self.doubled_kbs else "q_requant_h",
+                         acc, mul, c, rsh, dtype=I32)
             elif (shift < 0).all():
                 # Right shifts only (the usual case): both roundings in one 64-bit sum and
                 # one shift, from per-channel constants (runtime_c/aotc_runtime.h).
@@ -212,7 +224,7 @@ class Requant:
                 right = self._per(kb, "qrsh", np.maximum(-shift, 0).astype(np.int8),
                                   dtypes.int8, ch)
                 v = call("q_requant", acc, mul, left, right, dtype=I32)
-            if self.zp and not (isinstance(v, Call) and v.fn == "q_requant_h"):
+            if self.zp and not (isinstance(v, Call) and v.fn in ("q_requant_h", "q_requant_h2")):
                 v = v + Const(self.zp, I32)
             full = qrange(self.out) == (self.lo, self.hi)
             if full and "dsp" in kb.features and self.out.itemsize == 1:

@@ -68,6 +68,20 @@ def lower_conv_dsp(conv: Any, node: Node, kb: Any, X: Any, B: Any, arith: Any,
     wide = kb.knob(CONV.DSP_WIDE, default=CONV.dsp_wide_default(kb.cpu, flat))
     px, tw, full, rest = pixel_tiles(kb, npix, mg,
                                      CONV.dsp_pixels_default(kprod, flat, rows, wide))
+    prove_bound(kb, arith, B, w, X.dtype, arith.x_zp)
+    # Each tile a function of its own (its accumulators alone in the registers), or inline
+    # (no call per tile: better up to 32-word columns).
+    outline = kb.knob(CONV.OUTLINE,
+                      default=CONV.dsp_outline_default(q_len, rows, kb.cpu, wide))
+    # The bias in the tiles' first accumulators; the pixels' requantisation side by side.
+    biased = kb.knob(CONV.DSP_BIAS_TILE, default=CONV.dsp_bias_tile_default(outline))
+    # int16 weights and the bias in the tiles, requantised by aotc_q_requant_h (|acc| < 2^30
+    # proven): weights and bias doubled at compile time (|2w| <= 256 fits the lanes), the
+    # accumulators 2 * sum exactly, aotc_q_requant_h2 then skips its doubling per output.
+    rq = getattr(arith, "requant", None)
+    doubled = wide and biased and rq is not None and rq.h_applies(kb)
+    if doubled:
+        rq.doubled_kbs.add(id(kb))
     # Per group, tile after tile: pack_words of the tile's [cg, K, width] weights, so word
     # (cp * kprod + k) * half + jp of a tile pairs with column word cp * kprod + k.
     parts = []
@@ -79,6 +93,8 @@ def lower_conv_dsp(conv: Any, node: Node, kb: Any, X: Any, B: Any, arith: Any,
             packed = dsp.pack_words(wt)
             if wide:  # the tile's even lanes, then its odd ones
                 lanes = dsp.widen(packed)
+                if doubled:
+                    lanes = (lanes.view("<i2") * 2).astype("<i2").view("<i4")
                 parts.append(np.concatenate([lanes[..., 0].reshape(-1),
                                              lanes[..., 1].reshape(-1)]))
             else:
@@ -95,15 +111,8 @@ def lower_conv_dsp(conv: Any, node: Node, kb: Any, X: Any, B: Any, arith: Any,
     else:
         col = kb.scratch_buffer("col", I32, (cgp * kh * wp,) if rows else (px * q_len,))
     kstrides = strides(k_sp)
-    prove_bound(kb, arith, B, w, X.dtype, arith.x_zp)
     padded = any(pb) or any(pe)
-    # Each tile a function of its own (its accumulators alone in the registers), or inline
-    # (no call per tile: better up to 32-word columns).
-    outline = kb.knob(CONV.OUTLINE,
-                      default=CONV.dsp_outline_default(q_len, rows, kb.cpu, wide))
     steps = kb.knob(CONV.DSP_UNROLL, default=CONV.dsp_unroll_default(q_len, rows))
-    # The bias in the tiles' first accumulators; the pixels' requantisation side by side.
-    biased = kb.knob(CONV.DSP_BIAS_TILE, default=CONV.dsp_bias_tile_default(outline))
     interleave = kb.knob(CONV.DSP_REQUANT) == "interleaved"
     # Inline tiles requantise their own accumulators (no int32 sums stored and reloaded).
     fused = biased and not outline and kb.knob(
@@ -293,7 +302,11 @@ def lower_conv_dsp(conv: Any, node: Node, kb: Any, X: Any, B: Any, arith: Any,
                 store_sums(kb, sums, accs, mg, ml, width)
 
         half = -(-width // 2)
-        accs = (init_accumulators(kb, pixels, width, lambda j: arith.init(B, gi * mg + ml + j))
+        def bias(j: int) -> Expr:
+            b = arith.init(B, gi * mg + ml + j)
+            return b * 2 if doubled else b
+
+        accs = (init_accumulators(kb, pixels, width, bias)
                 if biased else zero_accumulators(kb, pixels, width))
 
         def macs(q: Expr, xps: list[Expr], into: list[Any] | None = None) -> None:
