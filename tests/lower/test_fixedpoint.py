@@ -27,6 +27,7 @@ int32_t t_dhm(int32_t a, int32_t b);
 int32_t t_requant(int32_t x, int32_t m, int32_t l, int32_t r);
 int32_t t_requant_r(int32_t x, int32_t m, int64_t rnd, int32_t rsh);
 int32_t t_requant_h(int32_t x, int32_t m, int32_t c, int32_t r);
+int32_t t_requant_h2(int32_t x2, int32_t m, int32_t c, int32_t r);
 """
 
 
@@ -45,7 +46,8 @@ def lib(tmp_path_factory):
             (FUNCS.splitlines()[7], "dhm", "a, b"),
             (FUNCS.splitlines()[8], "requant", "x, m, l, r"),
             (FUNCS.splitlines()[9], "requant_r", "x, m, rnd, rsh"),
-            (FUNCS.splitlines()[10], "requant_h", "x, m, c, r")]) + "\n")
+            (FUNCS.splitlines()[10], "requant_h", "x, m, c, r"),
+            (FUNCS.splitlines()[11], "requant_h2", "x2, m, c, r")]) + "\n")
     so = d / "fp.so"
     subprocess.run(["cc", "-std=c99", "-Wall", "-Wextra", "-Werror", "-pedantic", "-O2",
                     "-shared", "-fPIC", "-I", str(runtime_dir()), str(src), "-o", str(so)],
@@ -194,6 +196,9 @@ def test_doubled_requant_equals_mbqm(lib):
     for x, m, s, zp in cases:
         want = qmath.mbqm(x, m, s) + zp
         assert lib.t_requant_h(x, m, (1 << (-s - 1)) + (zp << -s), -s) == want, (x, m, s, zp)
+        # aotc_q_requant_h2: the same of the accumulator doubled beforehand (the DSP convs'
+        # doubled weights and bias)
+        assert lib.t_requant_h2(2 * x, m, (1 << (-s - 1)) + (zp << -s), -s) == want, (x, m, s)
 
 
 def _requant_bundle(d: Path, cases: list[tuple[int, int, int]]) -> None:
@@ -229,6 +234,10 @@ def _requant_bundle(d: Path, cases: list[tuple[int, int, int]]) -> None:
         "        if (s < 0 && s >= -22 && xs[i] < (1 << 30) && xs[i] > -(1 << 30)) {",
         "            y4[i] = aotc_q_requant_h(xs[i], ms[i], (1 << (-s - 1)) - (128 << -s), -s)"
         " + 128;",
+        "            if (aotc_q_requant_h2((int32_t)((uint32_t)xs[i] << 1), ms[i], "
+        "(1 << (-s - 1)) - (128 << -s), -s) + 128 != y4[i]) {",
+        "                y4[i] = INT32_MIN;  /* never TFLite's: the test fails */",
+        "            }",
         "        } else {", "            y4[i] = y2[i];", "        }",
         "    }", "    return 0;", "}", ""]))
     meta = {"name": "rq", "arena_bytes": 4, "arena_align": 4,
