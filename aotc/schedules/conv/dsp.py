@@ -70,7 +70,7 @@ def lower_conv_dsp(conv: Any, node: Node, kb: Any, X: Any, B: Any, arith: Any,
                                      CONV.dsp_pixels_default(kprod, flat, rows, wide))
     prove_bound(kb, arith, B, w, X.dtype, arith.x_zp)
     # Each tile a function of its own (its accumulators alone in the registers), or inline
-    # (no call per tile: better up to 32-word columns).
+    # (no call per tile: better up to 32-word columns, 128 on the M4; dsp_outline_default).
     outline = kb.knob(CONV.OUTLINE,
                       default=CONV.dsp_outline_default(q_len, rows, kb.cpu, wide))
     # The bias in the tiles' first accumulators; the pixels' requantisation side by side.
@@ -123,7 +123,8 @@ def lower_conv_dsp(conv: Any, node: Node, kb: Any, X: Any, B: Any, arith: Any,
     interleave = kb.knob(CONV.DSP_REQUANT) == "interleaved"
     # Inline tiles requantise their own accumulators (no int32 sums stored and reloaded).
     fused = biased and not outline and kb.knob(
-        CONV.DSP_TILE_REQUANT, default=CONV.dsp_tile_requant_default(kb.epilogue_steps != [], kb.cpu))
+        CONV.DSP_TILE_REQUANT,
+        default=CONV.dsp_tile_requant_default(kb.epilogue_steps != [], kb.cpu))
     if fused and getattr(arith, "requant", None) is not None:
         # the tile's channels' three constants from one table (one pointer, not three)
         arith.requant.packed_kbs.add(id(kb))

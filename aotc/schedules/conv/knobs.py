@@ -158,7 +158,8 @@ def column_default(channels: int, taps: int = 1, nd: int = 0) -> str:
 OUTLINE = knob("conv.outline", (True, False), True,
                "the DSP schedule's output-channel tiles each in a function of their own (its "
                "accumulators alone in the registers) or inline (no call per tile); default "
-               "inline for columns of up to 32 words and column rows; also the generic "
+               "inline for columns of up to 32 words (128 on the Cortex-M4, 64 on the M33 "
+               "with int16 weights) and column rows; also the generic "
                "schedule's float tiles with conv.vldm (default: outlined from 32 taps a "
                "tile)")
 
@@ -288,8 +289,8 @@ DSP_TILE_REQUANT = knob("conv.dsp_tile_requant", (True, False), True,
                         "conv.dsp_bias_tile) requantise their accumulators and store the "
                         "outputs themselves, each channel's constants loaded once for the "
                         "tile's pixels, instead of writing int32 sums that a loop of their own "
-                        "reloads and requantises; default on, off for convs with a fused "
-                        "epilogue (a residual add)")
+                        "reloads and requantises; default on, but off on the Cortex-M7 and M33 "
+                        "for convs with a fused epilogue (a residual add)")
 
 
 def dsp_tile_requant_default(epilogue: bool, cpu: str = "") -> bool:
