@@ -201,8 +201,8 @@ DSP_UNROLL = knob("conv.dsp_unroll", (1, 2, 4, 8, 16, 32, 64), 8,
                   "column words per iteration of the DSP schedule's reduction loop (its "
                   "counter, compare and branch shared by that many steps, the rest after it; "
                   "at least the column's length: no loop; with conv.column=rows whole rows of "
-                  "the kernel's width, as many as divide the column's rows); default 32 for "
-                  "columns of up to 32 words, 64 for column rows, else 16")
+                  "the kernel's width, as many as divide the column's rows); default 32, 64 "
+                  "for column rows")
 
 
 def dsp_unroll_default(column_words: int, rows: bool = False) -> int:
@@ -227,9 +227,14 @@ def dsp_unroll_default(column_words: int, rows: bool = False) -> int:
     # cortex-m4f 18,965,422 -> 18,700,008 -> 18,520,750 (18,659,213), cortex-m7 11,971,934 ->
     # 11,612,120 -> 11,555,722 (11,720,542), cortex-m33 17,912,737 -> 17,412,513 ->
     # 16,744,593 (16,697,505).
+    # Columns over 32 words, 16 -> 32 words a step (Nov 28, after conv.dsp_tile_requant and
+    # the inline tiles up to 128 words on the M4): cortex-m4f VWW 12,828,290 -> 12,725,747,
+    # streaming wakeword 1,242,392 -> 1,226,935; cortex-m7 8,348,532 -> 8,276,288, 811,714 ->
+    # 798,290; cortex-m33 11,523,620 -> 11,434,595, 1,065,094 -> 1,049,033 (flash +3 KB);
+    # 64 words: m4f 12,917,648 / 1,229,951, m7 8,278,800 / 809,138.
     if rows:
         return 64
-    return 32 if column_words <= 32 else 16
+    return 32
 
 
 def _dsp_wide(ctx: Context) -> bool:
