@@ -160,9 +160,9 @@ AOTC_INLINE int32_t aotc_q_requant_h(int32_t x, int32_t m, int32_t c, int32_t ri
     return (t + (x >> 31)) >> right;
 }
 /* aotc_q_requant_h of an accumulator the kernel summed already doubled (x2 = x << 1: weights
- * and bias doubled at compile time; depthwise_int.py), one shift fewer per output. The sign
- * of x2 is x's where |x| < 2^30; a channel of m = 0 (a constant result, whose accumulator may
- * be larger) gives (1 + 2K - [x2 < 0]) >> 1 = K either way. */
+ * and bias doubled at compile time, in the depthwise convs and the DSP conv tiles), one shift
+ * fewer per output. The sign of x2 is x's where |x| < 2^30; a channel of m = 0 (a constant
+ * result, whose accumulator may be larger) gives (1 + 2K - [x2 < 0]) >> 1 = K either way. */
 AOTC_INLINE int32_t aotc_q_requant_hd(int32_t x2, int32_t m, int32_t c, int32_t right)
 {
     int32_t t;

@@ -67,6 +67,13 @@ CASES = {
     "conv_uint8": (qconv, dict(xdt=np.uint8, xz=130)),
     "conv_groups": (qconv, dict(cin=8, m=12, group=2, kernel=(1, 1), pads=(0, 0, 0, 0))),
     "conv_one_pixel": (qconv, dict(kernel=(1, 1), pads=(0, 0, 0, 0), hw=(1, 1), cin=7, m=9)),
+    # 1x1 columns of 65 words (inline on the M4, a tile requantising its accumulators, a rest
+    # of 2 channels) and of 129 (outlined, each pixel's column word loaded before its MACs);
+    # 4 pixels' column words from one word load per channel, 2 pixels in a rest group.
+    "conv1x1_65_words": (qconv, dict(kernel=(1, 1), pads=(0, 0, 0, 0), hw=(2, 3), cin=130,
+                                     m=6, xz=-128)),
+    "conv1x1_129_words": (qconv, dict(kernel=(1, 1), pads=(0, 0, 0, 0), hw=(2, 3), cin=258,
+                                      m=4, xz=0)),
     "conv_groups_padded_stride2": (qconv, dict(cin=6, m=10, group=2, hw=(6, 5),
                                                strides=(2, 2), pads=(1, 0, 2, 1))),
     "conv_uint8_odd_pixels": (qconv, dict(xdt=np.uint8, xz=7, cin=3, m=3, hw=(3, 5),

@@ -85,6 +85,13 @@ class Requant:
         self.acc_bound: int | None = None
         # Each channel's accumulator range (lowest, highest), where the lowering proved it.
         self.acc_ranges: tuple[np.ndarray, np.ndarray] | None = None
+        # Kernels (id of their builder) that read aotc_q_requant_h's three per-channel
+        # constants from one table, (multiplier, added constant, right shift) a channel: one
+        # pointer instead of three where a tile requantises its channels (schedules/conv/dsp.py).
+        self.packed_kbs: set[int] = set()
+        # Kernels whose accumulators are doubled (weights and bias times 2 at compile time,
+        # where h_applies): aotc_q_requant_hd, no shift per output.
+        self.doubled_kbs: set[int] = set()
 
     def _per(self, kb: Any, name: str, values: np.ndarray, dt: DType, ch: Expr | None) -> Expr:
         """One value per channel: a constant when all channels share it, else a table in
@@ -150,6 +157,14 @@ class Requant:
         return (self.acc_bound is not None and self.acc_bound < 1 << 30
                 and int(np.abs(add).max()) < 1 << 30)
 
+    def h_applies(self, kb: Any) -> bool:
+        """Whether __call__ takes aotc_q_requant_h (|acc| < 2^30 proven: the accumulator may
+        be doubled)."""
+        if self.mode != "tflite" or self.wide or "dsp" not in kb.features:
+            return False
+        mult, shift = self.tflite_params()
+        return not (mult == qmath.INT32_MIN).any() and self._h_params(mult, shift) is not None
+
     def __call__(self, kb: Any, acc: Expr, ch: Expr | None) -> Expr:
         if self.mode == "tflite":
             mult, shift = self.tflite_params()
@@ -166,8 +181,9 @@ class Requant:
                 hp = None
                 if "dsp" in kb.features and not (mult == qmath.INT32_MIN).any():
                     hp = self._h_params(mult, shift)
-                mul = self._per(kb, "qmul", (mult if hp is None else hp[0]).astype(np.int32),
-                                I32, ch)
+                packed = hp is not None and ch is not None and id(kb) in self.packed_kbs
+                mul = Const(0, I32) if packed else self._per(
+                    kb, "qmul", (mult if hp is None else hp[0]).astype(np.int32), I32, ch)
             if mul is None:
                 pass
             elif (mult == qmath.INT32_MIN).any():  # SRDHM's saturating case: keep it
@@ -179,9 +195,19 @@ class Requant:
                 # zero point in the added constant (runtime_c/aotc_runtime.h); channels of a
                 # constant result by m = 0 (_h_params).
                 _, right, add = hp
-                c = self._per(kb, "qadd", add.astype(np.int32), I32, ch)
-                rsh = self._per(kb, "qright", right.astype(np.int8), dtypes.int8, ch)
-                v = call("q_requant_h", acc, mul, c, rsh, dtype=I32)
+                if packed:
+                    key = (id(kb), "qch")
+                    if key not in self._tables:
+                        table = np.stack([np.broadcast_to(t, mult.shape).astype(np.int32)
+                                          for t in (hp[0], add, right)], axis=1)
+                        self._tables[key] = (kb.const("qch", table.reshape(-1), I32),)
+                    qch = self._tables[key][0]
+                    mul, c, rsh = (qch[[ch * 3 + k]] for k in range(3))
+                else:
+                    c = self._per(kb, "qadd", add.astype(np.int32), I32, ch)
+                    rsh = self._per(kb, "qright", right.astype(np.int8), dtypes.int8, ch)
+                v = call("q_requant_hd" if id(kb) in self.doubled_kbs else "q_requant_h",
+                         acc, mul, c, rsh, dtype=I32)
             elif (shift < 0).all():
                 # Right shifts only (the usual case): both roundings in one 64-bit sum and
                 # one shift, from per-channel constants (runtime_c/aotc_runtime.h).
@@ -198,7 +224,7 @@ class Requant:
                 right = self._per(kb, "qrsh", np.maximum(-shift, 0).astype(np.int8),
                                   dtypes.int8, ch)
                 v = call("q_requant", acc, mul, left, right, dtype=I32)
-            if self.zp and not (isinstance(v, Call) and v.fn == "q_requant_h"):
+            if self.zp and not (isinstance(v, Call) and v.fn in ("q_requant_h", "q_requant_hd")):
                 v = v + Const(self.zp, I32)
             full = qrange(self.out) == (self.lo, self.hi)
             if full and "dsp" in kb.features and self.out.itemsize == 1:

@@ -68,6 +68,27 @@ def lower_conv_dsp(conv: Any, node: Node, kb: Any, X: Any, B: Any, arith: Any,
     wide = kb.knob(CONV.DSP_WIDE, default=CONV.dsp_wide_default(kb.cpu, flat))
     px, tw, full, rest = pixel_tiles(kb, npix, mg,
                                      CONV.dsp_pixels_default(kprod, flat, rows, wide))
+    prove_bound(kb, arith, B, w, X.dtype, arith.x_zp)
+    # Each tile a function of its own (its accumulators alone in the registers), or inline
+    # (no call per tile: better up to 32-word columns, 128 on the M4; dsp_outline_default).
+    outline = kb.knob(CONV.OUTLINE,
+                      default=CONV.dsp_outline_default(q_len, rows, kb.cpu, wide))
+    # The bias in the tiles' first accumulators; the pixels' requantisation side by side.
+    biased = kb.knob(CONV.DSP_BIAS_TILE, default=CONV.dsp_bias_tile_default(outline))
+    # int16 weights and the bias in the tiles, requantised by aotc_q_requant_h (|acc| < 2^30
+    # proven): weights and bias doubled at compile time (|2w| <= 256 fits the lanes), the
+    # accumulators 2 * sum exactly, aotc_q_requant_hd then skips its doubling per output.
+    # Where the bias is the lowering's folded table (or none), that table is doubled; a bias
+    # input of the graph stays (doubling it at run time, an LSL per channel and tile, loses:
+    # ResNet-8's k7 on cortex-m4f 1,403,588 -> 1,517,500 estimated cycles).
+    rq = getattr(arith, "requant", None)
+    folded = getattr(arith, "folded_bias", None)
+    doubled = (wide and biased and rq is not None and (folded is not None or B is None)
+               and rq.h_applies(kb))
+    if doubled:
+        rq.doubled_kbs.add(id(kb))
+        if folded is not None:
+            kb.consts[folded.buf.name] = kb.consts[folded.buf.name] * 2
     # Per group, tile after tile: pack_words of the tile's [cg, K, width] weights, so word
     # (cp * kprod + k) * half + jp of a tile pairs with column word cp * kprod + k.
     parts = []
@@ -79,6 +100,8 @@ def lower_conv_dsp(conv: Any, node: Node, kb: Any, X: Any, B: Any, arith: Any,
             packed = dsp.pack_words(wt)
             if wide:  # the tile's even lanes, then its odd ones
                 lanes = dsp.widen(packed)
+                if doubled:
+                    lanes = (lanes.view("<i2") * 2).astype("<i2").view("<i4")
                 parts.append(np.concatenate([lanes[..., 0].reshape(-1),
                                              lanes[..., 1].reshape(-1)]))
             else:
@@ -94,17 +117,27 @@ def lower_conv_dsp(conv: Any, node: Node, kb: Any, X: Any, B: Any, arith: Any,
         col = kb.scratch_buffer("col", I16, (px * 2 * q_len,))
     else:
         col = kb.scratch_buffer("col", I32, (cgp * kh * wp,) if rows else (px * q_len,))
-    sums = kb.scratch_buffer("sum", I32, (px * mg,))  # the int32 sums of a group of pixels
     kstrides = strides(k_sp)
-    prove_bound(kb, arith, B, w, X.dtype, arith.x_zp)
     padded = any(pb) or any(pe)
-    # Each tile a function of its own (its accumulators alone in the registers), or inline
-    # (no call per tile: better up to 32-word columns).
-    outline = kb.knob(CONV.OUTLINE, default=CONV.dsp_outline_default(q_len, rows))
     steps = kb.knob(CONV.DSP_UNROLL, default=CONV.dsp_unroll_default(q_len, rows))
-    # The bias in the tiles' first accumulators; the pixels' requantisation side by side.
-    biased = kb.knob(CONV.DSP_BIAS_TILE, default=CONV.dsp_bias_tile_default(outline))
     interleave = kb.knob(CONV.DSP_REQUANT) == "interleaved"
+    # Inline tiles requantise their own accumulators (no int32 sums stored and reloaded).
+    fused = biased and not outline and kb.knob(
+        CONV.DSP_TILE_REQUANT,
+        default=CONV.dsp_tile_requant_default(kb.epilogue_steps != [], kb.cpu))
+    if fused and getattr(arith, "requant", None) is not None:
+        # the tile's channels' three constants from one table (one pointer, not three)
+        arith.requant.packed_kbs.add(id(kb))
+    # the int32 sums of a group of pixels, for the requantisation loop
+    sums = None if fused else kb.scratch_buffer("sum", I32, (px * mg,))
+    # 1x1, stride 1, no padding, int8 pairs: a group of 4 pixels' column words from one word
+    # load per channel (its 4 pixels are adjacent in the planar input).
+    quad_px = (not flat and not rows and kprod == 1 and not padded and px == 4
+               and all(v == 1 for v in s) and list(in_sp) == list(out_sp)
+               and X.dtype == dtypes.int8 and cg % 2 == 0)
+    Yc = Y.shape[1]
+    # (the Cortex-M4 only: on the M7 and M33 the per-pixel loads stall their MACs)
+    by_pixel = not flat and not rows and outline and wide and kb.cpu == "cortex-m4"
 
     def column(n: Expr, gi: Expr, pix: Expr, slot: int) -> list[Expr]:
         """Fill column ``slot`` for output pixel ``pix`` (flat); returns its coordinates."""
@@ -185,6 +218,32 @@ def lower_conv_dsp(conv: Any, node: Node, kb: Any, X: Any, B: Any, arith: Any,
             guarded()
         return o
 
+    def quad_columns(n: Expr, gi: Expr, pix0: Expr) -> None:
+        """The 4 pixels pix0 .. pix0 + 3's pair words of a 1x1 conv (quad_px): per channel
+        pair one LDR of each channel's 4 pixels, SXTB16 / SXTB16 ROR 8 give their (x0, x2) and
+        (x1, x3), packed into the pixels' pair words by halves (PKHBT, PKHTB)."""
+        with kb.loop(cg // 2, "cp") as cp:
+            ic = gi * cg + 2 * cp if group > 1 else 2 * cp
+            a, b = (dsp.x_quad(kb.local(dsp.ld_word8(X.flat((n * X.shape[1] + c) * npix + pix0)),
+                                        "xa", I32), arith.x_zp) for c in (ic, ic + 1))
+            lanes = [(kb.local(a[h], "xe", I32), kb.local(b[h], "xe", I32)) for h in range(2)]
+            for p in range(4):
+                lo_ch, hi_ch = lanes[p % 2]
+                kb.store(col, [p * q_len + cp], dsp.halves(lo_ch, hi_ch, p // 2))
+
+    def requant_tile(accs: list[Any], n: Expr, gi: Expr, ml: Expr, width: int,
+                     coords: list[list[Expr]], pix0: Expr) -> None:
+        """fused: the tile's accumulators (biased) requantised and stored, channel by
+        channel (its constants loaded once for the pixels; conv.dsp_requant as the loop's)."""
+        for j in range(width):
+            m = gi * mg + ml + j
+            vals: list[Expr] = [acc[[Const(j)]] for acc in accs]
+            if interleave:
+                vals = [kb.local(arith.finish(kb, v, m, B), "v") for v in vals]
+            for p, (o, v) in enumerate(zip(coords, vals)):
+                kb.store_output([n, m, *o], v if interleave else arith.finish(kb, v, m, B),
+                                flat=(n * Yc + m) * npix + pix0 + p)
+
     def build_rows(n: Expr, gi: Expr, oy: Expr) -> None:
         """rows: col[(cp * kh + ky) * wp + x] = the pair word of input row oy * s + ky * d -
         pad at padded column x (x - pad the input's), 0 in the padding."""
@@ -237,19 +296,30 @@ def lower_conv_dsp(conv: Any, node: Node, kb: Any, X: Any, B: Any, arith: Any,
                         kb.store(col, [(cp * kh + ky) * wp + z], Const(0, I32))
 
     def tile(gi: Expr, ml: Expr, base: Expr, width: int, pixels: int,
-             ox0: Expr | None = None) -> None:
+             ox0: Expr | None = None, out: tuple[Expr, list[list[Expr]], Expr] | None = None
+             ) -> None:
         """Channels ml .. ml + width of group gi for the pixels' columns: sums to ``sums``
-        (rows: the pixels ox0, ox0 + 1, ... of the row the column rows hold)."""
+        (rows: the pixels ox0, ox0 + 1, ... of the row the column rows hold); fused: the
+        outputs, ``out`` = (batch item, the pixels' coordinates, the first's flat index)."""
+
+        def finish() -> None:
+            if fused:
+                assert out is not None
+                requant_tile(accs, out[0], gi, ml, width, out[1], out[2])
+            else:
+                store_sums(kb, sums, accs, mg, ml, width)
+
         half = -(-width // 2)
         accs = (init_accumulators(kb, pixels, width, lambda j: arith.init(B, gi * mg + ml + j))
                 if biased else zero_accumulators(kb, pixels, width))
 
-        def macs(q: Expr, xps: list[Expr]) -> None:
+        def macs(q: Expr, xps: list[Expr], into: list[Any] | None = None) -> None:
+            tiles = accs if into is None else into
             if wide:
-                dsp.mac_tile(kb, accs, words, base * 2 + q * half, width, xps, True,
+                dsp.mac_tile(kb, tiles, words, base * 2 + q * half, width, xps, True,
                              q_len * half)
             else:
-                dsp.mac_tile(kb, accs, words, base + q * half, width, xps)
+                dsp.mac_tile(kb, tiles, words, base + q * half, width, xps)
 
         if rows:
             assert ox0 is not None
@@ -279,10 +349,17 @@ def lower_conv_dsp(conv: Any, node: Node, kb: Any, X: Any, B: Any, arith: Any,
                     step_row(Const(u))
             for u in range(nrow - nrow % ur, nrow):
                 step_row(Const(u))
-            store_sums(kb, sums, accs, mg, ml, width)
+            finish()
             return
 
         def step(q: Expr) -> None:
+            if by_pixel:
+                # Each pixel's column word loaded just before its MACs: one activation register
+                # instead of one per pixel (the weight lanes' repeated loads are one after CSE).
+                for p in range(pixels):
+                    xp = kb.local(col.flat(p * q_len + q), "xp", I32)
+                    macs(q, [xp], [accs[p]])
+                return
             xps = [kb.local(call("ld_pair16", col.flat(2 * (p * q_len + q)), dtype=I32)
                             if flat else col.flat(p * q_len + q), "xp", I32)
                    for p in range(pixels)]
@@ -299,33 +376,42 @@ def lower_conv_dsp(conv: Any, node: Node, kb: Any, X: Any, B: Any, arith: Any,
                 step(Const(u))
         for u in range(q_len - q_len % steps, q_len):
             step(Const(u))
-        store_sums(kb, sums, accs, mg, ml, width)
+        finish()
 
     def pixels(n: Expr, gi: Expr, pix0: Expr, count: int) -> None:
-        coords = [column(n, gi, pix0 + p, p) for p in range(count)]
+        if quad_px and count == 4:
+            quad_columns(n, gi, pix0)
+            coords = [pixel_coords(kb, pix0 + p, out_sp) for p in range(count)]
+        else:
+            coords = [column(n, gi, pix0 + p, p) for p in range(count)]
         gbase = gi * per_group
+        out = (n, coords, pix0)
         if full:
             with kb.loop(full, "mt") as mt:
                 with kb.outline(opaque=True) if outline else kb.block():
-                    tile(gi, mt * tw, gbase + mt * tile_words, tw, count)
+                    tile(gi, mt * tw, gbase + mt * tile_words, tw, count, out=out)
         if rest:
             with kb.outline(opaque=True) if outline else kb.block():
-                tile(gi, Const(full * tw), gbase + full * tile_words, rest, count)
-        requantise_group(kb, sums, coords, n, gi, mg, arith, B, pix0=pix0, biased=biased,
-                         interleave=interleave)
+                tile(gi, Const(full * tw), gbase + full * tile_words, rest, count, out=out)
+        if not fused:
+            requantise_group(kb, sums, coords, n, gi, mg, arith, B, pix0=pix0, biased=biased,
+                             interleave=interleave)
 
     def row_pixels(n: Expr, gi: Expr, oy: Expr, ox0: Expr, count: int) -> None:
         gbase = gi * per_group
+        ox = kb.local(ox0, "ox")
+        coords = [[oy, ox + p] for p in range(count)]
+        out = (n, coords, oy * out_sp[1] + ox)
         if full:
             with kb.loop(full, "mt") as mt:
                 with kb.outline(opaque=True) if outline else kb.block():
-                    tile(gi, mt * tw, gbase + mt * tile_words, tw, count, ox0)
+                    tile(gi, mt * tw, gbase + mt * tile_words, tw, count, ox0, out)
         if rest:
             with kb.outline(opaque=True) if outline else kb.block():
-                tile(gi, Const(full * tw), gbase + full * tile_words, rest, count, ox0)
-        ox = kb.local(ox0, "ox")
-        requantise_group(kb, sums, [[oy, ox + p] for p in range(count)], n, gi, mg, arith, B,
-                         pix0=oy * out_sp[1] + ox, biased=biased, interleave=interleave)
+                tile(gi, Const(full * tw), gbase + full * tile_words, rest, count, ox0, out)
+        if not fused:
+            requantise_group(kb, sums, coords, n, gi, mg, arith, B, pix0=out[2], biased=biased,
+                             interleave=interleave)
 
     if not rows:
         over_pixel_groups(kb, Y.shape[0], group, npix, px, pixels)

@@ -158,7 +158,8 @@ def column_default(channels: int, taps: int = 1, nd: int = 0) -> str:
 OUTLINE = knob("conv.outline", (True, False), True,
                "the DSP schedule's output-channel tiles each in a function of their own (its "
                "accumulators alone in the registers) or inline (no call per tile); default "
-               "inline for columns of up to 32 words and column rows; also the generic "
+               "inline for columns of up to 32 words (128 on the Cortex-M4, 64 on the M33 "
+               "with int16 weights) and column rows; also the generic "
                "schedule's float tiles with conv.vldm (default: outlined from 32 taps a "
                "tile)")
 
@@ -168,7 +169,8 @@ def outline_default(column_words: int) -> bool:
     return column_words >= 8
 
 
-def dsp_outline_default(column_words: int, rows: bool = False) -> bool:
+def dsp_outline_default(column_words: int, rows: bool = False, cpu: str = "",
+                        wide: bool = False) -> bool:
     # Measured (estimated cycles per inference, bench/boards.py --int8), outlined from 8 words
     # -> from 33: cortex-m4f KWS 5,413,578 -> 5,303,725, VWW 17,327,862 -> 16,765,151,
     # ResNet-8 25,247,750 -> 25,041,222, streaming wakeword 1,512,128 -> 1,493,345; cortex-m7
@@ -180,8 +182,18 @@ def dsp_outline_default(column_words: int, rows: bool = False) -> bool:
     # Column rows (conv.column=rows, 3 pixels a group) are inline at any length: ResNet-8,
     # outlined -> inline, cortex-m4f 17,822,961 -> 17,383,990, cortex-m7 10,827,066 ->
     # 10,526,720, cortex-m33 16,257,336 -> 16,014,644 (flash +2.5 KB).
+    # With conv.dsp_tile_requant (inline tiles requantise their own accumulators; Nov 28),
+    # VWW's 64-, 128-word pointwise convs inline, estimated cycles per inference (outlined
+    # from 33 / 65 / 129 words): cortex-m4f 13,391,220 / 13,051,696 / 12,988,998; cortex-m7
+    # 8,376,962 / - / 8,390,982 (its 64-word k14 loses: 2,325,050 -> 2,365,245); cortex-m33
+    # 11,735,803 / - / 12,154,316 (its 64-word k14 int16-weighted gains, 2,712,772 ->
+    # 2,625,344; its packed k24 and k26 lose: 715,605 -> 912,618 for k26).
     if rows:
         return False
+    if cpu == "cortex-m4":
+        return column_words > 128
+    if cpu == "cortex-m33" and wide:
+        return column_words > 64
     return column_words > 32
 
 
@@ -189,8 +201,8 @@ DSP_UNROLL = knob("conv.dsp_unroll", (1, 2, 4, 8, 16, 32, 64), 8,
                   "column words per iteration of the DSP schedule's reduction loop (its "
                   "counter, compare and branch shared by that many steps, the rest after it; "
                   "at least the column's length: no loop; with conv.column=rows whole rows of "
-                  "the kernel's width, as many as divide the column's rows); default 32 for "
-                  "columns of up to 32 words, 64 for column rows, else 16")
+                  "the kernel's width, as many as divide the column's rows); default 32, 64 "
+                  "for column rows")
 
 
 def dsp_unroll_default(column_words: int, rows: bool = False) -> int:
@@ -215,9 +227,14 @@ def dsp_unroll_default(column_words: int, rows: bool = False) -> int:
     # cortex-m4f 18,965,422 -> 18,700,008 -> 18,520,750 (18,659,213), cortex-m7 11,971,934 ->
     # 11,612,120 -> 11,555,722 (11,720,542), cortex-m33 17,912,737 -> 17,412,513 ->
     # 16,744,593 (16,697,505).
+    # Columns over 32 words, 16 -> 32 words a step (Nov 28, after conv.dsp_tile_requant and
+    # the inline tiles up to 128 words on the M4): cortex-m4f VWW 12,828,290 -> 12,725,747,
+    # streaming wakeword 1,242,392 -> 1,226,935; cortex-m7 8,348,532 -> 8,276,288, 811,714 ->
+    # 798,290; cortex-m33 11,523,620 -> 11,434,595, 1,065,094 -> 1,049,033 (flash +3 KB);
+    # 64 words: m4f 12,917,648 / 1,229,951, m7 8,278,800 / 809,138.
     if rows:
         return 64
-    return 32 if column_words <= 32 else 16
+    return 32
 
 
 def _dsp_wide(ctx: Context) -> bool:
@@ -270,6 +287,26 @@ def dsp_bias_tile_default(outlined: bool) -> bool:
     # -> 10,091,668 but streaming wakeword 848,584 -> 844,098 with the inline ones only
     # (10,265,204 / 873,801 with all).
     return not outlined
+
+
+DSP_TILE_REQUANT = knob("conv.dsp_tile_requant", (True, False), True,
+                        "the DSP schedule's inline tiles (conv.outline off, with "
+                        "conv.dsp_bias_tile) requantise their accumulators and store the "
+                        "outputs themselves, each channel's constants loaded once for the "
+                        "tile's pixels, instead of writing int32 sums that a loop of their own "
+                        "reloads and requantises; default on, but off on the Cortex-M7 and M33 "
+                        "for convs with a fused epilogue (a residual add)")
+
+
+def dsp_tile_requant_default(epilogue: bool, cpu: str = "") -> bool:
+    # Measured (bench/boards.py --int8, estimated cycles per inference; docs/performance.md,
+    # "Pointwise convs"). ResNet-8's convs with a fused residual add (k2, k5, k8) lose with it
+    # on the M7 and M33 (the tile then holds the add's operands too; m33 k2 3,051,299 ->
+    # 3,084,758, k5 2,594,648 -> 2,663,555, k8 2,370,071 -> 2,436,045) and gain on the M4:
+    # ResNet-8 all on / on without them: cortex-m4f 16,474,346 / 16,835,330, cortex-m7
+    # 10,459,512 / 10,209,156, cortex-m33 14,528,128 / 14,360,503 (main 17,093,737 /
+    # 10,457,204 / 14,503,527).
+    return not epilogue or cpu == "cortex-m4"
 
 
 def _dsp_requant(ctx: Context) -> str:
