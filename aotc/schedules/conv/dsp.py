@@ -18,6 +18,7 @@ import numpy as np
 from aotc import dtypes
 from aotc.ir.graph import Node
 from aotc.loops import dsp
+from aotc.loops.builder import strides_of
 from aotc.loops.loop_ir import Cast, Const, Expr, call, cmp, land, lor
 from aotc.schedules.conv import knobs as CONV
 from aotc.schedules.conv.depthwise_int import prove_bound
@@ -44,6 +45,38 @@ I32 = dtypes.int32
 FAST_INSIDE = 0.75
 
 
+def word_taps(cg: int, kh: int, kw: int) -> list[tuple[int, int | None]]:
+    """The flat column's words when each kernel row's kw * cg bytes are contiguous in the
+    input (channels last): per row, each four bytes b0..b3 one word load, SXTB16 and
+    SXTB16 ROR 8 giving the words (b0, b2) and (b1, b3); the rows' bytes past their last
+    four after all of them, two a word. Each word's (low, high) lane as a flat (channel,
+    tap) index, c * kh * kw + ky * kw + kx (None: the idle lane of an odd count)."""
+    def flat_of(ky: int, b: int) -> int:
+        kx, c = divmod(b, cg)
+        return c * kh * kw + ky * kw + kx
+
+    row = kw * cg
+    words: list[tuple[int, int | None]] = []
+    left: list[int] = []
+    for ky in range(kh):
+        for b in range(0, row - row % 4, 4):
+            words += [(flat_of(ky, b), flat_of(ky, b + 2)),
+                      (flat_of(ky, b + 1), flat_of(ky, b + 3))]
+        left += [flat_of(ky, b) for b in range(row - row % 4, row)]
+    words += [(left[i], left[i + 1] if i + 1 < len(left) else None)
+              for i in range(0, len(left), 2)]
+    return words
+
+
+def rows_contiguous(X: Any, cg: int, group: int, k_sp: Any, d: list[int]) -> bool:
+    """int8 input whose kernel rows are runs of at least four contiguous bytes: 2-D, one group,
+    channels last (a channel's stride 1, a column's the channel count), no dilation along x."""
+    if len(k_sp) != 2 or group != 1 or X.dtype != dtypes.int8 or d[1] != 1:
+        return False
+    st = X.strides or strides_of(X.shape)
+    return st[3] == cg and (cg == 1 or st[1] == 1) and k_sp[1] * cg >= 4
+
+
 def lower_conv_dsp(conv: Any, node: Node, kb: Any, X: Any, B: Any, arith: Any,
                    pads: tuple[list[int], list[int]], s: list[int], d: list[int]) -> None:
     """Conv (``conv``: the Conv op, whose ``_window`` walks a kernel window) with the integer
@@ -64,6 +97,15 @@ def lower_conv_dsp(conv: Any, node: Node, kb: Any, X: Any, B: Any, arith: Any,
     flat = kind == "flat"
     rows = kind == "rows" and nd == 2  # else pairs
     length = cg * kprod
+    padded = any(pb) or any(pe)
+    interior = int(np.prod([hi - lo for lo, hi in (
+        inside_range(no, ni, k, b, ss, dd) for no, ni, k, b, ss, dd in zip(
+            out_sp, in_sp, k_sp, pb, s, d))], dtype=np.int64))
+    # Flat columns of channels-last int8 input where the unguarded path is taken (no padding,
+    # or FAST_INSIDE): each kernel row read four bytes a word load (word_taps' order, the
+    # weights permuted to it at compile time); int32 column words.
+    layout = (word_taps(cg, k_sp[0], k_sp[1]) if flat and rows_contiguous(X, cg, group, k_sp, d)
+              and (not padded or interior >= FAST_INSIDE * npix) else None)
     q_len = -(-length // 2) if flat else -(-cg // 2) * kprod  # words per column
     wide = kb.knob(CONV.DSP_WIDE, default=CONV.dsp_wide_default(kb.cpu, flat))
     px, tw, full, rest = pixel_tiles(kb, npix, mg,
@@ -76,6 +118,9 @@ def lower_conv_dsp(conv: Any, node: Node, kb: Any, X: Any, B: Any, arith: Any,
         for m0 in range(0, mg, tw):
             wt = (wg[m0:m0 + tw].reshape(-1, length).T[:, None, :] if flat
                   else wg[m0:m0 + tw].transpose(1, 2, 0))
+            if layout:  # lane h of word q: row 2q + h, the tap word_taps puts there
+                wt = np.stack([wt[t] if t is not None else np.zeros_like(wt[0])
+                               for pair in layout for t in pair])
             packed = dsp.pack_words(wt)
             if wide:  # the tile's even lanes, then its odd ones
                 lanes = dsp.widen(packed)
@@ -90,14 +135,13 @@ def lower_conv_dsp(conv: Any, node: Node, kb: Any, X: Any, B: Any, arith: Any,
     cgp = -(-cg // 2)  # channel pairs
     # rows: the padded input row words the output row's pixels read, per (pair, ky)
     wp = (out_sp[-1] - 1) * s[-1] + (kw - 1) * d[-1] + 1 if rows else 0
-    if flat:
+    if flat and not layout:
         col = kb.scratch_buffer("col", I16, (px * 2 * q_len,))
     else:
         col = kb.scratch_buffer("col", I32, (cgp * kh * wp,) if rows else (px * q_len,))
     sums = kb.scratch_buffer("sum", I32, (px * mg,))  # the int32 sums of a group of pixels
     kstrides = strides(k_sp)
     prove_bound(kb, arith, B, w, X.dtype, arith.x_zp)
-    padded = any(pb) or any(pe)
     # Each tile a function of its own (its accumulators alone in the registers), or inline
     # (no call per tile: better up to 32-word columns).
     outline = kb.knob(CONV.OUTLINE, default=CONV.dsp_outline_default(q_len, rows))
@@ -133,10 +177,6 @@ def lower_conv_dsp(conv: Any, node: Node, kb: Any, X: Any, B: Any, arith: Any,
             taps(Const(cg // 2), False)
         return o
 
-    interior = int(np.prod([hi - lo for lo, hi in (
-        inside_range(no, ni, k, b, ss, dd) for no, ni, k, b, ss, dd in zip(
-            out_sp, in_sp, k_sp, pb, s, d))], dtype=np.int64))
-
     def flat_column(n: Expr, gi: Expr, o: list[Expr], slot: int) -> list[Expr]:
         at = slot * 2 * q_len
 
@@ -161,6 +201,9 @@ def lower_conv_dsp(conv: Any, node: Node, kb: Any, X: Any, B: Any, arith: Any,
 
         # A pixel whose taps all fall inside the input: its column without a bounds check or
         # a zero fill first, the channels' taps unrolled; where most pixels are (FAST_INSIDE).
+        if layout and not padded:
+            word_column(n, o, slot)
+            return o
         if not padded or interior < FAST_INSIDE * npix:
             guarded()
             return o
@@ -172,6 +215,12 @@ def lower_conv_dsp(conv: Any, node: Node, kb: Any, X: Any, B: Any, arith: Any,
             [cmp("lt", o[j] * s[j] - pb[j], 0)] if pb[j] > 0 else []) + (
             [cmp("ge", o[j] * s[j] + (k_sp[j] - 1) * d[j] - pb[j], in_sp[j])]
             if pe[j] > 0 else [])]
+        if layout:
+            with kb.if_(land(*inside)):
+                word_column(n, o, slot)
+            with kb.if_(lor(*outside)):
+                guarded_words(n, o, slot, value)
+            return o
         with kb.if_(land(*inside)):
             if length % 2:
                 kb.store(col, [at + length], Const(0, I16))
@@ -184,6 +233,46 @@ def lower_conv_dsp(conv: Any, node: Node, kb: Any, X: Any, B: Any, arith: Any,
         with kb.if_(lor(*outside)):
             guarded()
         return o
+
+    def word_column(n: Expr, o: list[Expr], slot: int) -> None:
+        """A pixel's column (int32 words, word_taps' order) from its kernel rows, all inside
+        the input: four bytes a word load (two words by SXTB16), the rest two bytes a word."""
+        assert layout is not None
+        at, q, left = slot * q_len, 0, []
+        row = k_sp[1] * cg
+        for ky in range(k_sp[0]):
+            iy = o[0] * s[0] + ky * d[0] - pb[0]
+            ix = o[1] * s[1] - pb[1]
+            for b in range(0, row - row % 4, 4):
+                word = kb.local(dsp.ld_word8(X[[n, b % cg, iy, ix + b // cg]]), "xw", I32)
+                for half in dsp.x_quad(word, arith.x_zp):
+                    kb.store(col, [at + q], half)
+                    q += 1
+            left += [X[[n, b % cg, iy, ix + b // cg]] for b in range(row - row % 4, row)]
+        for i in range(0, len(left), 2):
+            kb.store(col, [at + q], dsp.x_pair(left[i], left[i + 1] if i + 1 < len(left)
+                                               else None, arith.x_zp))
+            q += 1
+
+    def guarded_words(n: Expr, o: list[Expr], slot: int, value: Any) -> None:
+        """word_column for a pixel with taps in the padding: the int16 lanes in a local
+        array (0 in the padding, each tap checked), then copied a word at a time."""
+        assert layout is not None
+        lane = {t: 2 * q + h for q, pair in enumerate(layout) for h, t in enumerate(pair)
+                if t is not None}
+        lanes = kb.local_array(2 * q_len, "lanes", I16)
+        with kb.loop(2 * q_len, "q") as q:
+            kb.store(lanes, [q], Const(0, I16))
+        for ky, kx in np.ndindex(k_sp[0], k_sp[1]):
+            ii = [o[0] * s[0] + ky * d[0] - pb[0], o[1] * s[1] + kx * d[1] - pb[1]]
+            conds = [cond for j in range(2) for cond in (
+                [cmp("ge", ii[j], 0)] if pb[j] > 0 else []) + (
+                [cmp("lt", ii[j], in_sp[j])] if pe[j] > 0 else [])]
+            with kb.if_(land(*conds)):
+                for c in range(cg):
+                    kb.store(lanes, [lane[c * kprod + ky * k_sp[1] + kx]], value(X[[n, c, *ii]]))
+        for q in range(q_len):
+            kb.store(col, [slot * q_len + q], call("ld_pair16", lanes[[2 * q]], dtype=I32))
 
     def build_rows(n: Expr, gi: Expr, oy: Expr) -> None:
         """rows: col[(cp * kh + ky) * wp + x] = the pair word of input row oy * s + ky * d -
@@ -284,7 +373,7 @@ def lower_conv_dsp(conv: Any, node: Node, kb: Any, X: Any, B: Any, arith: Any,
 
         def step(q: Expr) -> None:
             xps = [kb.local(call("ld_pair16", col.flat(2 * (p * q_len + q)), dtype=I32)
-                            if flat else col.flat(p * q_len + q), "xp", I32)
+                            if flat and not layout else col.flat(p * q_len + q), "xp", I32)
                    for p in range(pixels)]
             macs(q, xps)
 
