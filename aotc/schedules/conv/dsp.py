@@ -107,9 +107,10 @@ def lower_conv_dsp(conv: Any, node: Node, kb: Any, X: Any, B: Any, arith: Any,
     layout = (word_taps(cg, k_sp[0], k_sp[1]) if flat and rows_contiguous(X, cg, group, k_sp, d)
               and (not padded or interior >= FAST_INSIDE * npix) else None)
     q_len = -(-length // 2) if flat else -(-cg // 2) * kprod  # words per column
-    wide = kb.knob(CONV.DSP_WIDE, default=CONV.dsp_wide_default(kb.cpu, flat))
+    words = layout is not None
+    wide = kb.knob(CONV.DSP_WIDE, default=CONV.dsp_wide_default(kb.cpu, flat, words))
     px, tw, full, rest = pixel_tiles(kb, npix, mg,
-                                     CONV.dsp_pixels_default(kprod, flat, rows, wide))
+                                     CONV.dsp_pixels_default(kprod, flat, rows, wide, words))
     # Per group, tile after tile: pack_words of the tile's [cg, K, width] weights, so word
     # (cp * kprod + k) * half + jp of a tile pairs with column word cp * kprod + k.
     parts = []
