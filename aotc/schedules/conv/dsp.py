@@ -19,7 +19,7 @@ from aotc import dtypes
 from aotc.ir.graph import Node
 from aotc.loops import dsp
 from aotc.loops.builder import strides_of
-from aotc.loops.loop_ir import Cast, Const, Expr, call, cmp, land, lor
+from aotc.loops.loop_ir import Cast, Const, Expr, Load, call, cmp, land, lor
 from aotc.schedules.conv import knobs as CONV
 from aotc.schedules.conv.depthwise_int import prove_bound
 from aotc.schedules.conv.pixels import (
@@ -241,15 +241,17 @@ def lower_conv_dsp(conv: Any, node: Node, kb: Any, X: Any, B: Any, arith: Any,
         assert layout is not None
         at, q, left = slot * q_len, 0, []
         row = k_sp[1] * cg
+        # The window's first byte once; each row's bytes at constant offsets from it (one
+        # base register, immediate offsets).
+        base = kb.local(X.index([n, 0, o[0] * s[0] - pb[0], o[1] * s[1] - pb[1]]), "xb")
+        ystride = (X.strides or strides_of(X.shape))[2] * d[0]
         for ky in range(k_sp[0]):
-            iy = o[0] * s[0] + ky * d[0] - pb[0]
-            ix = o[1] * s[1] - pb[1]
             for b in range(0, row - row % 4, 4):
-                word = kb.local(dsp.ld_word8(X[[n, b % cg, iy, ix + b // cg]]), "xw", I32)
+                word = kb.local(dsp.ld_word8(Load(X.buf, base + (ky * ystride + b))), "xw", I32)
                 for half in dsp.x_quad(word, arith.x_zp):
                     kb.store(col, [at + q], half)
                     q += 1
-            left += [X[[n, b % cg, iy, ix + b // cg]] for b in range(row - row % 4, row)]
+            left += [Load(X.buf, base + (ky * ystride + b)) for b in range(row - row % 4, row)]
         for i in range(0, len(left), 2):
             kb.store(col, [at + q], dsp.x_pair(left[i], left[i + 1] if i + 1 < len(left)
                                                else None, arith.x_zp))
