@@ -393,20 +393,9 @@ def lower_conv_dsp(conv: Any, node: Node, kb: Any, X: Any, B: Any, arith: Any,
             step(Const(u))
         store_sums(kb, sums, accs, mg, ml, width)
 
-    def pixels(n: Expr, gi: Expr, pix0: Expr, count: int) -> None:
-        coords = [column(n, gi, pix0 + p, p) for p in range(count)]
-        gbase = gi * per_group
-        if full:
-            with kb.loop(full, "mt") as mt:
-                with kb.outline(opaque=True) if outline else kb.block():
-                    tile(gi, mt * tw, gbase + mt * tile_words, tw, count)
-        if rest:
-            with kb.outline(opaque=True) if outline else kb.block():
-                tile(gi, Const(full * tw), gbase + full * tile_words, rest, count)
-        requantise_group(kb, sums, coords, n, gi, mg, arith, B, pix0=pix0, biased=biased,
-                         interleave=interleave)
-
-    def row_pixels(n: Expr, gi: Expr, oy: Expr, ox0: Expr, count: int) -> None:
+    def tiles(gi: Expr, count: int, ox0: Expr | None = None) -> None:
+        """The output-channel tiles of group gi for ``count`` pixels, each outlined or inline
+        (conv.outline): the full tiles in a loop, then the rest (rows: from pixel ox0 on)."""
         gbase = gi * per_group
         if full:
             with kb.loop(full, "mt") as mt:
@@ -415,6 +404,15 @@ def lower_conv_dsp(conv: Any, node: Node, kb: Any, X: Any, B: Any, arith: Any,
         if rest:
             with kb.outline(opaque=True) if outline else kb.block():
                 tile(gi, Const(full * tw), gbase + full * tile_words, rest, count, ox0)
+
+    def pixels(n: Expr, gi: Expr, pix0: Expr, count: int) -> None:
+        coords = [column(n, gi, pix0 + p, p) for p in range(count)]
+        tiles(gi, count)
+        requantise_group(kb, sums, coords, n, gi, mg, arith, B, pix0=pix0, biased=biased,
+                         interleave=interleave)
+
+    def row_pixels(n: Expr, gi: Expr, oy: Expr, ox0: Expr, count: int) -> None:
+        tiles(gi, count, ox0)
         ox = kb.local(ox0, "ox")
         requantise_group(kb, sums, [[oy, ox + p] for p in range(count)], n, gi, mg, arith, B,
                          pix0=oy * out_sp[1] + ox, biased=biased, interleave=interleave)
