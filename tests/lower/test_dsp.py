@@ -100,10 +100,10 @@ CASES = {
                                                     pads=(0, 0, 1, 1))),
     "conv_cin3_padded_mostly_inside": (qconv, dict(cin=3, m=6, hw=(16, 16), xz=-128)),
     # Channels-last int8 input, the flat column's kernel rows contiguous: read four bytes a
-    # word load (dsp.word_taps), the rows' last bytes two a word; padded pixels through the
-    # lanes array. VWW's first conv's shape (3 channels, stride 2, padded after), padding on
-    # every side, one channel (rows of 5: a word and a byte), 5 channels (rows of 15: three
-    # words and three bytes), no padding (every pixel unguarded).
+    # word load (schedules/conv/dsp.py word_taps), the rows' last bytes two a word; padded
+    # pixels through the lanes array. VWW's first conv's shape (3 channels, stride 2, padded
+    # after), padding on every side, one channel (rows of 5: a word and a byte), 5 channels
+    # (rows of 15: three words and three bytes), no padding (every pixel unguarded).
     "conv_nhwc_cin3_stride2": (qconv_nhwc, dict(hw=(20, 20), strides=(2, 2),
                                                 pads=(0, 0, 1, 1), xz=-128)),
     "conv_nhwc_cin3_padded": (qconv_nhwc, dict(m=6, seed=1, xz=5)),
@@ -112,6 +112,10 @@ CASES = {
     "conv_nhwc_cin5": (qconv_nhwc, dict(cin=5, m=6, kernel=(2, 3), pads=(0, 1, 1, 1),
                                         hw=(12, 14), seed=3)),
     "conv_nhwc_valid": (qconv_nhwc, dict(cin=3, m=5, pads=(0, 0, 0, 0), hw=(7, 9), seed=4)),
+    # Most pixels with taps in the padding (KWS's first conv: 52%), a 4x4 kernel, stride 2.
+    "conv_nhwc_cin1_mostly_padded": (qconv_nhwc, dict(cin=1, m=4, kernel=(4, 4), hw=(9, 6),
+                                                      strides=(2, 2), pads=(1, 1, 2, 2),
+                                                      seed=5, xz=-3)),
     "matmul": (qmatmul, {}),
     "matmul_odd": (qmatmul, dict(K=9, N=5)),
     "matmul_k1": (qmatmul, dict(K=1, N=4)),
