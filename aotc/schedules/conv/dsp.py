@@ -269,14 +269,30 @@ def lower_conv_dsp(conv: Any, node: Node, kb: Any, X: Any, B: Any, arith: Any,
         lanes = kb.local_array(2 * q_len, "lanes", I16)
         with kb.loop(2 * q_len, "q") as q:
             kb.store(lanes, [q], Const(0, I16))
-        for ky, kx in np.ndindex(k_sp[0], k_sp[1]):
-            ii = [o[0] * s[0] + ky * d[0] - pb[0], o[1] * s[1] + kx * d[1] - pb[1]]
-            conds = [cond for j in range(2) for cond in (
-                [cmp("ge", ii[j], 0)] if pb[j] > 0 else []) + (
-                [cmp("lt", ii[j], in_sp[j])] if pe[j] > 0 else [])]
-            with kb.if_(land(*conds)):
-                for c in range(cg):
-                    kb.store(lanes, [lane[c * kprod + ky * k_sp[1] + kx]], value(X[[n, c, *ii]]))
+        # A loop over the kernel rows (kx and the channels unrolled): word_taps puts a row's
+        # quads' bytes, and its last bytes, a fixed number of lanes after the row before's.
+        kh_, kw_ = k_sp[0], k_sp[1]
+        first = {(c, kx): lane[c * kprod + kx] for c in range(cg) for kx in range(kw_)}
+        step = {(c, kx): lane[c * kprod + kw_ + kx] - first[c, kx] if kh_ > 1 else 0
+                for c, kx in first}
+        assert all(lane[c * kprod + ky * kw_ + kx] == first[c, kx] + ky * step[c, kx]
+                   for c, kx in first for ky in range(kh_))
+
+        def bounded(j: int, i: Expr) -> list[Expr]:
+            return ([cmp("ge", i, 0)] if pb[j] > 0 else []) + (
+                [cmp("lt", i, in_sp[j])] if pe[j] > 0 else [])
+
+        with kb.loop(kh_, "ky") as ky:
+            iy = kb.local(o[0] * s[0] + ky * d[0] - pb[0], "iy")
+            ycond = bounded(0, iy)
+            with kb.if_(land(*ycond)) if ycond else kb.block():
+                for kx in range(kw_):
+                    ix = o[1] * s[1] + kx * d[1] - pb[1]
+                    xcond = bounded(1, ix)
+                    with kb.if_(land(*xcond)) if xcond else kb.block():
+                        for c in range(cg):
+                            kb.store(lanes, [ky * step[c, kx] + first[c, kx]],
+                                     value(X[[n, c, iy, ix]]))
         for q in range(q_len):
             kb.store(col, [slot * q_len + q], call("ld_pair16", lanes[[2 * q]], dtype=I32))
 
