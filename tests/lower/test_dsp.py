@@ -46,6 +46,19 @@ def qconv(cin=4, m=6, kernel=(3, 3), pads=(1, 1, 1, 1), group=1, hw=(7, 7), xz=3
     return _model(node, inits, shape, xdt, 17), rng.integers(lo, hi + 1, shape).astype(xdt)
 
 
+def qconv_nhwc(cin=3, m=8, hw=(16, 16), **kw):
+    """qconv's model fed channels last, as the MLPerf models' first convs are: x (1, H, W, C)
+    through a Transpose, the conv reading it as a permuted view."""
+    model, x = qconv(cin=cin, m=m, hw=hw, **kw)
+    g = model.graph
+    conv = g.node[0]
+    conv.input[0] = "xt"
+    g.node.insert(0, helper.make_node("Transpose", ["x"], ["xt"], perm=[0, 3, 1, 2]))
+    g.input[0].CopyFrom(helper.make_tensor_value_info(
+        "x", g.input[0].type.tensor_type.elem_type, [1, *hw, cin]))
+    return model, np.ascontiguousarray(x.transpose(0, 2, 3, 1))
+
+
 def qmatmul(M=3, K=10, N=7, xz=3, xdt=np.int8, seed=0):
     rng = np.random.default_rng(seed)
     lo, hi = np.iinfo(xdt).min, np.iinfo(xdt).max
@@ -93,6 +106,23 @@ CASES = {
     "conv_cin3_stride2_mostly_inside": (qconv, dict(cin=3, m=8, hw=(20, 20), strides=(2, 2),
                                                     pads=(0, 0, 1, 1))),
     "conv_cin3_padded_mostly_inside": (qconv, dict(cin=3, m=6, hw=(16, 16), xz=-128)),
+    # Channels-last int8 input, the flat column's kernel rows contiguous: read four bytes a
+    # word load (schedules/conv/dsp.py word_taps), the rows' last bytes two a word; padded
+    # pixels through the lanes array. VWW's first conv's shape (3 channels, stride 2, padded
+    # after), padding on every side, one channel (rows of 5: a word and a byte), 5 channels
+    # (rows of 15: three words and three bytes), no padding (every pixel unguarded).
+    "conv_nhwc_cin3_stride2": (qconv_nhwc, dict(hw=(20, 20), strides=(2, 2),
+                                                pads=(0, 0, 1, 1), xz=-128)),
+    "conv_nhwc_cin3_padded": (qconv_nhwc, dict(m=6, seed=1, xz=5)),
+    "conv_nhwc_cin1_rows_of_5": (qconv_nhwc, dict(cin=1, m=4, kernel=(3, 5),
+                                                  pads=(1, 2, 1, 2), hw=(24, 30), seed=2)),
+    "conv_nhwc_cin5": (qconv_nhwc, dict(cin=5, m=6, kernel=(2, 3), pads=(0, 1, 1, 1),
+                                        hw=(12, 14), seed=3)),
+    "conv_nhwc_valid": (qconv_nhwc, dict(cin=3, m=5, pads=(0, 0, 0, 0), hw=(7, 9), seed=4)),
+    # Most pixels with taps in the padding (KWS's first conv: 52%), a 4x4 kernel, stride 2.
+    "conv_nhwc_cin1_mostly_padded": (qconv_nhwc, dict(cin=1, m=4, kernel=(4, 4), hw=(9, 6),
+                                                      strides=(2, 2), pads=(1, 1, 2, 2),
+                                                      seed=5, xz=-3)),
     "matmul": (qmatmul, {}),
     "matmul_odd": (qmatmul, dict(K=9, N=5)),
     "matmul_k1": (qmatmul, dict(K=1, N=4)),
@@ -130,6 +160,13 @@ def test_dsp_build_equals_generic_build(case, tmp_path):
     check_target_build(model, x, tmp_path, "cortex-m4f",
                        present=("__smlad(", "#include <arm_acle.h>"),
                        absent=("smlad", "arm_acle"))
+
+
+@pytest.mark.parametrize("case", sorted(c for c in CASES if c.startswith("conv_nhwc")))
+def test_flat_column_reads_channels_last_rows_by_words(case, tmp_path):
+    make, kw = CASES[case]
+    model, x = make(**kw)
+    check_target_build(model, x, tmp_path, "cortex-m7", present=("aotc_ld_word8(&x",))
 
 
 @pytest.mark.parametrize("target", ["cortex-m4f", "cortex-m33"])

@@ -55,11 +55,12 @@ PIXELS = knob("conv.pixels", (1, 2, 3, 4), 2,
               "output pixels whose im2col columns are built together and share each weight "
               "load (SIMD schedules); default 4 for 1x1 convs and flat columns (conv.column) "
               "on the DSP extension, 3 for column rows (4 with packed weights, "
-              "conv.dsp_wide off)")
+              "conv.dsp_wide off) and for flat columns read a word at a time (channels-last "
+              "int8 input, the first convs of VWW and ResNet-8)")
 
 
 def dsp_pixels_default(taps: int, flat: bool = False, rows: bool = False,
-                       wide: bool = True) -> int:
+                       wide: bool = True, words: bool = False) -> int:
     # The DSP schedule (cortex-m4f, aotc bench -Os), KWS's four 64 -> 64 pointwise convs:
     # 2 pixels 3.79 M instructions, 4 pixels 3.27 M (the 4 x 2 tile's 8 accumulators, its
     # two weight lanes, the activation pair and 3 pointers just fit); KWS's 10x4 first conv
@@ -82,6 +83,14 @@ def dsp_pixels_default(taps: int, flat: bool = False, rows: bool = False,
     # cortex-m33 16,014,644 / 15,877,223; with int16 weights cortex-m4f 17,383,990 /
     # 18,315,449, cortex-m7 10,526,720 / 12,325,730, cortex-m33 (wide since) 14,658,308 /
     # 15,673,305.
+    # Flat columns read a word at a time (words: schedules/conv/dsp.py word_taps), the first
+    # conv's estimated cycles with 2 / 3 / 4 pixels (int16 weights): VWW cortex-m4f 1,233,600
+    # / 1,123,963 / 1,166,592, cortex-m7 785,051 / 734,170 / 819,618, cortex-m33 1,112,533 /
+    # 1,001,447 / 1,042,514; ResNet-8 962,190 / 879,917 / 933,499, 607,093 / 586,324 /
+    # 717,238, 853,593 / 771,530 / 868,284 (3 pixels x 2 channels: 6 accumulators, the three
+    # column words and two weight lanes in registers; 4 pixels spill accumulators).
+    if words:
+        return 3
     if rows:
         return 3 if wide else 4
     return 4 if taps == 1 or flat else 2
@@ -254,17 +263,20 @@ def _dsp_wide(ctx: Context) -> bool:
     return ctx.cpu in ("cortex-m4", "cortex-m7", "cortex-m33")
 
 
-def dsp_wide_default(cpu: str, flat: bool) -> bool:
+def dsp_wide_default(cpu: str, flat: bool, words: bool = False) -> bool:
     # The flat columns (the first convs) lose on the M7: KWS's first conv 414,041 ->
     # 445,306, VWW's 1,089,234 -> 1,096,722, ResNet-8's 768,113 -> 786,497 estimated cycles
     # (on m4f 599,779 -> 613,541, 1,727,777 -> 1,700,129, 1,223,158 -> 1,198,582: kept).
-    return _dsp_wide(Context(cpu=cpu)) and not (flat and cpu == "cortex-m7")
+    # Flat columns read a word at a time (words), 3 pixels a group, win on the M7 too: VWW
+    # 785,562 -> 734,170, ResNet-8 628,338 -> 586,324.
+    return _dsp_wide(Context(cpu=cpu)) and not (flat and not words and cpu == "cortex-m7")
 
 
 DSP_WIDE = knob("conv.dsp_wide", (False, True), _dsp_wide,
                 "the DSP schedule's weights pre-extended to int16 at compile time (two words "
                 "per packed word, no SXTB16 on them): twice the weights' flash; default on "
-                "the Cortex-M4, M7 and M33 (board.toml cpu; on the M7 not for flat columns) "
+                "the Cortex-M4, M7 and M33 (board.toml cpu; on the M7 not for flat columns "
+                "built tap by tap) "
                 "for the layers of most MACs per extra byte that fit 75% of the part's flash "
                 "(docs/tuning.md), off elsewhere; see gemm.dsp_wide")
 
