@@ -142,6 +142,18 @@ AOTC_INLINE int32_t aotc_q_requant_r(int32_t x, int32_t m, int64_t round, int32_
     int64_t z = (int64_t)x * (int64_t)m + round - (int64_t)((uint32_t)x & 0x80000000u);
     return (int32_t)(z >> 32) >> rshift;
 }
+/* The high word of a * b + c * 2^32, rounded (2^31 added before the shift): SMMLAR on cores
+ * with the DSP extension, its exact C twin elsewhere. */
+AOTC_INLINE int32_t aotc_q_smmlar(int32_t a, int32_t b, int32_t c)
+{
+#if defined(__ARM_FEATURE_DSP) && __ARM_FEATURE_DSP
+    int32_t t;
+    __asm__("smmlar %0, %1, %2, %3" : "=r"(t) : "r"(a), "r"(b), "r"(c));
+    return t;
+#else
+    return (int32_t)(((int64_t)a * (int64_t)b + (int64_t)c * 4294967296LL + 0x80000000LL) >> 32);
+#endif
+}
 /* aotc_q_requant_r + zp for |x| < 2^30 (a bound the lowering proves), with x doubled: 2z =
  * 2p + 2^31 + 2^(31+right) - [x < 0] 2^32, and floor(2z / 2^32) = floor((2p + 2^31) / 2^32)
  * + 2^(right-1) - [x < 0], the first term the rounded high word of 2x * m. c = 2^(right-1) +
@@ -150,13 +162,7 @@ AOTC_INLINE int32_t aotc_q_requant_r(int32_t x, int32_t m, int64_t round, int32_
  * high word exactly: one SMMLAR on cores with the DSP extension (an SMMULR and an add). */
 AOTC_INLINE int32_t aotc_q_requant_h(int32_t x, int32_t m, int32_t c, int32_t right)
 {
-    int32_t t;
-    int32_t x2 = (int32_t)((uint32_t)x << 1);
-#if defined(__ARM_FEATURE_DSP) && __ARM_FEATURE_DSP
-    __asm__("smmlar %0, %1, %2, %3" : "=r"(t) : "r"(x2), "r"(m), "r"(c));
-#else
-    t = (int32_t)(((int64_t)x2 * (int64_t)m + (int64_t)c * 4294967296LL + 0x80000000LL) >> 32);
-#endif
+    int32_t t = aotc_q_smmlar((int32_t)((uint32_t)x << 1), m, c);
     return (t + (x >> 31)) >> right;
 }
 /* aotc_q_requant_h of an accumulator the kernel summed already doubled (x2 = x << 1: weights
@@ -165,12 +171,7 @@ AOTC_INLINE int32_t aotc_q_requant_h(int32_t x, int32_t m, int32_t c, int32_t ri
  * result, whose accumulator may be larger) gives (1 + 2K - [x2 < 0]) >> 1 = K either way. */
 AOTC_INLINE int32_t aotc_q_requant_hd(int32_t x2, int32_t m, int32_t c, int32_t right)
 {
-    int32_t t;
-#if defined(__ARM_FEATURE_DSP) && __ARM_FEATURE_DSP
-    __asm__("smmlar %0, %1, %2, %3" : "=r"(t) : "r"(x2), "r"(m), "r"(c));
-#else
-    t = (int32_t)(((int64_t)x2 * (int64_t)m + (int64_t)c * 4294967296LL + 0x80000000LL) >> 32);
-#endif
+    int32_t t = aotc_q_smmlar(x2, m, c);
     return (t + (x2 >> 31)) >> right;
 }
 /* The same with the shift as one signed number and any m (SRDHM's saturating case kept). */
