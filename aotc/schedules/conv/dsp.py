@@ -188,7 +188,7 @@ def lower_conv_dsp(conv: Any, node: Node, kb: Any, X: Any, B: Any, arith: Any,
     # Inline 4-pixel tiles on the M4: a column word's loads in two runs of two pixels, each
     # before its pixels' MACs (one load run of the weights and two words, one of two words).
     split = (not flat and not rows and not outline and px == 4
-             and kb.knob(CONV.DSP_SPLIT, default=CONV.dsp_split_default(kb.cpu, q_len)))
+             and kb.knob(CONV.DSP_SPLIT, default=CONV.dsp_split_default(kb.cpu, q_len, npix)))
 
     def column(n: Expr, gi: Expr, pix: Expr, slot: int) -> list[Expr]:
         """Fill column ``slot`` for output pixel ``pix`` (flat); returns its coordinates."""
