@@ -325,7 +325,7 @@ DSP_SPLIT = knob("conv.dsp_split", (True, False), False,
                  "the DSP schedule's inline tiles of 4 pixels load a column word's pixels two "
                  "at a time, each pair just before its MACs (two runs of loads: the weight "
                  "lanes and two pixels' words, then the other two), instead of all four "
-                 "before the first MAC; default on on the Cortex-M4 for columns of 8 words "
+                 "before the first MAC; on by default on the Cortex-M4 for columns of 8 words "
                  "or more and pixel counts that are multiples of 4, off elsewhere")
 
 
