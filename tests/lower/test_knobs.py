@@ -114,6 +114,9 @@ INT_CASES = [
       for t in ("cortex-m4f", "cortex-m7")],
     (("conv.dsp_tile_requant", False), "long", "cortex-m4f", {"conv.column": "pairs"}),
     (("conv.dsp_requant", "serial"), "even", "cortex-m7", {}),
+    # A 4-pixel tile's column words two pixels at a time (default on the M4 from 8 words).
+    *[(("conv.dsp_split", True), "pointwise", t, {}) for t in ("cortex-m4f", "cortex-m7")],
+    (("conv.dsp_split", False), "pointwise16", "cortex-m4f", {}),
     *[(("gemm.tile", v), "matmul", None, {}) for v in (4, 16)],
     *[(("gemm.mve_order", v), "matmul", "cortex-m55", {}) for v in ("ordered", "compiler")],
     (("gemm.unroll", False), "matmul", None, {}),
@@ -146,6 +149,8 @@ def _int_model(kind):
         return qconv(cin=3, m=3, group=3, hw=(5, 11))
     if kind == "pointwise":  # a 2-word column: tiles inline by default
         return qconv(cin=4, m=6, hw=(3, 4), kernel=(1, 1), pads=(0, 0, 0, 0))
+    if kind == "pointwise16":  # an 8-word column
+        return qconv(cin=16, m=6, hw=(3, 4), kernel=(1, 1), pads=(0, 0, 0, 0))
     if kind == "even":
         return qconv(cin=4, m=6, hw=(5, 5), pads=(0, 1, 1, 0))
     if kind == "pointwise":

@@ -185,6 +185,10 @@ def lower_conv_dsp(conv: Any, node: Node, kb: Any, X: Any, B: Any, arith: Any,
     Yc = Y.shape[1]
     # (the Cortex-M4 only: on the M7 and M33 the per-pixel loads stall their MACs)
     by_pixel = not flat and not rows and outline and wide and kb.cpu == "cortex-m4"
+    # Inline 4-pixel tiles on the M4: a column word's loads in two runs of two pixels, each
+    # before its pixels' MACs (one load run of the weights and two words, one of two words).
+    split = (not flat and not rows and not outline and px == 4
+             and kb.knob(CONV.DSP_SPLIT, default=CONV.dsp_split_default(kb.cpu, q_len, npix)))
 
     def column(n: Expr, gi: Expr, pix: Expr, slot: int) -> list[Expr]:
         """Fill column ``slot`` for output pixel ``pix`` (flat); returns its coordinates."""
@@ -470,6 +474,11 @@ def lower_conv_dsp(conv: Any, node: Node, kb: Any, X: Any, B: Any, arith: Any,
                 for p in range(pixels):
                     xp = kb.local(col.flat(p * q_len + q), "xp", I32)
                     macs(q, [xp], [accs[p]])
+                return
+            if split and len(accs) == 4:
+                for half in ((0, 1), (2, 3)):
+                    xph = [kb.local(col.flat(p * q_len + q), "xp", I32) for p in half]
+                    macs(q, xph, [accs[p] for p in half])
                 return
             xps = [kb.local(call("ld_pair16", col.flat(2 * (p * q_len + q)), dtype=I32)
                             if flat and not layout else col.flat(p * q_len + q), "xp", I32)

@@ -321,6 +321,30 @@ def dsp_tile_requant_default(epilogue: bool, cpu: str = "") -> bool:
     return not epilogue or cpu == "cortex-m4"
 
 
+DSP_SPLIT = knob("conv.dsp_split", (True, False), False,
+                 "the DSP schedule's inline tiles of 4 pixels load a column word's pixels two "
+                 "at a time, each pair just before its MACs (two runs of loads: the weight "
+                 "lanes and two pixels' words, then the other two), instead of all four "
+                 "before the first MAC; on by default on the Cortex-M4 for columns of 8 words "
+                 "or more and pixel counts that are multiples of 4, off elsewhere")
+
+
+def dsp_split_default(cpu: str, column_words: int, pixels: int = 0) -> bool:
+    # Measured (bench/boards.py --int8 --verbose, estimated cycles): with all four pixels'
+    # words loaded first, gcc -Os on the M4 has no register left for the weight pointer (8
+    # accumulators, 4 words, 2 lanes) and reloads it from the stack every column word, and
+    # its scheduler splits the six loads around the MACs (17 cycles a word for 16 MACs).
+    # Two pixels at a time: VWW on cortex-m4f 12,120,579 -> 11,857,078 (k6 920,907 ->
+    # 844,731, k10 810,855 -> 725,571, k8 449,703 -> 409,347, k14..k22 3,578,230 ->
+    # 3,552,265), but its 4-word k2 loses (720,027 -> 747,675), hence 8 words or more.
+    # KWS's 64 -> 64 pointwise convs on 125 pixels (31 groups and a rest) lose (2,579,488 ->
+    # 2,937,120: gcc spills accumulators there; VWW's 9-pixel k24 / k26 about even), hence
+    # only pixel counts that are multiples of 4: ResNet-8 16,302,140 -> 16,284,158,
+    # streaming wakeword 1,218,543 -> 1,197,416, KWS unchanged. The M7 and M33 are not
+    # measured with it (off).
+    return cpu == "cortex-m4" and column_words >= 8 and pixels % 4 == 0
+
+
 def _dsp_requant(ctx: Context) -> str:
     # Measured on KWS (bench/boards.py --int8, estimated cycles per inference, with
     # conv.dsp_bias_tile), serial -> interleaved: cortex-m7 3,190,173 -> 3,120,344 (1.20 ->
