@@ -112,7 +112,8 @@ def lower_conv_dsp(conv: Any, node: Node, kb: Any, X: Any, B: Any, arith: Any,
     words = layout is not None
     wide = kb.knob(CONV.DSP_WIDE, default=CONV.dsp_wide_default(kb.cpu, flat, words))
     px, tw, full, rest = pixel_tiles(kb, npix, mg,
-                                     CONV.dsp_pixels_default(kprod, flat, rows, wide, words))
+                                     CONV.dsp_pixels_default(kprod, flat, rows, wide, words,
+                                                             kb.cpu, npix, q_len))
     prove_bound(kb, arith, B, w, X.dtype, arith.x_zp)
     # Each tile a function of its own (its accumulators alone in the registers), or inline
     # (no call per tile: better up to 32-word columns, 128 on the M4; dsp_outline_default).

@@ -54,13 +54,15 @@ PATH = knob("conv.path", ("simd", "scalar"), "simd",
 PIXELS = knob("conv.pixels", (1, 2, 3, 4), 2,
               "output pixels whose im2col columns are built together and share each weight "
               "load (SIMD schedules); default 4 for 1x1 convs and flat columns (conv.column) "
-              "on the DSP extension, 3 for column rows (4 with packed weights, "
+              "on the DSP extension (3 for 1x1 convs on the Cortex-M7 with 8- or 32-word "
+              "columns or pixels 4 do not divide), 3 for column rows (4 with packed weights, "
               "conv.dsp_wide off) and for flat columns read a word at a time (channels-last "
               "int8 input, the first convs of VWW and ResNet-8)")
 
 
 def dsp_pixels_default(taps: int, flat: bool = False, rows: bool = False,
-                       wide: bool = True, words: bool = False) -> int:
+                       wide: bool = True, words: bool = False, cpu: str = "",
+                       npix: int = 0, column_words: int = 0) -> int:
     # The DSP schedule (cortex-m4f, aotc bench -Os), KWS's four 64 -> 64 pointwise convs:
     # 2 pixels 3.79 M instructions, 4 pixels 3.27 M (the 4 x 2 tile's 8 accumulators, its
     # two weight lanes, the activation pair and 3 pointers just fit); KWS's 10x4 first conv
@@ -93,7 +95,21 @@ def dsp_pixels_default(taps: int, flat: bool = False, rows: bool = False,
         return 3
     if rows:
         return 3 if wide else 4
+    if cpu == "cortex-m7" and taps == 1 and not flat and _m7_pointwise_3(npix, column_words):
+        return 3
     return 4 if taps == 1 or flat else 2
+
+
+def _m7_pointwise_3(npix: int, column_words: int) -> bool:
+    # Cortex-M7, 1x1 convs, 4 -> 3 pixels a group (Nov 28, bench/boards.py --int8 --verbose,
+    # estimated cycles of VWW's kernels): 3 pixels where 4 leave a rest of pixels (k24, k26 on
+    # 3x3 maps: 253,577 -> 234,343, 466,377 -> 425,575), and for 8- and 32-word columns (k4
+    # 384,929 -> 377,492, k10 486,954 -> 465,620, k12 239,831 -> 224,733; the 6 accumulators,
+    # three column words and two weight lanes leave the pointers in registers, the column a
+    # word per pixel instead of the 4-pixel word loads). 16-word columns split (k6 569,969 ->
+    # 590,420, k8 278,441 -> 273,572: kept at 4); 4-word ones lose (k2 525,329 -> 666,644), the
+    # outlined 64-word tiles too (k14..k22 2,258,810 -> 2,302,175). VWW 7,876,152 -> 7,763,424.
+    return npix % 4 != 0 or column_words in (8, 32)
 
 
 SIMD_TILE = knob("conv.simd_tile", (2, 4), 2,
