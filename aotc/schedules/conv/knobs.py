@@ -353,6 +353,27 @@ DSP_REQUANT = knob("conv.dsp_requant", ("serial", "interleaved"), _dsp_requant,
                    "interleaved on the Cortex-M7 (board.toml cpu), serial elsewhere")
 
 
+def _dsp_order(ctx: Context) -> str:
+    # Measured on cortex-m7 (bench/boards.py --int8 --verbose, estimated cycles; Nov 28): VWW's
+    # five 128 -> 128 pointwise convs (k14..k22, outlined 64-word tiles of 4 pixels x 2
+    # channels), compiler -> pipelined: see docs/performance.md "Pointwise convs on the M7".
+    # gcc -Os's own order hoists a step's six loads into runs (two loads pair, an SMLAD pairs
+    # only with what follows it) and spills the weight pointer (8 accumulators, 2 pointers, the
+    # loop counter): about 10 cycles per 8 SMLADs; pipelined, 8.4. Single-issue cores gain
+    # nothing from the order (an M4 load after a MAC costs 2 cycles as before).
+    return "pipelined" if ctx.cpu == "cortex-m7" else "compiler"
+
+
+DSP_ORDER = knob("conv.dsp_order", ("compiler", "pipelined"), _dsp_order,
+                 "the DSP schedule's outlined tiles of 4 pixels x 2 channels with int16 weights "
+                 "(conv.dsp_wide): the C compiler's instruction order, or software-pipelined, "
+                 "the column unrolled (no loop, conv.dsp_unroll ignored) and each load of the "
+                 "next pixel's column word or the next step's weight lanes placed right after "
+                 "an SMLAD, each SMLAD a scheduling barrier (the pair dual-issues on the "
+                 "Cortex-M7, and four operand registers suffice); default pipelined on the "
+                 "Cortex-M7 (board.toml cpu), compiler elsewhere")
+
+
 def _float_depthwise(ctx: Context) -> str:
     # Measured on cortex-m4f (aotc bench, -Os), KWS's 3x3 depthwise convs on 25x5 maps, 4 of
     # them: tiled 1.01 M instructions, plane1 1.12 M, plane2 0.97 M, plane4 0.77 M (plane8:
