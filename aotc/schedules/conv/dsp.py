@@ -112,8 +112,7 @@ def lower_conv_dsp(conv: Any, node: Node, kb: Any, X: Any, B: Any, arith: Any,
     words = layout is not None
     wide = kb.knob(CONV.DSP_WIDE, default=CONV.dsp_wide_default(kb.cpu, flat, words))
     px, tw, full, rest = pixel_tiles(kb, npix, mg,
-                                     CONV.dsp_pixels_default(kprod, flat, rows, wide, words,
-                                                             kb.cpu, npix, q_len))
+                                     CONV.dsp_pixels_default(kprod, flat, rows, wide, words))
     prove_bound(kb, arith, B, w, X.dtype, arith.x_zp)
     # Each tile a function of its own (its accumulators alone in the registers), or inline
     # (no call per tile: better up to 32-word columns, 128 on the M4; dsp_outline_default).
@@ -186,9 +185,10 @@ def lower_conv_dsp(conv: Any, node: Node, kb: Any, X: Any, B: Any, arith: Any,
     Yc = Y.shape[1]
     # (the Cortex-M4 only: on the M7 and M33 the per-pixel loads stall their MACs)
     by_pixel = not flat and not rows and outline and wide and kb.cpu == "cortex-m4"
-    # The outlined 4 x 2 tiles software-pipelined for dual issue (conv.dsp_order).
-    pipelined = (not flat and not rows and outline and wide and not by_pixel and px == 4
-                 and tw == 2 and kb.knob(CONV.DSP_ORDER) == "pipelined")
+    # The 4 x 2 tiles software-pipelined for dual issue (conv.dsp_order).
+    pipelined = (not flat and not rows and wide and not by_pixel and px == 4 and tw == 2
+                 and kb.knob(CONV.DSP_ORDER, default=CONV.dsp_order_default(kb.cpu, q_len))
+                 == "pipelined")
 
     def column(n: Expr, gi: Expr, pix: Expr, slot: int) -> list[Expr]:
         """Fill column ``slot`` for output pixel ``pix`` (flat); returns its coordinates."""

@@ -54,15 +54,13 @@ PATH = knob("conv.path", ("simd", "scalar"), "simd",
 PIXELS = knob("conv.pixels", (1, 2, 3, 4), 2,
               "output pixels whose im2col columns are built together and share each weight "
               "load (SIMD schedules); default 4 for 1x1 convs and flat columns (conv.column) "
-              "on the DSP extension (3 for 1x1 convs on the Cortex-M7 with 8- or 32-word "
-              "columns or pixels 4 do not divide), 3 for column rows (4 with packed weights, "
+              "on the DSP extension, 3 for column rows (4 with packed weights, "
               "conv.dsp_wide off) and for flat columns read a word at a time (channels-last "
               "int8 input, the first convs of VWW and ResNet-8)")
 
 
 def dsp_pixels_default(taps: int, flat: bool = False, rows: bool = False,
-                       wide: bool = True, words: bool = False, cpu: str = "",
-                       npix: int = 0, column_words: int = 0) -> int:
+                       wide: bool = True, words: bool = False) -> int:
     # The DSP schedule (cortex-m4f, aotc bench -Os), KWS's four 64 -> 64 pointwise convs:
     # 2 pixels 3.79 M instructions, 4 pixels 3.27 M (the 4 x 2 tile's 8 accumulators, its
     # two weight lanes, the activation pair and 3 pointers just fit); KWS's 10x4 first conv
@@ -95,21 +93,7 @@ def dsp_pixels_default(taps: int, flat: bool = False, rows: bool = False,
         return 3
     if rows:
         return 3 if wide else 4
-    if cpu == "cortex-m7" and taps == 1 and not flat and _m7_pointwise_3(npix, column_words):
-        return 3
     return 4 if taps == 1 or flat else 2
-
-
-def _m7_pointwise_3(npix: int, column_words: int) -> bool:
-    # Cortex-M7, 1x1 convs, 4 -> 3 pixels a group (Nov 28, bench/boards.py --int8 --verbose,
-    # estimated cycles of VWW's kernels): 3 pixels where 4 leave a rest of pixels (k24, k26 on
-    # 3x3 maps: 253,577 -> 234,343, 466,377 -> 425,575), and for 8- and 32-word columns (k4
-    # 384,929 -> 377,492, k10 486,954 -> 465,620, k12 239,831 -> 224,733; the 6 accumulators,
-    # three column words and two weight lanes leave the pointers in registers, the column a
-    # word per pixel instead of the 4-pixel word loads). 16-word columns split (k6 569,969 ->
-    # 590,420, k8 278,441 -> 273,572: kept at 4); 4-word ones lose (k2 525,329 -> 666,644), the
-    # outlined 64-word tiles too (k14..k22 2,258,810 -> 2,302,175). VWW 7,876,152 -> 7,763,424.
-    return npix % 4 != 0 or column_words in (8, 32)
 
 
 SIMD_TILE = knob("conv.simd_tile", (2, 4), 2,
@@ -354,24 +338,32 @@ DSP_REQUANT = knob("conv.dsp_requant", ("serial", "interleaved"), _dsp_requant,
 
 
 def _dsp_order(ctx: Context) -> str:
-    # Measured on cortex-m7 (bench/boards.py --int8 --verbose, estimated cycles; Nov 28): VWW's
-    # five 128 -> 128 pointwise convs (k14..k22, outlined 64-word tiles of 4 pixels x 2
-    # channels), compiler -> pipelined: see docs/performance.md "Pointwise convs on the M7".
-    # gcc -Os's own order hoists a step's six loads into runs (two loads pair, an SMLAD pairs
-    # only with what follows it) and spills the weight pointer (8 accumulators, 2 pointers, the
-    # loop counter): about 10 cycles per 8 SMLADs; pipelined, 8.4. Single-issue cores gain
-    # nothing from the order (an M4 load after a MAC costs 2 cycles as before).
     return "pipelined" if ctx.cpu == "cortex-m7" else "compiler"
 
 
+def dsp_order_default(cpu: str, column_words: int) -> str:
+    # Measured on cortex-m7 (bench/boards.py --int8 --verbose, estimated cycles; Nov 28; see
+    # docs/performance.md "Pointwise convs on the M7: pipelined tiles"). gcc -Os's own order
+    # hoists a step's six loads into runs (two loads pair with each other, an SMLAD only with
+    # what follows it) and spills the weight pointer or accumulators: about 10 cycles per 8
+    # SMLADs; pipelined about 8.4. VWW, compiler -> pipelined: k14..k22 (outlined 64-word
+    # tiles) 2,258,810 -> 1,825,375, k6 (16 words, inline) 572,273 -> 461,105, k10 486,954
+    # -> 378,521, k26 (128 words) 466,377 -> 410,441; 4-word columns lose (k2 525,329 ->
+    # 540,881: the unrolled column's first and last steps pair less). Single-issue cores gain
+    # nothing from the order.
+    return _dsp_order(Context(cpu=cpu)) if column_words >= 8 else "compiler"
+
+
 DSP_ORDER = knob("conv.dsp_order", ("compiler", "pipelined"), _dsp_order,
-                 "the DSP schedule's outlined tiles of 4 pixels x 2 channels with int16 weights "
-                 "(conv.dsp_wide): the C compiler's instruction order, or software-pipelined, "
+                 "the DSP schedule's tiles of 4 pixels x 2 channels with int16 weights "
+                 "(conv.dsp_wide; not column rows or flat columns): the C compiler's "
+                 "instruction order, or software-pipelined, "
                  "the column unrolled (no loop, conv.dsp_unroll ignored) and each load of the "
                  "next pixel's column word or the next step's weight lanes placed right after "
                  "an SMLAD, each SMLAD a scheduling barrier (the pair dual-issues on the "
                  "Cortex-M7, and four operand registers suffice); default pipelined on the "
-                 "Cortex-M7 (board.toml cpu), compiler elsewhere")
+                 "Cortex-M7 (board.toml cpu) for columns of 8 words or more, compiler "
+                 "elsewhere")
 
 
 def _float_depthwise(ctx: Context) -> str:
