@@ -114,6 +114,11 @@ INT_CASES = [
       for t in ("cortex-m4f", "cortex-m7")],
     (("conv.dsp_tile_requant", False), "long", "cortex-m4f", {"conv.column": "pairs"}),
     (("conv.dsp_requant", "serial"), "even", "cortex-m7", {}),
+    # 4 x 2 tiles software-pipelined (default on the M7 from 8-word columns), inline and
+    # outlined; on the M4 (default compiler) only aotc_smlad_ordered's host twin in the tiles.
+    *[(("conv.dsp_order", "compiler"), "pointwise16", "cortex-m7", o)
+      for o in ({}, {"conv.outline": True})],
+    (("conv.dsp_order", "pipelined"), "pointwise16", "cortex-m4f", {}),
     *[(("gemm.tile", v), "matmul", None, {}) for v in (4, 16)],
     *[(("gemm.mve_order", v), "matmul", "cortex-m55", {}) for v in ("ordered", "compiler")],
     (("gemm.unroll", False), "matmul", None, {}),
@@ -150,6 +155,9 @@ def _int_model(kind):
         return qconv(cin=4, m=6, hw=(5, 5), pads=(0, 1, 1, 0))
     if kind == "pointwise":
         return qconv(cin=5, m=6, kernel=(1, 1), pads=(0, 0, 0, 0), hw=(5, 7))
+    if kind == "pointwise16":  # 8-word columns, 15 pixels (3 groups of 4, a rest of 3), 7
+        # channels (3 tiles of 2, a rest of 1)
+        return qconv(cin=16, m=7, kernel=(1, 1), pads=(0, 0, 0, 0), hw=(3, 5))
     if kind == "long":  # 4 channel pairs x 9 taps: a 36-word column
         return qconv(cin=8, m=6, hw=(5, 5))
     if kind == "wide":
