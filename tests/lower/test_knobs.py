@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from onnx import helper
 from opcheck import make_model, ort_run
-from test_dsp import qconv, qmatmul
+from test_dsp import qconv, qconv_nhwc, qmatmul
 
 import aotc
 from aotc.schedules import KNOBS
@@ -119,6 +119,8 @@ INT_CASES = [
     *[(("conv.dsp_order", "compiler"), "pointwise16", "cortex-m7", o)
       for o in ({}, {"conv.outline": True})],
     (("conv.dsp_order", "pipelined"), "pointwise16", "cortex-m4f", {}),
+    # a first conv's word column (3 pixels x 2 channels, 14 words; padded pixels too)
+    (("conv.dsp_order", "compiler"), "nhwc", "cortex-m7", {}),
     *[(("gemm.tile", v), "matmul", None, {}) for v in (4, 16)],
     *[(("gemm.mve_order", v), "matmul", "cortex-m55", {}) for v in ("ordered", "compiler")],
     (("gemm.unroll", False), "matmul", None, {}),
@@ -155,6 +157,9 @@ def _int_model(kind):
         return qconv(cin=4, m=6, hw=(5, 5), pads=(0, 1, 1, 0))
     if kind == "pointwise":
         return qconv(cin=5, m=6, kernel=(1, 1), pads=(0, 0, 0, 0), hw=(5, 7))
+    if kind == "nhwc":  # channels-last int8, 3x3 stride 2 over 3 channels, 9 of 7 x 5 pixels
+        # padded, the rest a group of 2
+        return qconv_nhwc(cin=3, m=7, hw=(13, 9), strides=(2, 2))
     if kind == "pointwise16":  # 8-word columns, 15 pixels (3 groups of 4, a rest of 3), 7
         # channels (3 tiles of 2, a rest of 1)
         return qconv(cin=16, m=7, kernel=(1, 1), pads=(0, 0, 0, 0), hw=(3, 5))

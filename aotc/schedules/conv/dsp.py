@@ -185,8 +185,10 @@ def lower_conv_dsp(conv: Any, node: Node, kb: Any, X: Any, B: Any, arith: Any,
     Yc = Y.shape[1]
     # (the Cortex-M4 only: on the M7 and M33 the per-pixel loads stall their MACs)
     by_pixel = not flat and not rows and outline and wide and kb.cpu == "cortex-m4"
-    # The 4 x 2 tiles software-pipelined for dual issue (conv.dsp_order).
-    pipelined = (not flat and not rows and wide and not by_pixel and px == 4 and tw == 2
+    # The 3- or 4-pixel x 2-channel tiles software-pipelined for dual issue (conv.dsp_order;
+    # not column rows, nor flat columns built tap by tap).
+    pipelined = ((not flat or layout is not None) and not rows and wide and not by_pixel
+                 and px in (3, 4) and tw == 2
                  and kb.knob(CONV.DSP_ORDER, default=CONV.dsp_order_default(kb.cpu, q_len))
                  == "pipelined")
 
@@ -467,7 +469,7 @@ def lower_conv_dsp(conv: Any, node: Node, kb: Any, X: Any, B: Any, arith: Any,
             finish()
             return
 
-        if pipelined and pixels == 4 and width == 2:
+        if pipelined and pixels >= 3 and width == 2:
             pipelined_steps(accs, base)
             finish()
             return
@@ -499,18 +501,19 @@ def lower_conv_dsp(conv: Any, node: Node, kb: Any, X: Any, B: Any, arith: Any,
         finish()
 
     def pipelined_steps(accs: list[Any], base: Expr) -> None:
-        """conv.dsp_order=pipelined: a tile of 4 pixels x 2 channels (int16 weights), the column
-        unrolled, software-pipelined for dual issue: each SMLAD (a scheduling barrier) is
-        followed by at most one load, the next pixel's column word or the next step's weight
-        lanes, two SMLADs before their use (no load-use stall); four operand registers: the
-        step's two weight lanes, two column words. The same SMLADs on the same operands in the
-        same order per accumulator: the same sums."""
+        """conv.dsp_order=pipelined: a tile of 3 or 4 pixels x 2 channels (int16 weights), the
+        column unrolled, software-pipelined for dual issue: each SMLAD (a scheduling barrier)
+        is followed by at most one load, the next pixel's column word or the next step's
+        weight lanes, at least two SMLADs before their use (no load-use stall); four operand
+        registers: the step's two weight lanes, two column words. The same SMLADs on the same
+        operands in the same order per accumulator: the same sums."""
         # words.flat(row + q): step q's even lanes, + q_len its odd ones; the row a local of
         # its own (gcc -Os then addresses all the tile's weights from one base register)
         row = kb.local(base * 2, "wr")
+        npx = len(accs)
 
-        def lanes(q: int) -> list[Expr]:
-            return [kb.local(words.flat(row + (q + h * q_len)), "wl", I32) for h in range(2)]
+        def lane(q: int, h: int) -> Expr:
+            return kb.local(words.flat(row + (q + h * q_len)), "wl", I32)
 
         def xp(q: int, p: int) -> Expr:
             return kb.local(col.flat(p * q_len + q), "xp", I32)
@@ -519,28 +522,26 @@ def lower_conv_dsp(conv: Any, node: Node, kb: Any, X: Any, B: Any, arith: Any,
             acc = accs[p]
             kb.store(acc, [j], call("smlad_ordered", w, x, acc[[j]], dtype=I32))
 
-        w0, w1 = lanes(0)
-        x0 = xp(0, 0)
+        w = [lane(0, 0), lane(0, 1)]
+        xs = {0: xp(0, 0)}
         for q in range(q_len):
-            last = q + 1 == q_len
-            mac(0, 0, w0, x0)
-            x1 = xp(q, 1)
-            mac(0, 1, w1, x0)
-            x2 = xp(q, 2)
-            mac(1, 0, w0, x1)
-            mac(1, 1, w1, x1)
-            x3 = xp(q, 3)
-            mac(2, 0, w0, x2)
-            mac(2, 1, w1, x2)
-            nx0 = None if last else xp(q + 1, 0)
-            mac(3, 0, w0, x3)
-            nw0 = None if last else kb.local(words.flat(row + (q + 1)), "wl", I32)
-            mac(3, 1, w1, x3)
-            if last:
-                break
-            nw1 = kb.local(words.flat(row + (q + 1 + q_len)), "wl", I32)
-            assert nx0 is not None and nw0 is not None
-            w0, w1, x0 = nw0, nw1, nx0
+            more = q + 1 < q_len
+            nw: list[Expr] = []
+            nx0 = None
+            for p in range(npx):
+                mac(p, 0, w[0], xs[p])
+                if p + 1 < npx:  # the next pixel's word, two SMLADs ahead
+                    xs[p + 1] = xp(q, p + 1)
+                elif more:  # the last use of the even lane: the next step's
+                    nw.append(lane(q + 1, 0))
+                mac(p, 1, w[1], xs[p])
+                if more and p == npx - 2:  # the next step's first word
+                    nx0 = xp(q + 1, 0)
+                elif more and p == npx - 1:
+                    nw.append(lane(q + 1, 1))
+            if more:
+                assert nx0 is not None
+                w, xs = nw, {0: nx0}
 
     def tiles(gi: Expr, count: int, out: tuple[Expr, list[list[Expr]], Expr],
               ox0: Expr | None = None) -> None:
