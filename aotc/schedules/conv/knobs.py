@@ -349,7 +349,9 @@ def dsp_order_default(cpu: str, column_words: int) -> str:
     # SMLADs; pipelined about 8.4. VWW, compiler -> pipelined: k14..k22 (outlined 64-word
     # tiles) 2,258,810 -> 1,825,375, k6 (16 words, inline) 572,273 -> 461,105, k10 486,954
     # -> 378,521, k26 (128 words) 466,377 -> 410,441; 4-word columns lose (k2 525,329 ->
-    # 540,881: the unrolled column's first and last steps pair less). Pipelined on the other
+    # 540,881: the unrolled column's first and last steps pair less). The first convs' word
+    # columns (3 pixels x 2 channels): VWW's k0 613,857 -> 549,724, KWS 2,507,600 ->
+    # 2,259,939 whole. Pipelined on the other
     # cores (main's defaults otherwise): cortex-m4f VWW 12,120,579 -> 12,844,152, KWS
     # 4,113,393 -> 4,247,277 (an M4 load after a MAC is not free); cortex-m33 VWW 10,830,236
     # -> 10,553,463 but KWS 3,506,578 -> 3,511,994: left to the M33's own defaults.
@@ -357,8 +359,9 @@ def dsp_order_default(cpu: str, column_words: int) -> str:
 
 
 DSP_ORDER = knob("conv.dsp_order", ("compiler", "pipelined"), _dsp_order,
-                 "the DSP schedule's tiles of 4 pixels x 2 channels with int16 weights "
-                 "(conv.dsp_wide; not column rows or flat columns): the C compiler's "
+                 "the DSP schedule's tiles of 3 or 4 pixels x 2 channels with int16 weights "
+                 "(conv.dsp_wide; pair columns and word-read flat ones, not column rows): the "
+                 "C compiler's "
                  "instruction order, or software-pipelined, "
                  "the column unrolled (no loop, conv.dsp_unroll ignored) and each load of the "
                  "next pixel's column word or the next step's weight lanes placed right after "
