@@ -72,9 +72,11 @@ INT_CASES = [
     (("conv.column", "pairs"), "even", "cortex-m4f", {}),
     *[(("conv.column", "rows"), None, t, {}) for t in ("cortex-m4f", "cortex-m33")],
     (("conv.dsp_unroll", 8), "long", "cortex-m4f", {}),
-    # 36-word columns: outlined by default (pairs) on the M7 (inline up to 128 words on the
-    # M4); column rows inline at any length.
-    (("conv.outline", False), "long", "cortex-m7", {"conv.column": "pairs"}),
+    # 36-word columns: inline by default (pairs) on the M7 and M4 (up to 128 words), outlined
+    # on the M33 with packed weights; column rows inline at any length.
+    (("conv.outline", True), "long", "cortex-m7", {"conv.column": "pairs"}),
+    (("conv.outline", False), "long", "cortex-m33", {"conv.column": "pairs",
+                                                     "conv.dsp_wide": False}),
     (("conv.outline", True), "long", "cortex-m4f", {}),
     *[(("conv.outline", True), k, "cortex-m4f", {}) for k in (None, "pointwise")],  # 23, 2
     # 23-word flat columns (no loop by default): 1 and 8 words a step (a rest of 7); a
@@ -104,8 +106,9 @@ INT_CASES = [
     # requantisation of a pixel group side by side (default on the M7) or output by output.
     (("conv.dsp_bias_tile", False), "pointwise", "cortex-m4f", {}),
     (("conv.dsp_bias_tile", False), None, "cortex-m7", {}),
-    # outlined (pairs, on the M7): off by default; column rows inline: on.
-    (("conv.dsp_bias_tile", True), "long", "cortex-m7", {"conv.column": "pairs"}),
+    # outlined tiles (pairs): off by default; column rows inline: on.
+    (("conv.dsp_bias_tile", True), "long", "cortex-m7", {"conv.column": "pairs",
+                                                         "conv.outline": True}),
     (("conv.dsp_bias_tile", False), "long", "cortex-m4f", {}),
     (("conv.dsp_requant", "interleaved"), "pointwise", "cortex-m4f", {}),
     # Inline tiles requantise their own accumulators (default) or write sums for a loop of

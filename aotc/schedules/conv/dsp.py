@@ -469,7 +469,8 @@ def lower_conv_dsp(conv: Any, node: Node, kb: Any, X: Any, B: Any, arith: Any,
             finish()
             return
 
-        if pipelined and pixels >= 3 and width == 2:
+        # (the full pixel groups; a rest of fewer pixels keeps the compiler's order)
+        if pipelined and pixels == px and width == 2:
             pipelined_steps(accs, base)
             finish()
             return

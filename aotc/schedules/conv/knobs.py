@@ -167,7 +167,8 @@ def column_default(channels: int, taps: int = 1, nd: int = 0) -> str:
 OUTLINE = knob("conv.outline", (True, False), True,
                "the DSP schedule's output-channel tiles each in a function of their own (its "
                "accumulators alone in the registers) or inline (no call per tile); default "
-               "inline for columns of up to 32 words (128 on the Cortex-M4, 64 on the M33 "
+               "inline for columns of up to 32 words (128 on the Cortex-M4 and M7, 64 on the "
+               "M33 "
                "with int16 weights) and column rows; also the generic "
                "schedule's float tiles with conv.vldm (default: outlined from 32 taps a "
                "tile)")
@@ -197,9 +198,13 @@ def dsp_outline_default(column_words: int, rows: bool = False, cpu: str = "",
     # 8,376,962 / - / 8,390,982 (its 64-word k14 loses: 2,325,050 -> 2,365,245); cortex-m33
     # 11,735,803 / - / 12,154,316 (its 64-word k14 int16-weighted gains, 2,712,772 ->
     # 2,625,344; its packed k24 and k26 lose: 715,605 -> 912,618 for k26).
+    # With conv.dsp_order=pipelined on the M7 (Nov 28), inline up to 128 words too: VWW
+    # 6,865,692 -> 6,665,793 (k14..k22 1,822,495 -> 1,702,875, k26 411,721 -> 368,578, k24
+    # 215,689 -> 194,370); streaming wakeword 667,840 -> 634,182 (its 15-pixel k5's rest of
+    # 3 pixels then in the compiler's order: pipelined there it lost, 686,142).
     if rows:
         return False
-    if cpu == "cortex-m4":
+    if cpu in ("cortex-m4", "cortex-m7"):
         return column_words > 128
     if cpu == "cortex-m33" and wide:
         return column_words > 64
