@@ -117,7 +117,10 @@ ACLE_CALLS = {"sxtb16": "__sxtb16", "smlad": "__smlad", "smuad": "__smuad",
               "ssat": "__ssat", "usat": "__usat",  # saturate to a constant bit width
               "sxtb16_ror8": "aotc_sxtb16_ror8", "ld_pair16": "aotc_ld_pair16",
               "ld_word8": "aotc_ld_word8", "pkhbt": "aotc_pkhbt", "pkhtb": "aotc_pkhtb",
-              "st_pair16": "aotc_st_pair16"}
+              "st_pair16": "aotc_st_pair16",
+              # SMLAD, then a scheduling barrier (intrinsics.c.j2; schedules/conv/dsp.py's
+              # pipelined tiles, conv.dsp_order)
+              "smlad_ordered": "aotc_smlad_ordered"}
 
 # Helium (MVE) intrinsics (<arm_mve.h>, __ARM_FEATURE_MVE), under their non-polymorphic names
 # (the polymorphic ones are C11 _Generic macros): loops/mve.py's int8 dot products, emitted

@@ -344,7 +344,9 @@ MODEL_CASES = [("cortex-m4f", s) for s in INT8_MODELS] + [
     # gemm.dsp_k's quads (AD: all matmuls) on the other two cores of the DSP extension.
     ("cortex-m33", "ad01_int8_qdq"), ("cortex-m7", "ad01_int8_qdq"),
     # conv.dsp_wide's int16 weights (the default on the M7 as on the M4).
-    ("cortex-m7", "kws_ref_model_int8_qdq")]
+    ("cortex-m7", "kws_ref_model_int8_qdq"),
+    # the M7's own pointwise defaults (3-pixel groups, conv.dsp_pixels_default).
+    ("cortex-m7", "vww_96_int8_qdq")]
 
 
 @pytest.mark.parametrize("board,stem", MODEL_CASES)

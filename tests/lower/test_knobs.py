@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from onnx import helper
 from opcheck import make_model, ort_run
-from test_dsp import qconv, qmatmul
+from test_dsp import qconv, qconv_nhwc, qmatmul
 
 import aotc
 from aotc.schedules import KNOBS
@@ -72,9 +72,11 @@ INT_CASES = [
     (("conv.column", "pairs"), "even", "cortex-m4f", {}),
     *[(("conv.column", "rows"), None, t, {}) for t in ("cortex-m4f", "cortex-m33")],
     (("conv.dsp_unroll", 8), "long", "cortex-m4f", {}),
-    # 36-word columns: outlined by default (pairs) on the M7 (inline up to 128 words on the
-    # M4); column rows inline at any length.
-    (("conv.outline", False), "long", "cortex-m7", {"conv.column": "pairs"}),
+    # 36-word columns: inline by default (pairs) on the M7 and M4 (up to 128 words), outlined
+    # on the M33 with packed weights; column rows inline at any length.
+    (("conv.outline", True), "long", "cortex-m7", {"conv.column": "pairs"}),
+    (("conv.outline", False), "long", "cortex-m33", {"conv.column": "pairs",
+                                                     "conv.dsp_wide": False}),
     (("conv.outline", True), "long", "cortex-m4f", {}),
     *[(("conv.outline", True), k, "cortex-m4f", {}) for k in (None, "pointwise")],  # 23, 2
     # 23-word flat columns (no loop by default): 1 and 8 words a step (a rest of 7); a
@@ -104,8 +106,9 @@ INT_CASES = [
     # requantisation of a pixel group side by side (default on the M7) or output by output.
     (("conv.dsp_bias_tile", False), "pointwise", "cortex-m4f", {}),
     (("conv.dsp_bias_tile", False), None, "cortex-m7", {}),
-    # outlined (pairs, on the M7): off by default; column rows inline: on.
-    (("conv.dsp_bias_tile", True), "long", "cortex-m7", {"conv.column": "pairs"}),
+    # outlined tiles (pairs): off by default; column rows inline: on.
+    (("conv.dsp_bias_tile", True), "long", "cortex-m7", {"conv.column": "pairs",
+                                                         "conv.outline": True}),
     (("conv.dsp_bias_tile", False), "long", "cortex-m4f", {}),
     (("conv.dsp_requant", "interleaved"), "pointwise", "cortex-m4f", {}),
     # Inline tiles requantise their own accumulators (default) or write sums for a loop of
@@ -117,6 +120,13 @@ INT_CASES = [
     # A 4-pixel tile's column words two pixels at a time (default on the M4 from 8 words).
     *[(("conv.dsp_split", True), "pointwise", t, {}) for t in ("cortex-m4f", "cortex-m7")],
     (("conv.dsp_split", False), "pointwise16", "cortex-m4f", {}),
+    # 4 x 2 tiles software-pipelined (default on the M7 from 8-word columns), inline and
+    # outlined; on the M4 (default compiler) only aotc_smlad_ordered's host twin in the tiles.
+    *[(("conv.dsp_order", "compiler"), "pointwise16", "cortex-m7", o)
+      for o in ({}, {"conv.outline": True})],
+    (("conv.dsp_order", "pipelined"), "pointwise16", "cortex-m4f", {}),
+    # a first conv's word column (3 pixels x 2 channels, 14 words; padded pixels too)
+    (("conv.dsp_order", "compiler"), "nhwc", "cortex-m7", {}),
     *[(("gemm.tile", v), "matmul", None, {}) for v in (4, 16)],
     *[(("gemm.mve_order", v), "matmul", "cortex-m55", {}) for v in ("ordered", "compiler")],
     (("gemm.unroll", False), "matmul", None, {}),
@@ -155,6 +165,12 @@ def _int_model(kind):
         return qconv(cin=4, m=6, hw=(5, 5), pads=(0, 1, 1, 0))
     if kind == "pointwise":
         return qconv(cin=5, m=6, kernel=(1, 1), pads=(0, 0, 0, 0), hw=(5, 7))
+    if kind == "nhwc":  # channels-last int8, 3x3 stride 2 over 3 channels, 9 of 7 x 5 pixels
+        # padded, the rest a group of 2
+        return qconv_nhwc(cin=3, m=7, hw=(13, 9), strides=(2, 2))
+    if kind == "pointwise16":  # 8-word columns, 15 pixels (3 groups of 4, a rest of 3), 7
+        # channels (3 tiles of 2, a rest of 1)
+        return qconv(cin=16, m=7, kernel=(1, 1), pads=(0, 0, 0, 0), hw=(3, 5))
     if kind == "long":  # 4 channel pairs x 9 taps: a 36-word column
         return qconv(cin=8, m=6, hw=(5, 5))
     if kind == "wide":

@@ -189,6 +189,12 @@ def lower_conv_dsp(conv: Any, node: Node, kb: Any, X: Any, B: Any, arith: Any,
     # before its pixels' MACs (one load run of the weights and two words, one of two words).
     split = (not flat and not rows and not outline and px == 4
              and kb.knob(CONV.DSP_SPLIT, default=CONV.dsp_split_default(kb.cpu, q_len, npix)))
+    # The 3- or 4-pixel x 2-channel tiles software-pipelined for dual issue (conv.dsp_order;
+    # not column rows, nor flat columns built tap by tap).
+    pipelined = ((not flat or layout is not None) and not rows and wide and not by_pixel
+                 and px in (3, 4) and tw == 2
+                 and kb.knob(CONV.DSP_ORDER, default=CONV.dsp_order_default(kb.cpu, q_len))
+                 == "pipelined")
 
     def column(n: Expr, gi: Expr, pix: Expr, slot: int) -> list[Expr]:
         """Fill column ``slot`` for output pixel ``pix`` (flat); returns its coordinates."""
@@ -467,6 +473,12 @@ def lower_conv_dsp(conv: Any, node: Node, kb: Any, X: Any, B: Any, arith: Any,
             finish()
             return
 
+        # (the full pixel groups; a rest of fewer pixels keeps the compiler's order)
+        if pipelined and pixels == px and width == 2:
+            pipelined_steps(accs, base)
+            finish()
+            return
+
         def step(q: Expr) -> None:
             if by_pixel:
                 # Each pixel's column word loaded just before its MACs: one activation register
@@ -497,6 +509,49 @@ def lower_conv_dsp(conv: Any, node: Node, kb: Any, X: Any, B: Any, arith: Any,
         for u in range(q_len - q_len % steps, q_len):
             step(Const(u))
         finish()
+
+    def pipelined_steps(accs: list[Any], base: Expr) -> None:
+        """conv.dsp_order=pipelined: a tile of 3 or 4 pixels x 2 channels (int16 weights), the
+        column unrolled, software-pipelined for dual issue: each SMLAD (a scheduling barrier)
+        is followed by at most one load, the next pixel's column word or the next step's
+        weight lanes, at least two SMLADs before their use (no load-use stall); four operand
+        registers: the step's two weight lanes, two column words. The same SMLADs on the same
+        operands in the same order per accumulator: the same sums."""
+        # words.flat(row + q): step q's even lanes, + q_len its odd ones; the row a local of
+        # its own (gcc -Os then addresses all the tile's weights from one base register)
+        row = kb.local(base * 2, "wr")
+        npx = len(accs)
+
+        def lane(q: int, h: int) -> Expr:
+            return kb.local(words.flat(row + (q + h * q_len)), "wl", I32)
+
+        def xp(q: int, p: int) -> Expr:
+            return kb.local(col.flat(p * q_len + q), "xp", I32)
+
+        def mac(p: int, j: int, w: Expr, x: Expr) -> None:
+            acc = accs[p]
+            kb.store(acc, [j], call("smlad_ordered", w, x, acc[[j]], dtype=I32))
+
+        w = [lane(0, 0), lane(0, 1)]
+        xs = {0: xp(0, 0)}
+        for q in range(q_len):
+            more = q + 1 < q_len
+            nw: list[Expr] = []
+            nx0 = None
+            for p in range(npx):
+                mac(p, 0, w[0], xs[p])
+                if p + 1 < npx:  # the next pixel's word, two SMLADs ahead
+                    xs[p + 1] = xp(q, p + 1)
+                elif more:  # the last use of the even lane: the next step's
+                    nw.append(lane(q + 1, 0))
+                mac(p, 1, w[1], xs[p])
+                if more and p == npx - 2:  # the next step's first word
+                    nx0 = xp(q + 1, 0)
+                elif more and p == npx - 1:
+                    nw.append(lane(q + 1, 1))
+            if more:
+                assert nx0 is not None
+                w, xs = nw, {0: nx0}
 
     def tiles(gi: Expr, count: int, out: tuple[Expr, list[list[Expr]], Expr],
               ox0: Expr | None = None) -> None:

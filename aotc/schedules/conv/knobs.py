@@ -167,7 +167,8 @@ def column_default(channels: int, taps: int = 1, nd: int = 0) -> str:
 OUTLINE = knob("conv.outline", (True, False), True,
                "the DSP schedule's output-channel tiles each in a function of their own (its "
                "accumulators alone in the registers) or inline (no call per tile); default "
-               "inline for columns of up to 32 words (128 on the Cortex-M4, 64 on the M33 "
+               "inline for columns of up to 32 words (128 on the Cortex-M4 and M7, 64 on the "
+               "M33 "
                "with int16 weights) and column rows; also the generic "
                "schedule's float tiles with conv.vldm (default: outlined from 32 taps a "
                "tile)")
@@ -197,9 +198,13 @@ def dsp_outline_default(column_words: int, rows: bool = False, cpu: str = "",
     # 8,376,962 / - / 8,390,982 (its 64-word k14 loses: 2,325,050 -> 2,365,245); cortex-m33
     # 11,735,803 / - / 12,154,316 (its 64-word k14 int16-weighted gains, 2,712,772 ->
     # 2,625,344; its packed k24 and k26 lose: 715,605 -> 912,618 for k26).
+    # With conv.dsp_order=pipelined on the M7 (Nov 28), inline up to 128 words too: VWW
+    # 6,865,692 -> 6,665,793 (k14..k22 1,822,495 -> 1,702,875, k26 411,721 -> 368,578, k24
+    # 215,689 -> 194,370); streaming wakeword 667,840 -> 634,182 (its 15-pixel k5's rest of
+    # 3 pixels then in the compiler's order: pipelined there it lost, 686,142).
     if rows:
         return False
-    if cpu == "cortex-m4":
+    if cpu in ("cortex-m4", "cortex-m7"):
         return column_words > 128
     if cpu == "cortex-m33" and wide:
         return column_words > 64
@@ -359,6 +364,40 @@ DSP_REQUANT = knob("conv.dsp_requant", ("serial", "interleaved"), _dsp_requant,
                    "channel loaded first, then requantised side by side into locals, then "
                    "stored (dual issue: the second slot takes the other chains); default "
                    "interleaved on the Cortex-M7 (board.toml cpu), serial elsewhere")
+
+
+def _dsp_order(ctx: Context) -> str:
+    return "pipelined" if ctx.cpu == "cortex-m7" else "compiler"
+
+
+def dsp_order_default(cpu: str, column_words: int) -> str:
+    # Measured on cortex-m7 (bench/boards.py --int8 --verbose, estimated cycles; Nov 28; see
+    # docs/performance.md "Pointwise convs on the M7: pipelined tiles"). gcc -Os's own order
+    # hoists a step's six loads into runs (two loads pair with each other, an SMLAD only with
+    # what follows it) and spills the weight pointer or accumulators: about 10 cycles per 8
+    # SMLADs; pipelined about 8.4. VWW, compiler -> pipelined: k14..k22 (outlined 64-word
+    # tiles) 2,258,810 -> 1,825,375, k6 (16 words, inline) 572,273 -> 461,105, k10 486,954
+    # -> 378,521, k26 (128 words) 466,377 -> 410,441; 4-word columns lose (k2 525,329 ->
+    # 540,881: the unrolled column's first and last steps pair less). The first convs' word
+    # columns (3 pixels x 2 channels): VWW's k0 613,857 -> 549,724, KWS 2,507,600 ->
+    # 2,259,939 whole. Pipelined on the other
+    # cores (main's defaults otherwise): cortex-m4f VWW 12,120,579 -> 12,844,152, KWS
+    # 4,113,393 -> 4,247,277 (an M4 load after a MAC is not free); cortex-m33 VWW 10,830,236
+    # -> 10,553,463 but KWS 3,506,578 -> 3,511,994: left to the M33's own defaults.
+    return _dsp_order(Context(cpu=cpu)) if column_words >= 8 else "compiler"
+
+
+DSP_ORDER = knob("conv.dsp_order", ("compiler", "pipelined"), _dsp_order,
+                 "the DSP schedule's tiles of 3 or 4 pixels x 2 channels with int16 weights "
+                 "(conv.dsp_wide; pair columns and word-read flat ones, not column rows): the "
+                 "C compiler's "
+                 "instruction order, or software-pipelined, "
+                 "the column unrolled (no loop, conv.dsp_unroll ignored) and each load of the "
+                 "next pixel's column word or the next step's weight lanes placed right after "
+                 "an SMLAD, each SMLAD a scheduling barrier (the pair dual-issues on the "
+                 "Cortex-M7, and four operand registers suffice); default pipelined on the "
+                 "Cortex-M7 (board.toml cpu) for columns of 8 words or more, compiler "
+                 "elsewhere")
 
 
 def _float_depthwise(ctx: Context) -> str:
