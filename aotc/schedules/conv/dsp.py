@@ -185,6 +185,7 @@ def lower_conv_dsp(conv: Any, node: Node, kb: Any, X: Any, B: Any, arith: Any,
     Yc = Y.shape[1]
     # (the Cortex-M4 only: on the M7 and M33 the per-pixel loads stall their MACs)
     by_pixel = not flat and not rows and outline and wide and kb.cpu == "cortex-m4"
+    staggered = not flat and not rows and not by_pixel and kb.cpu == "cortex-m33"
 
     def column(n: Expr, gi: Expr, pix: Expr, slot: int) -> list[Expr]:
         """Fill column ``slot`` for output pixel ``pix`` (flat); returns its coordinates."""
@@ -470,6 +471,14 @@ def lower_conv_dsp(conv: Any, node: Node, kb: Any, X: Any, B: Any, arith: Any,
                 for p in range(pixels):
                     xp = kb.local(col.flat(p * q_len + q), "xp", I32)
                     macs(q, [xp], [accs[p]])
+                return
+            if staggered:
+                loads = [col.flat(p * q_len + q) for p in range(pixels)]
+                if wide:
+                    dsp.mac_tile_staggered(kb, accs, words, base * 2 + q * half, width, loads,
+                                           True, q_len * half)
+                else:
+                    dsp.mac_tile_staggered(kb, accs, words, base + q * half, width, loads)
                 return
             xps = [kb.local(call("ld_pair16", col.flat(2 * (p * q_len + q)), dtype=I32)
                             if flat and not layout else col.flat(p * q_len + q), "xp", I32)
