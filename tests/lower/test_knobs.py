@@ -114,6 +114,15 @@ INT_CASES = [
       for t in ("cortex-m4f", "cortex-m7")],
     (("conv.dsp_tile_requant", False), "long", "cortex-m4f", {"conv.column": "pairs"}),
     (("conv.dsp_requant", "serial"), "even", "cortex-m7", {}),
+    # Column words loaded one pixel ahead of their MACs (default on the M33 but for 32-word
+    # columns): off on a 36-word pairs column (int16 and packed weights), on on the M4; the
+    # M33's tiles inline up to 128 words (packed too), outlined instead.
+    *[(("conv.dsp_stagger", False), "long", "cortex-m33", {"conv.column": "pairs", **w})
+      for w in ({}, {"conv.dsp_wide": False})],
+    *[(("conv.dsp_stagger", True), "pointwise", "cortex-m4f", w)
+      for w in ({}, {"conv.dsp_wide": False})],
+    (("conv.outline", True), "long", "cortex-m33", {"conv.column": "pairs",
+                                                    "conv.dsp_wide": False}),
     *[(("gemm.tile", v), "matmul", None, {}) for v in (4, 16)],
     *[(("gemm.mve_order", v), "matmul", "cortex-m55", {}) for v in ("ordered", "compiler")],
     (("gemm.unroll", False), "matmul", None, {}),

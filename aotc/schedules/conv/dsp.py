@@ -115,9 +115,10 @@ def lower_conv_dsp(conv: Any, node: Node, kb: Any, X: Any, B: Any, arith: Any,
                                      CONV.dsp_pixels_default(kprod, flat, rows, wide, words))
     prove_bound(kb, arith, B, w, X.dtype, arith.x_zp)
     # Each tile a function of its own (its accumulators alone in the registers), or inline
-    # (no call per tile: better up to 32-word columns, 128 on the M4; dsp_outline_default).
+    # (no call per tile: better up to 32-word columns, 128 on the M4 and M33;
+    # dsp_outline_default).
     outline = kb.knob(CONV.OUTLINE,
-                      default=CONV.dsp_outline_default(q_len, rows, kb.cpu, wide))
+                      default=CONV.dsp_outline_default(q_len, rows, kb.cpu))
     # The bias in the tiles' first accumulators; the pixels' requantisation side by side.
     biased = kb.knob(CONV.DSP_BIAS_TILE, default=CONV.dsp_bias_tile_default(outline))
     # int16 weights and the bias in the tiles, requantised by aotc_q_requant_h (|acc| < 2^30
@@ -185,7 +186,9 @@ def lower_conv_dsp(conv: Any, node: Node, kb: Any, X: Any, B: Any, arith: Any,
     Yc = Y.shape[1]
     # (the Cortex-M4 only: on the M7 and M33 the per-pixel loads stall their MACs)
     by_pixel = not flat and not rows and outline and wide and kb.cpu == "cortex-m4"
-    staggered = not flat and not rows and not by_pixel and kb.cpu == "cortex-m33"
+    # (the Cortex-M33: each pixel's column word loaded one pixel ahead of its MACs)
+    staggered = (not flat and not rows and not by_pixel
+                 and kb.knob(CONV.DSP_STAGGER, default=CONV.dsp_stagger_default(kb.cpu, q_len)))
 
     def column(n: Expr, gi: Expr, pix: Expr, slot: int) -> list[Expr]:
         """Fill column ``slot`` for output pixel ``pix`` (flat); returns its coordinates."""

@@ -167,8 +167,8 @@ def column_default(channels: int, taps: int = 1, nd: int = 0) -> str:
 OUTLINE = knob("conv.outline", (True, False), True,
                "the DSP schedule's output-channel tiles each in a function of their own (its "
                "accumulators alone in the registers) or inline (no call per tile); default "
-               "inline for columns of up to 32 words (128 on the Cortex-M4, 64 on the M33 "
-               "with int16 weights) and column rows; also the generic "
+               "inline for columns of up to 32 words (128 on the Cortex-M4 and M33) and "
+               "column rows; also the generic "
                "schedule's float tiles with conv.vldm (default: outlined from 32 taps a "
                "tile)")
 
@@ -178,8 +178,7 @@ def outline_default(column_words: int) -> bool:
     return column_words >= 8
 
 
-def dsp_outline_default(column_words: int, rows: bool = False, cpu: str = "",
-                        wide: bool = False) -> bool:
+def dsp_outline_default(column_words: int, rows: bool = False, cpu: str = "") -> bool:
     # Measured (estimated cycles per inference, bench/boards.py --int8), outlined from 8 words
     # -> from 33: cortex-m4f KWS 5,413,578 -> 5,303,725, VWW 17,327,862 -> 16,765,151,
     # ResNet-8 25,247,750 -> 25,041,222, streaming wakeword 1,512,128 -> 1,493,345; cortex-m7
@@ -196,13 +195,14 @@ def dsp_outline_default(column_words: int, rows: bool = False, cpu: str = "",
     # from 33 / 65 / 129 words): cortex-m4f 13,391,220 / 13,051,696 / 12,988,998; cortex-m7
     # 8,376,962 / - / 8,390,982 (its 64-word k14 loses: 2,325,050 -> 2,365,245); cortex-m33
     # 11,735,803 / - / 12,154,316 (its 64-word k14 int16-weighted gains, 2,712,772 ->
-    # 2,625,344; its packed k24 and k26 lose: 715,605 -> 912,618 for k26).
+    # 2,625,344; its packed k24 and k26 lose: 715,605 -> 912,618 for k26). With the tiles'
+    # column words loaded one pixel ahead (conv.dsp_stagger, fewer registers), the M33's
+    # packed tiles gain inline too, up to 128 words (VWW 10,487,943 -> 10,413,681: k22
+    # 663,718 -> 637,350, k24 366,485 -> 342,763, k26 676,053 -> 651,754; flash +1.9 KB).
     if rows:
         return False
-    if cpu == "cortex-m4":
+    if cpu in ("cortex-m4", "cortex-m33"):
         return column_words > 128
-    if cpu == "cortex-m33" and wide:
-        return column_words > 64
     return column_words > 32
 
 
@@ -319,6 +319,28 @@ def dsp_tile_requant_default(epilogue: bool, cpu: str = "") -> bool:
     # 10,459,512 / 10,209,156, cortex-m33 14,528,128 / 14,360,503 (main 17,093,737 /
     # 10,457,204 / 14,503,527).
     return not epilogue or cpu == "cortex-m4"
+
+
+DSP_STAGGER = knob("conv.dsp_stagger", (False, True), False,
+                   "the DSP schedule's tiles of two channels (pair and 1x1 columns) load each "
+                   "pixel's column word one pixel ahead of its two MACs (no load's result "
+                   "read by the next instruction, two words live) instead of all the "
+                   "pixels' words first; default on the Cortex-M33 (board.toml cpu) except "
+                   "for columns of 32 words, off elsewhere")
+
+
+def dsp_stagger_default(cpu: str, column_words: int) -> bool:
+    # Measured on cortex-m33 (bench/boards.py --int8, estimated cycles per inference; its
+    # cycle model stalls a load's result read by the next instruction; Nov 28): off -> on
+    # for all columns, VWW 10,830,236 -> 10,487,943 (k14..k20 2,523,968 -> 2,371,904, k6
+    # 771,868 -> 745,804, k10 663,580 -> 629,992, k22 694,246 -> 663,718; the old order
+    # spilled the weight pointer of the 64-word tiles). With the M33's inline tiles up to 128
+    # words (dsp_outline_default), all columns / all but 32-word ones: VWW 10,413,681 /
+    # 10,464,017, KWS 3,523,898 / 3,506,578 (off: 3,506,578; its 32-word pointwise convs
+    # lose: gcc -Os then moves an accumulator each step), streaming wakeword 993,626 /
+    # 993,626. Each word loaded at its MACs instead (fewer instructions, a stall each): VWW
+    # 11,631,722.
+    return cpu == "cortex-m33" and column_words != 32
 
 
 def _dsp_requant(ctx: Context) -> str:
