@@ -86,6 +86,7 @@ INT_CASES = [
     *[(("conv.depthwise_rows", r), k, "cortex-m4f", {}) for r in (1, 3, 4)
       for k in ("depthwise", "depthwise_wide")],
     (("conv.split_requant", True), "depthwise_wide", "cortex-m4f", {}),
+    (("conv.depthwise_rows", 2), "depthwise", "cortex-m33", {}),  # stride 2: 4 on the M33
     (("conv.unroll", False), None, None, {}),
     *[(("conv.tile", v), None, "cortex-m4f", {"conv.path": "scalar"}) for v in (2, 8)],
     *[(("gemm.path", "scalar"), "matmul", t, {}) for t in ("cortex-m4f", "cortex-m55")],

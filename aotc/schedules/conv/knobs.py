@@ -134,10 +134,11 @@ SPLIT_REQUANT = knob("conv.split_requant", (True, False), False,
 DEPTHWISE_ROWS = knob("conv.depthwise_rows", (1, 2, 3, 4), 2,
                       "depthwise convs on tap pairs: output rows computed together (they share "
                       "the input rows they both read); default 3 for stride 1 along the rows' "
-                      "axis and a multiple of 3 rows, 2 otherwise")
+                      "axis and a multiple of 3 rows, 4 for stride 2 on the Cortex-M33, 2 "
+                      "otherwise")
 
 
-def depthwise_rows_default(stride: int, rows: int) -> int:
+def depthwise_rows_default(stride: int, rows: int, cpu: str = "") -> int:
     # Estimated cycles (bench/boards.py --int8 --verbose), the outputs' taps interleaved, 2 ->
     # 3 -> 4 rows a step, cortex-m4f: VWW 14,811,324 -> 14,641,241 -> 14,852,584, KWS
     # 4,589,930 -> 4,583,336 -> 4,642,082; VWW's stride-1 k1 608,576 -> 550,032 -> 621,712,
@@ -145,7 +146,12 @@ def depthwise_rows_default(stride: int, rows: int) -> int:
     # 483,535 (3 rows of stride 2 share no more input rows than 2). 3 for stride 1 along
     # the rows only, on cortex-m7 and m33 too: VWW 9,326,150 -> 9,290,590 and 12,983,111 ->
     # 12,756,216; KWS's 25 rows (8 steps and one row) gain nothing (m4f, m33) or lose (m7
-    # 3,032,992 -> 3,044,536): 3 where it divides the rows.
+    # 3,032,992 -> 3,044,536): 3 where it divides the rows. Stride 2 on cortex-m33 (loads
+    # 1 cycle: no pipelining to lose), 2 -> 4 rows (Nov 28): VWW's k3 328,388 -> 321,268, k7
+    # 161,214 -> 157,598, k11 87,023 -> 86,191, k23 52,934 -> 48,838 (stride 1 loses there:
+    # k1 421,014 -> 470,062, k13 582,835 -> 595,635).
+    if stride == 2 and cpu == "cortex-m33":
+        return 4
     return 3 if stride == 1 and rows % 3 == 0 else 2
 
 
