@@ -72,6 +72,8 @@ INT_CASES = [
     (("conv.column", "pairs"), "even", "cortex-m4f", {}),
     *[(("conv.column", "rows"), None, t, {}) for t in ("cortex-m4f", "cortex-m33")],
     (("conv.dsp_unroll", 8), "long", "cortex-m4f", {}),
+    # a 72-word pairs column: 64 words a step by default on the M33 (no loop), 32 instead
+    (("conv.dsp_unroll", 32), "longer", "cortex-m33", {"conv.column": "pairs"}),
     # 36-word columns: outlined by default (pairs) on the M7 (inline up to 128 words on the
     # M4); column rows inline at any length.
     (("conv.outline", False), "long", "cortex-m7", {"conv.column": "pairs"}),
@@ -162,6 +164,8 @@ def _int_model(kind):
         return qconv(cin=5, m=6, kernel=(1, 1), pads=(0, 0, 0, 0), hw=(5, 7))
     if kind == "long":  # 4 channel pairs x 9 taps: a 36-word column
         return qconv(cin=8, m=6, hw=(5, 5))
+    if kind == "longer":  # 8 channel pairs x 9 taps: a 72-word column
+        return qconv(cin=16, m=6, hw=(4, 4))
     if kind == "wide":
         return qconv(cin=3, m=5, kernel=(1, 10), pads=(0, 0, 0, 0), hw=(3, 12))
     return qconv(cin=5, m=7, hw=(6, 5))

@@ -167,7 +167,7 @@ def lower_conv_dsp(conv: Any, node: Node, kb: Any, X: Any, B: Any, arith: Any,
     else:
         col = kb.scratch_buffer("col", I32, (cgp * kh * wp,) if rows else (px * q_len,))
     kstrides = strides(k_sp)
-    steps = kb.knob(CONV.DSP_UNROLL, default=CONV.dsp_unroll_default(q_len, rows))
+    steps = kb.knob(CONV.DSP_UNROLL, default=CONV.dsp_unroll_default(q_len, rows, kb.cpu))
     interleave = kb.knob(CONV.DSP_REQUANT) == "interleaved"
     # Inline tiles requantise their own accumulators (no int32 sums stored and reloaded).
     fused = biased and not outline and kb.knob(

@@ -217,10 +217,10 @@ DSP_UNROLL = knob("conv.dsp_unroll", (1, 2, 4, 8, 16, 32, 64), 8,
                   "counter, compare and branch shared by that many steps, the rest after it; "
                   "at least the column's length: no loop; with conv.column=rows whole rows of "
                   "the kernel's width, as many as divide the column's rows); default 32, 64 "
-                  "for column rows")
+                  "for column rows and on the Cortex-M33")
 
 
-def dsp_unroll_default(column_words: int, rows: bool = False) -> int:
+def dsp_unroll_default(column_words: int, rows: bool = False, cpu: str = "") -> int:
     # Measured on cortex-m4f (aotc bench -Os), instructions per inference. KWS (32-word
     # pointwise columns, the first conv's 20): 1 step 5.49 M, 2 5.35 M, 4 5.23 M, 8 5.09 M,
     # 32 (no loop) 4.94 M. VWW (pointwise columns of 4-128 words): 1 16.41 M, 4 15.56 M,
@@ -246,8 +246,12 @@ def dsp_unroll_default(column_words: int, rows: bool = False) -> int:
     # the inline tiles up to 128 words on the M4): cortex-m4f VWW 12,828,290 -> 12,725,747,
     # streaming wakeword 1,242,392 -> 1,226,935; cortex-m7 8,348,532 -> 8,276,288, 811,714 ->
     # 798,290; cortex-m33 11,523,620 -> 11,434,595, 1,065,094 -> 1,049,033 (flash +3 KB);
-    # 64 words: m4f 12,917,648 / 1,229,951, m7 8,278,800 / 809,138.
-    if rows:
+    # 64 words: m4f 12,917,648 / 1,229,951, m7 8,278,800 / 809,138. On cortex-m33 64 words
+    # win (Nov 28, with conv.dsp_stagger and its inline tiles up to 128 words): VWW
+    # 10,448,513 -> 10,330,395 (k14..k20 2,371,904 -> 2,293,376, k22 637,350 -> 614,305;
+    # text +9.3 KB), streaming wakeword 993,626 -> 970,574, KWS unchanged; 128 words: VWW
+    # 10,474,646 (its text then pushes a layer out of the int16 weights of flash.py).
+    if rows or cpu == "cortex-m33":
         return 64
     return 32
 
