@@ -142,3 +142,35 @@ def mac_tile(kb: Any, accs: Any, words: Any, row: Expr, width: int, xps: Any,
             for h, lane in enumerate(lanes):
                 j = 2 * jp + h
                 kb.store(acc, [j], call("smlad", lane, xp, acc[[j]], dtype=I32))
+
+
+def mac_tile_staggered(kb: Any, accs: list[Any], words: Any, row: Expr, width: int,
+                       loads: list[Expr], wide: bool = False, plane: int = 0) -> None:
+    """mac_tile for a tile of two channels (one weight word, or its two widened lanes) and
+    the pixels' column words ``loads`` (Load expressions), loaded one pixel ahead of their
+    MACs: pixel p + 1's word is loaded before pixel p's two MACs, so no load's result is read
+    by the next instruction (the Cortex-M33's load-use stall) while only two of them are live
+    at once (fewer registers than all the pixels' words loaded first). Wider tiles: mac_tile
+    with the words loaded first. The same sums in the same order per accumulator."""
+    if -(-width // 2) != 1 or len(loads) < 2:
+        mac_tile(kb, accs, words, row, width, [kb.local(x, "xp", I32) for x in loads],
+                 wide, plane)
+        return
+    xs = [kb.local(loads[0], "xp", I32)]
+    lanes: list[Expr]
+    if wide:
+        at, odd = (row, row + plane) if plane else (row * 2, row * 2 + 1)
+        lanes = [kb.local(words.flat(at), "wl", I32)]
+        if width > 1:
+            lanes.append(kb.local(words.flat(odd), "wl", I32))
+    else:
+        w = kb.local(words.flat(row), "wq", I32)
+        xs.append(kb.local(loads[1], "xp", I32))  # between the weight's load and its SXTB16
+        lanes = [kb.local(call("sxtb16", w, dtype=I32), "wl", I32)]
+        if width > 1:
+            lanes.append(kb.local(call("sxtb16_ror8", w, dtype=I32), "wl", I32))
+    for p, acc in enumerate(accs):
+        if p + 1 < len(loads) and len(xs) == p + 1:
+            xs.append(kb.local(loads[p + 1], "xp", I32))
+        for j, lane in enumerate(lanes):
+            kb.store(acc, [j], call("smlad", lane, xs[p], acc[[j]], dtype=I32))

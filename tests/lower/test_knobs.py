@@ -72,11 +72,11 @@ INT_CASES = [
     (("conv.column", "pairs"), "even", "cortex-m4f", {}),
     *[(("conv.column", "rows"), None, t, {}) for t in ("cortex-m4f", "cortex-m33")],
     (("conv.dsp_unroll", 8), "long", "cortex-m4f", {}),
-    # 36-word columns: inline by default (pairs) on the M7 and M4 (up to 128 words), outlined
-    # on the M33 with packed weights; column rows inline at any length.
+    # a 72-word pairs column: 64 words a step by default on the M33 (no loop), 32 instead
+    (("conv.dsp_unroll", 32), "longer", "cortex-m33", {"conv.column": "pairs"}),
+    # 36-word columns: inline by default (pairs) on the M4, M7 and M33 (up to 128 words, packed
+    # weights too on the M33: outlined there below); column rows inline at any length.
     (("conv.outline", True), "long", "cortex-m7", {"conv.column": "pairs"}),
-    (("conv.outline", False), "long", "cortex-m33", {"conv.column": "pairs",
-                                                     "conv.dsp_wide": False}),
     (("conv.outline", True), "long", "cortex-m4f", {}),
     *[(("conv.outline", True), k, "cortex-m4f", {}) for k in (None, "pointwise")],  # 23, 2
     # 23-word flat columns (no loop by default): 1 and 8 words a step (a rest of 7); a
@@ -88,6 +88,7 @@ INT_CASES = [
     *[(("conv.depthwise_rows", r), k, "cortex-m4f", {}) for r in (1, 3, 4)
       for k in ("depthwise", "depthwise_wide")],
     (("conv.split_requant", True), "depthwise_wide", "cortex-m4f", {}),
+    (("conv.depthwise_rows", 2), "depthwise", "cortex-m33", {}),  # stride 2: 4 on the M33
     (("conv.unroll", False), None, None, {}),
     *[(("conv.tile", v), None, "cortex-m4f", {"conv.path": "scalar"}) for v in (2, 8)],
     *[(("gemm.path", "scalar"), "matmul", t, {}) for t in ("cortex-m4f", "cortex-m55")],
@@ -127,6 +128,15 @@ INT_CASES = [
     (("conv.dsp_order", "pipelined"), "pointwise16", "cortex-m4f", {}),
     # a first conv's word column (3 pixels x 2 channels, 14 words; padded pixels too)
     (("conv.dsp_order", "compiler"), "nhwc", "cortex-m7", {}),
+    # Column words loaded one pixel ahead of their MACs (default on the M33 but for 32-word
+    # columns): off on a 36-word pairs column (int16 and packed weights), on on the M4; the
+    # M33's tiles inline up to 128 words (packed too), outlined instead.
+    *[(("conv.dsp_stagger", False), "long", "cortex-m33", {"conv.column": "pairs", **w})
+      for w in ({}, {"conv.dsp_wide": False})],
+    *[(("conv.dsp_stagger", True), "pointwise", "cortex-m4f", w)
+      for w in ({}, {"conv.dsp_wide": False})],
+    (("conv.outline", True), "long", "cortex-m33", {"conv.column": "pairs",
+                                                    "conv.dsp_wide": False}),
     *[(("gemm.tile", v), "matmul", None, {}) for v in (4, 16)],
     *[(("gemm.mve_order", v), "matmul", "cortex-m55", {}) for v in ("ordered", "compiler")],
     (("gemm.unroll", False), "matmul", None, {}),
@@ -173,6 +183,8 @@ def _int_model(kind):
         return qconv(cin=16, m=7, kernel=(1, 1), pads=(0, 0, 0, 0), hw=(3, 5))
     if kind == "long":  # 4 channel pairs x 9 taps: a 36-word column
         return qconv(cin=8, m=6, hw=(5, 5))
+    if kind == "longer":  # 8 channel pairs x 9 taps: a 72-word column
+        return qconv(cin=16, m=6, hw=(4, 4))
     if kind == "wide":
         return qconv(cin=3, m=5, kernel=(1, 10), pads=(0, 0, 0, 0), hw=(3, 12))
     return qconv(cin=5, m=7, hw=(6, 5))

@@ -156,7 +156,8 @@ def lower_depthwise(node: Node, kb: Any, X: Any, B: Any, arith: Any,
     # Outputs per step along axis v, the one before a (none for a row kernel on a row).
     v = a - 1
     rows = (min(out_sp[v], kb.knob(CONV.DEPTHWISE_ROWS,
-                                   default=CONV.depthwise_rows_default(s[v], out_sp[v])))
+                                   default=CONV.depthwise_rows_default(s[v], out_sp[v],
+                                                                        kb.cpu)))
             if pairs and v >= 0 and out_sp[v] >= 2 else 1)
 
     def channel_constants(m: Expr) -> tuple[Any, Expr]:

@@ -115,9 +115,10 @@ def lower_conv_dsp(conv: Any, node: Node, kb: Any, X: Any, B: Any, arith: Any,
                                      CONV.dsp_pixels_default(kprod, flat, rows, wide, words))
     prove_bound(kb, arith, B, w, X.dtype, arith.x_zp)
     # Each tile a function of its own (its accumulators alone in the registers), or inline
-    # (no call per tile: better up to 32-word columns, 128 on the M4; dsp_outline_default).
+    # (no call per tile: better up to 32-word columns, 128 on the M4 and M33;
+    # dsp_outline_default).
     outline = kb.knob(CONV.OUTLINE,
-                      default=CONV.dsp_outline_default(q_len, rows, kb.cpu, wide))
+                      default=CONV.dsp_outline_default(q_len, rows, kb.cpu))
     # The bias in the tiles' first accumulators; the pixels' requantisation side by side.
     biased = kb.knob(CONV.DSP_BIAS_TILE, default=CONV.dsp_bias_tile_default(outline))
     # int16 weights and the bias in the tiles, requantised by aotc_q_requant_h (|acc| < 2^30
@@ -166,7 +167,7 @@ def lower_conv_dsp(conv: Any, node: Node, kb: Any, X: Any, B: Any, arith: Any,
     else:
         col = kb.scratch_buffer("col", I32, (cgp * kh * wp,) if rows else (px * q_len,))
     kstrides = strides(k_sp)
-    steps = kb.knob(CONV.DSP_UNROLL, default=CONV.dsp_unroll_default(q_len, rows))
+    steps = kb.knob(CONV.DSP_UNROLL, default=CONV.dsp_unroll_default(q_len, rows, kb.cpu))
     interleave = kb.knob(CONV.DSP_REQUANT) == "interleaved"
     # Inline tiles requantise their own accumulators (no int32 sums stored and reloaded).
     fused = biased and not outline and kb.knob(
@@ -195,6 +196,9 @@ def lower_conv_dsp(conv: Any, node: Node, kb: Any, X: Any, B: Any, arith: Any,
                  and px in (3, 4) and tw == 2
                  and kb.knob(CONV.DSP_ORDER, default=CONV.dsp_order_default(kb.cpu, q_len))
                  == "pipelined")
+    # (the Cortex-M33: each pixel's column word loaded one pixel ahead of its MACs)
+    staggered = (not flat and not rows and not by_pixel
+                 and kb.knob(CONV.DSP_STAGGER, default=CONV.dsp_stagger_default(kb.cpu, q_len)))
 
     def column(n: Expr, gi: Expr, pix: Expr, slot: int) -> list[Expr]:
         """Fill column ``slot`` for output pixel ``pix`` (flat); returns its coordinates."""
@@ -488,9 +492,17 @@ def lower_conv_dsp(conv: Any, node: Node, kb: Any, X: Any, B: Any, arith: Any,
                     macs(q, [xp], [accs[p]])
                 return
             if split and len(accs) == 4:
-                for half in ((0, 1), (2, 3)):
-                    xph = [kb.local(col.flat(p * q_len + q), "xp", I32) for p in half]
-                    macs(q, xph, [accs[p] for p in half])
+                for two in ((0, 1), (2, 3)):
+                    xph = [kb.local(col.flat(p * q_len + q), "xp", I32) for p in two]
+                    macs(q, xph, [accs[p] for p in two])
+                return
+            if staggered:
+                loads = [col.flat(p * q_len + q) for p in range(pixels)]
+                if wide:
+                    dsp.mac_tile_staggered(kb, accs, words, base * 2 + q * half, width, loads,
+                                           True, q_len * half)
+                else:
+                    dsp.mac_tile_staggered(kb, accs, words, base + q * half, width, loads)
                 return
             xps = [kb.local(call("ld_pair16", col.flat(2 * (p * q_len + q)), dtype=I32)
                             if flat and not layout else col.flat(p * q_len + q), "xp", I32)

@@ -134,10 +134,11 @@ SPLIT_REQUANT = knob("conv.split_requant", (True, False), False,
 DEPTHWISE_ROWS = knob("conv.depthwise_rows", (1, 2, 3, 4), 2,
                       "depthwise convs on tap pairs: output rows computed together (they share "
                       "the input rows they both read); default 3 for stride 1 along the rows' "
-                      "axis and a multiple of 3 rows, 2 otherwise")
+                      "axis and a multiple of 3 rows, 4 for stride 2 on the Cortex-M33, 2 "
+                      "otherwise")
 
 
-def depthwise_rows_default(stride: int, rows: int) -> int:
+def depthwise_rows_default(stride: int, rows: int, cpu: str = "") -> int:
     # Estimated cycles (bench/boards.py --int8 --verbose), the outputs' taps interleaved, 2 ->
     # 3 -> 4 rows a step, cortex-m4f: VWW 14,811,324 -> 14,641,241 -> 14,852,584, KWS
     # 4,589,930 -> 4,583,336 -> 4,642,082; VWW's stride-1 k1 608,576 -> 550,032 -> 621,712,
@@ -145,7 +146,12 @@ def depthwise_rows_default(stride: int, rows: int) -> int:
     # 483,535 (3 rows of stride 2 share no more input rows than 2). 3 for stride 1 along
     # the rows only, on cortex-m7 and m33 too: VWW 9,326,150 -> 9,290,590 and 12,983,111 ->
     # 12,756,216; KWS's 25 rows (8 steps and one row) gain nothing (m4f, m33) or lose (m7
-    # 3,032,992 -> 3,044,536): 3 where it divides the rows.
+    # 3,032,992 -> 3,044,536): 3 where it divides the rows. Stride 2 on cortex-m33 (loads
+    # 1 cycle: no pipelining to lose), 2 -> 4 rows (Nov 28): VWW's k3 328,388 -> 321,268, k7
+    # 161,214 -> 157,598, k11 87,023 -> 86,191, k23 52,934 -> 48,838 (stride 1 loses there:
+    # k1 421,014 -> 470,062, k13 582,835 -> 595,635).
+    if stride == 2 and cpu == "cortex-m33":
+        return 4
     return 3 if stride == 1 and rows % 3 == 0 else 2
 
 
@@ -167,9 +173,8 @@ def column_default(channels: int, taps: int = 1, nd: int = 0) -> str:
 OUTLINE = knob("conv.outline", (True, False), True,
                "the DSP schedule's output-channel tiles each in a function of their own (its "
                "accumulators alone in the registers) or inline (no call per tile); default "
-               "inline for columns of up to 32 words (128 on the Cortex-M4 and M7, 64 on the "
-               "M33 "
-               "with int16 weights) and column rows; also the generic "
+               "inline for columns of up to 32 words (128 on the Cortex-M4, M7 and M33) and "
+               "column rows; also the generic "
                "schedule's float tiles with conv.vldm (default: outlined from 32 taps a "
                "tile)")
 
@@ -179,8 +184,7 @@ def outline_default(column_words: int) -> bool:
     return column_words >= 8
 
 
-def dsp_outline_default(column_words: int, rows: bool = False, cpu: str = "",
-                        wide: bool = False) -> bool:
+def dsp_outline_default(column_words: int, rows: bool = False, cpu: str = "") -> bool:
     # Measured (estimated cycles per inference, bench/boards.py --int8), outlined from 8 words
     # -> from 33: cortex-m4f KWS 5,413,578 -> 5,303,725, VWW 17,327,862 -> 16,765,151,
     # ResNet-8 25,247,750 -> 25,041,222, streaming wakeword 1,512,128 -> 1,493,345; cortex-m7
@@ -201,13 +205,15 @@ def dsp_outline_default(column_words: int, rows: bool = False, cpu: str = "",
     # With conv.dsp_order=pipelined on the M7 (Nov 28), inline up to 128 words too: VWW
     # 6,865,692 -> 6,665,793 (k14..k22 1,822,495 -> 1,702,875, k26 411,721 -> 368,578, k24
     # 215,689 -> 194,370); streaming wakeword 667,840 -> 634,182 (its 15-pixel k5's rest of
-    # 3 pixels then in the compiler's order: pipelined there it lost, 686,142).
+    # 3 pixels then in the compiler's order: pipelined there it lost, 686,142). With the
+    # tiles' column words loaded one pixel ahead on the M33 (conv.dsp_stagger, fewer
+    # registers), its packed tiles gain inline too, up to 128 words (VWW 10,487,943 ->
+    # 10,413,681: k22 663,718 -> 637,350, k24 366,485 -> 342,763, k26 676,053 -> 651,754;
+    # flash +1.9 KB).
     if rows:
         return False
-    if cpu in ("cortex-m4", "cortex-m7"):
+    if cpu in ("cortex-m4", "cortex-m7", "cortex-m33"):
         return column_words > 128
-    if cpu == "cortex-m33" and wide:
-        return column_words > 64
     return column_words > 32
 
 
@@ -216,10 +222,10 @@ DSP_UNROLL = knob("conv.dsp_unroll", (1, 2, 4, 8, 16, 32, 64), 8,
                   "counter, compare and branch shared by that many steps, the rest after it; "
                   "at least the column's length: no loop; with conv.column=rows whole rows of "
                   "the kernel's width, as many as divide the column's rows); default 32, 64 "
-                  "for column rows")
+                  "for column rows and on the Cortex-M33")
 
 
-def dsp_unroll_default(column_words: int, rows: bool = False) -> int:
+def dsp_unroll_default(column_words: int, rows: bool = False, cpu: str = "") -> int:
     # Measured on cortex-m4f (aotc bench -Os), instructions per inference. KWS (32-word
     # pointwise columns, the first conv's 20): 1 step 5.49 M, 2 5.35 M, 4 5.23 M, 8 5.09 M,
     # 32 (no loop) 4.94 M. VWW (pointwise columns of 4-128 words): 1 16.41 M, 4 15.56 M,
@@ -245,8 +251,12 @@ def dsp_unroll_default(column_words: int, rows: bool = False) -> int:
     # the inline tiles up to 128 words on the M4): cortex-m4f VWW 12,828,290 -> 12,725,747,
     # streaming wakeword 1,242,392 -> 1,226,935; cortex-m7 8,348,532 -> 8,276,288, 811,714 ->
     # 798,290; cortex-m33 11,523,620 -> 11,434,595, 1,065,094 -> 1,049,033 (flash +3 KB);
-    # 64 words: m4f 12,917,648 / 1,229,951, m7 8,278,800 / 809,138.
-    if rows:
+    # 64 words: m4f 12,917,648 / 1,229,951, m7 8,278,800 / 809,138. On cortex-m33 64 words
+    # win (Nov 28, with conv.dsp_stagger and its inline tiles up to 128 words): VWW
+    # 10,448,513 -> 10,330,395 (k14..k20 2,371,904 -> 2,293,376, k22 637,350 -> 614,305;
+    # text +9.3 KB), streaming wakeword 993,626 -> 970,574, KWS unchanged; 128 words: VWW
+    # 10,474,646 (its text then pushes a layer out of the int16 weights of flash.py).
+    if rows or cpu == "cortex-m33":
         return 64
     return 32
 
@@ -348,6 +358,28 @@ def dsp_split_default(cpu: str, column_words: int, pixels: int = 0) -> bool:
     # streaming wakeword 1,218,543 -> 1,197,416, KWS unchanged. The M7 and M33 are not
     # measured with it (off).
     return cpu == "cortex-m4" and column_words >= 8 and pixels % 4 == 0
+
+
+DSP_STAGGER = knob("conv.dsp_stagger", (False, True), False,
+                   "the DSP schedule's tiles of two channels (pair and 1x1 columns) load each "
+                   "pixel's column word one pixel ahead of its two MACs (no load's result "
+                   "read by the next instruction, two words live) instead of all the "
+                   "pixels' words first; default on the Cortex-M33 (board.toml cpu) except "
+                   "for columns of 32 words, off elsewhere")
+
+
+def dsp_stagger_default(cpu: str, column_words: int) -> bool:
+    # Measured on cortex-m33 (bench/boards.py --int8, estimated cycles per inference; its
+    # cycle model stalls a load's result read by the next instruction; Nov 28): off -> on
+    # for all columns, VWW 10,830,236 -> 10,487,943 (k14..k20 2,523,968 -> 2,371,904, k6
+    # 771,868 -> 745,804, k10 663,580 -> 629,992, k22 694,246 -> 663,718; the old order
+    # spilled the weight pointer of the 64-word tiles). With the M33's inline tiles up to 128
+    # words (dsp_outline_default), all columns / all but 32-word ones: VWW 10,413,681 /
+    # 10,464,017, KWS 3,523,898 / 3,506,578 (off: 3,506,578; its 32-word pointwise convs
+    # lose: gcc -Os then moves an accumulator each step), streaming wakeword 993,626 /
+    # 993,626. Each word loaded at its MACs instead (fewer instructions, a stall each): VWW
+    # 11,631,722.
+    return cpu == "cortex-m33" and column_words != 32
 
 
 def _dsp_requant(ctx: Context) -> str:
