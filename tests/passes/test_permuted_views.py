@@ -17,9 +17,10 @@ NHWC = (1, 7, 6, 5)
 
 
 def _model(quant: bool, group: int = 1, two_readers: bool = False,
-           other_reader: bool = False) -> onnx.ModelProto:
+           other_reader: bool = False, kernel: int = 3,
+           shape: tuple[int, ...] = NHWC) -> onnx.ModelProto:
     rng = np.random.default_rng(3)
-    c = NHWC[3]
+    c = shape[3]
     cout = c if group > 1 else 4
     dt = TensorProto.INT8 if quant else TensorProto.FLOAT
     nodes = [helper.make_node("Transpose", ["x"], ["t"], perm=[0, 3, 1, 2])]
@@ -27,8 +28,9 @@ def _model(quant: bool, group: int = 1, two_readers: bool = False,
     outs = []
     readers = 2 if two_readers else 1
     for k in range(readers):
-        w = rng.normal(size=(cout, c // group, 3, 3)).astype(np.float32)
-        attrs = dict(kernel_shape=[3, 3], pads=[1, 0, 1, 2], strides=[1, 2], group=group)
+        w = rng.normal(size=(cout, c // group, kernel, kernel)).astype(np.float32)
+        attrs = (dict(kernel_shape=[3, 3], pads=[1, 0, 1, 2], strides=[1, 2], group=group)
+                 if kernel == 3 else dict(kernel_shape=[kernel, kernel], group=group))
         if quant:
             inits += [numpy_helper.from_array(np.clip(np.round(w * 40), -127, 127)
                                               .astype(np.int8), f"w{k}"),
@@ -48,26 +50,28 @@ def _model(quant: bool, group: int = 1, two_readers: bool = False,
     if other_reader:
         nodes.append(helper.make_node("Relu" if not quant else "Identity", ["t"], ["r"]))
         outs.append("r")
-    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", dt, list(NHWC))],
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", dt, list(shape))],
                           [helper.make_tensor_value_info(o, dt, None) for o in outs], inits)
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
 
 
-def _input(quant: bool) -> np.ndarray:
+def _input(quant: bool, shape: tuple[int, ...] = NHWC) -> np.ndarray:
     rng = np.random.default_rng(4)
     if quant:
-        return rng.integers(-128, 128, NHWC).astype(np.int8)
-    return rng.normal(size=NHWC).astype(np.float32)
+        return rng.integers(-128, 128, shape).astype(np.int8)
+    return rng.normal(size=shape).astype(np.float32)
 
 
-CASES = {"conv": {}, "depthwise": {"group": NHWC[3]}, "two_convs": {"two_readers": True}}
+CASES = {"conv": {}, "depthwise": {"group": NHWC[3]}, "two_convs": {"two_readers": True},
+         # a 1x1 conv of even channels on 24 pixels (the DSP schedule's 4-pixel word columns)
+         "pointwise": {"kernel": 1, "shape": (1, 4, 6, 8)}}
 
 
 @pytest.mark.parametrize("quant", [False, True], ids=["float", "int8"])
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_permuted_input_conv(case, quant, tmp_path):
     model = _model(quant, **CASES[case])
-    x = _input(quant)
+    x = _input(quant, CASES[case].get("shape", NHWC))
     want = onnxruntime_outputs(model, {"x": x})
     bundles = {t: aotc.compile(model, tmp_path / str(t), name="m", requant="onnx", target=t)
                for t in (None, "cortex-m4f", "cortex-m55")}

@@ -104,7 +104,9 @@ def lower_depthwise(node: Node, kb: Any, X: Any, B: Any, arith: Any,
     # two halfword accesses, as the two STRH it replaces); keeping the plane's layout keeps the
     # taps' addressing (a column shifted to align them cost the stride-1 convs more: gcc -Os
     # then kept one more pointer in the pixel loop).
-    words = pairs and X.dtype == I8 and in_sp[-1] >= 4
+    # (rows contiguous only: not a permuted view's, whose x stride is not 1)
+    words = (pairs and X.dtype == I8 and in_sp[-1] >= 4
+             and (X.strides is None or X.strides[-1] == 1))
     npl = int(np.prod(plane, dtype=np.int64))
     # Helium's row vectors (channel_lanes) read up to 3 bytes past the plane.
     xpad = kb.scratch_buffer("plane", I16 if pairs else X.dtype,

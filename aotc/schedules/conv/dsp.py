@@ -182,7 +182,8 @@ def lower_conv_dsp(conv: Any, node: Node, kb: Any, X: Any, B: Any, arith: Any,
     # load per channel (its 4 pixels are adjacent in the planar input).
     quad_px = (not flat and not rows and kprod == 1 and not padded and px == 4
                and all(v == 1 for v in s) and list(in_sp) == list(out_sp)
-               and X.dtype == dtypes.int8 and cg % 2 == 0)
+               and X.dtype == dtypes.int8 and cg % 2 == 0
+               and (X.strides is None or list(X.strides) == list(strides_of(X.shape))))
     Yc = Y.shape[1]
     # (the Cortex-M4 only: on the M7 and M33 the per-pixel loads stall their MACs)
     by_pixel = not flat and not rows and outline and wide and kb.cpu == "cortex-m4"
