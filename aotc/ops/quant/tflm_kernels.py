@@ -226,6 +226,15 @@ class _OneTensor(QuantOp):
     """A TFLM kernel of one int8 tensor and its scalar scales and zero points: the output has
     the tensor's shape and type; prepare() moves the parameters into the node (attrs "_p")."""
 
+    def check_tensor(self, node: Node, ins: Sequence[Value | None]) -> Value:
+        """The int8 tensor X (rank 1 or more) and its four scalar parameters checked; X."""
+        x = ins[0]
+        if x is None or x.type.dtype.name != "int8" or not x.type.shape:
+            raise AotcError("X must be an int8 tensor of rank 1 or more", node.name, node.op)
+        for i in (1, 2, 3, 4):
+            _scalar(node, ins[i] if i < len(ins) else None, "scales and zero points")
+        return x
+
     def infer(self, node: Node, ins: Sequence[Value | None]) -> list[TensorType]:
         x = ins[0]
         assert x is not None
@@ -254,11 +263,7 @@ class QCumSum(_OneTensor):
         raise NotImplementedError  # compute() has the node
 
     def check(self, node: Node, ins: Sequence[Value | None]) -> None:
-        x = ins[0]
-        if x is None or x.type.dtype.name != "int8" or not x.type.shape:
-            raise AotcError("X must be an int8 tensor of rank 1 or more", node.name, node.op)
-        for i in (1, 2, 3, 4):
-            _scalar(node, ins[i] if i < len(ins) else None, "scales and zero points")
+        x = self.check_tensor(node, ins)
         if not 0 <= int(node.attrs["axis"]) < len(x.type.shape):
             raise AotcError(f"axis {node.attrs['axis']} is outside rank {len(x.type.shape)}",
                             node.name, node.op)
@@ -358,11 +363,7 @@ class QL2Norm(_OneTensor):
         raise NotImplementedError  # compute() has the node
 
     def check(self, node: Node, ins: Sequence[Value | None]) -> None:
-        x = ins[0]
-        if x is None or x.type.dtype.name != "int8" or not x.type.shape:
-            raise AotcError("X must be an int8 tensor of rank 1 or more", node.name, node.op)
-        for i in (1, 2, 3, 4):
-            _scalar(node, ins[i] if i < len(ins) else None, "scales and zero points")
+        x = self.check_tensor(node, ins)
         depth = x.type.shape[-1]
         if depth * 255 * 255 >= self.MAX_SUM:
             raise AotcError(f"rows of {depth} values: a sum of squares can reach 2^28, where "
@@ -487,11 +488,7 @@ class QLogSoftmax(_OneTensor):
         return m, ls, rm, rs, diff_min, table
 
     def check(self, node: Node, ins: Sequence[Value | None]) -> None:
-        x = ins[0]
-        if x is None or x.type.dtype.name != "int8" or not x.type.shape:
-            raise AotcError("X must be an int8 tensor of rank 1 or more", node.name, node.op)
-        for i in (1, 2, 3, 4):
-            _scalar(node, ins[i] if i < len(ins) else None, "scales and zero points")
+        x = self.check_tensor(node, ins)
         p = unary_params(ins)
         if (p["sy"], p["zy"]) != (16 / 256, 127):
             raise AotcError(f"output scale {p['sy']:g} and zero point {p['zy']}; TFLM's "
